@@ -1,0 +1,52 @@
+"""perflab: a Jupyter-based GPU performance lab.
+
+``import perflab`` is cheap and needs no GPU: torch, IPython and bokeh are imported
+only by the functions that use them. In a notebook: ``%load_ext perflab``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> (module, attribute); resolved on first use
+_LAZY: dict[str, tuple[str, str]] = {
+    "TimingResult": ("perflab.model.timing", "TimingResult"),
+    "OpTable": ("perflab.model.optable", "OpTable"),
+    "BenchOptions": ("perflab.capture.timer", "BenchOptions"),
+    "range": ("perflab.capture.nvtx", "Range"),
+    "info": ("perflab.capture.env", "info"),
+    "PerflabError": ("perflab.errors", "PerflabError"),
+    "Trace": ("perflab.model.trace", "Trace"),
+    "load_trace": ("perflab.io", "load_trace"),
+    "compile_cuda": ("perflab.capture.compile", "compile_cuda"),
+    "compile_triton": ("perflab.capture.compile", "compile_triton"),
+    "roofline": ("perflab.render.roofline", "roofline"),
+}
+
+__all__ = ["__version__", "bench", "load_ipython_extension", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "bench":  # a callable module: perflab.bench(fn) and perflab.bench.latency()
+        return importlib.import_module("perflab.bench")
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'perflab' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from perflab.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from perflab.magics import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,1 @@
+"""Everything that touches a GPU, a driver, a profiler or a subprocess."""

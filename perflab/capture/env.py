@@ -1,0 +1,204 @@
+"""What this machine has: backend, devices, library and tool versions."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import sys
+from typing import Any
+
+_PACKAGES = ("perflab", "numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "nvtx")
+
+
+def package_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict[str, str]:
+    """Python and package versions (without importing the packages)."""
+    found = {"python": platform.python_version()}
+    for dist in _PACKAGES:
+        v = package_version(dist)
+        if v is not None:
+            found["cupy" if dist.startswith("cupy") else dist] = v
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_cuda() -> Any:
+    """torch, when it is installed and sees a GPU; else None."""
+    if os.environ.get("PERFLAB_FORCE_CPU"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _cupy_cuda() -> Any:
+    if os.environ.get("PERFLAB_FORCE_CPU"):
+        return None
+    try:
+        import cupy
+    except ImportError:
+        return None
+    try:
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # cupy raises its own CUDARuntimeError with no GPU/driver
+        return None
+
+
+def cuda_available() -> bool:
+    return _torch_cuda() is not None or _cupy_cuda() is not None
+
+
+def default_backend() -> str:
+    return "cuda" if cuda_available() else "cpu"
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_device() -> dict[str, Any]:
+    return {
+        "name": cpu_name(),
+        "kind": "cpu",
+        "cores": os.cpu_count(),
+        "cache_bytes": cpu_caches(),
+    }
+
+
+def cpu_caches() -> dict[str, int]:
+    """CPU cache sizes by level from sysfs (``{"L1d": 49152, "L2": ..., "L3": ...}``)."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    caches: dict[str, int] = {}
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return caches
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            level = _read(f"{base}/{entry}/level")
+            kind = _read(f"{base}/{entry}/type")
+            size = _read(f"{base}/{entry}/size")
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        label = f"L{level}" + ("d" if kind == "Data" else "")
+        caches[label] = _parse_cache_size(size)
+    return caches
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
+def _parse_cache_size(text: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    digits = text[:-1] if mult != 1 else text
+    return int(digits) * mult
+
+
+def gpu_devices() -> list[dict[str, Any]]:
+    torch = _torch_cuda()
+    if torch is not None:
+        return [_torch_device(torch, i) for i in range(torch.cuda.device_count())]
+    cupy = _cupy_cuda()
+    if cupy is not None:
+        return [_cupy_device(cupy, i) for i in range(cupy.cuda.runtime.getDeviceCount())]
+    return []
+
+
+def _torch_device(torch: Any, index: int) -> dict[str, Any]:
+    p = torch.cuda.get_device_properties(index)
+    info: dict[str, Any] = {
+        "index": index,
+        "name": p.name,
+        "kind": "cuda",
+        "compute_capability": f"{p.major}.{p.minor}",
+        "sms": p.multi_processor_count,
+        "memory_bytes": int(p.total_memory),
+        "l2_bytes": int(getattr(p, "L2_cache_size", 0)) or None,
+    }
+    info.update(_nvml_clocks(index))
+    return info
+
+
+def _cupy_device(cupy: Any, index: int) -> dict[str, Any]:
+    p = cupy.cuda.runtime.getDeviceProperties(index)
+    return {
+        "index": index,
+        "name": p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"]),
+        "kind": "cuda",
+        "compute_capability": f"{p['major']}.{p['minor']}",
+        "sms": int(p["multiProcessorCount"]),
+        "memory_bytes": int(p["totalGlobalMem"]),
+        "l2_bytes": int(p["l2CacheSize"]),
+        "sm_clock_mhz": int(p.get("clockRate", 0)) // 1000 or None,
+        "memory_clock_mhz": int(p.get("memoryClockRate", 0)) // 1000 or None,
+    }
+
+
+def _nvml_clocks(index: int) -> dict[str, Any]:
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return {
+                "sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "memory_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
+                "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+            }
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # NVML raises its own error types when no driver is present
+        return {}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def current_device_name() -> str:
+    gpus = gpu_devices()
+    if gpus:
+        return str(gpus[0]["name"])
+    return f"CPU: {cpu_name()}"
+
+
+def info() -> dict[str, Any]:
+    """Everything ``perflab info --json`` prints."""
+    from perflab.capture import toolchain
+
+    gpus = gpu_devices()
+    return {
+        "backend": "cuda" if gpus else "cpu",
+        "devices": gpus or [cpu_device()],
+        "versions": versions(),
+        "cuda_tools": toolchain.describe(),
+        "platform": {"system": platform.system(), "machine": platform.machine(),
+                     "python": sys.version.split()[0]},
+    }

@@ -1,0 +1,51 @@
+"""The ``perflab`` command. Each subcommand lives in ``perflab/commands/<name>.py``
+and exposes ``register(subparsers)``; its handler returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from perflab.errors import PerflabError
+
+# Order is the order shown in --help.
+COMMANDS = ("info", "trace", "timeline", "roofline", "ptx", "bench", "ceilings")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perflab",
+        description="perflab: a GPU performance lab. Time code, read PTX/SASS, "
+        "analyse traces, measure the machine.",
+        epilog="Run 'perflab COMMAND --help' for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module_name = f"perflab.commands.{name}"
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        importlib.import_module(module_name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.handler(args)
+    except PerflabError as exc:
+        print(f"perflab: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("perflab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `perflab ... | head`
+        return 0
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

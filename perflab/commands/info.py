@@ -1,0 +1,38 @@
+"""``perflab info``: backend, devices, versions and CUDA tools."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from perflab.commands._common import print_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "info",
+        help="show the backend, devices, library versions and CUDA tools found",
+        description="Show what perflab sees on this machine: the timing backend (cuda or "
+        "cpu), devices, versions of torch/triton/cupy/nvtx and the CUDA tools found.",
+    )
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perflab.capture.env import info
+
+    doc = info()
+    if args.json:
+        print_json(doc)
+        return 0
+    print(f"backend: {doc['backend']}" + ("" if doc["backend"] == "cuda" else " (no GPU)"))
+    for dev in doc["devices"]:
+        print("device:  " + ", ".join(f"{k}={v}" for k, v in dev.items() if v is not None))
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()))
+    for tool, found in doc["cuda_tools"].items():
+        where = "not found" if found is None else (
+            f"{found['version'] or '?'} ({found['origin']}: {found['path']})"
+        )
+        print(f"{tool:10s} {where}")
+    return 0

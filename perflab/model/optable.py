@@ -1,0 +1,89 @@
+"""A per-kernel (or per-op) table: name, calls, total time; sorted by total."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass
+class OpTable:
+    """Aggregated time per kernel or op name.
+
+    ``kind`` says what the rows are: ``"kernel"`` (GPU) or ``"cpu_op"`` (no GPU).
+    """
+
+    names: list[str]
+    calls: npt.NDArray[np.int64]
+    total_ns: npt.NDArray[np.int64]
+    kind: str = "kernel"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[str, int, int]], kind: str = "kernel") -> OpTable:
+        """Build from ``(name, calls, total_ns)`` rows; sorted by total time, descending."""
+        ordered = sorted(rows, key=lambda r: (-r[2], r[0]))
+        return cls(
+            names=[r[0] for r in ordered],
+            calls=np.array([r[1] for r in ordered], dtype=np.int64),
+            total_ns=np.array([r[2] for r in ordered], dtype=np.int64),
+            kind=kind,
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def mean_ns(self) -> npt.NDArray[np.float64]:
+        return self.total_ns / np.maximum(self.calls, 1)
+
+    @property
+    def share(self) -> npt.NDArray[np.float64]:
+        grand = float(self.total_ns.sum())
+        if grand <= 0:
+            return np.zeros(len(self.names))
+        return np.asarray(self.total_ns / grand, dtype=np.float64)
+
+    def top(self, k: int) -> OpTable:
+        return OpTable(self.names[:k], self.calls[:k], self.total_ns[:k], self.kind, self.meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "rows": [
+                {"name": n, "calls": int(c), "total_ns": int(t)}
+                for n, c, t in zip(self.names, self.calls, self.total_ns, strict=True)
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> OpTable:
+        rows = [(str(r["name"]), int(r["calls"]), int(r["total_ns"])) for r in doc["rows"]]
+        return cls.from_rows(rows, kind=str(doc.get("kind", "kernel")))
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "name": self.names,
+                "calls": self.calls,
+                "total_ns": self.total_ns,
+                "mean_ns": self.mean_ns,
+                "share": self.share,
+            }
+        )
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        from perflab.render.tables import optable_text
+
+        p.text(optable_text(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.tables import optable_html, optable_text
+
+        return {"text/plain": optable_text(self), "text/html": optable_html(self)}

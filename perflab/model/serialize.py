@@ -1,0 +1,53 @@
+"""Versioned JSON files for model objects: a header (kind, schema_version), never pickle."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+
+def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``payload`` under a ``kind``/``schema_version`` header, atomically."""
+    target = Path(path)
+    doc = {"perflab": kind, "schema_version": SCHEMA_VERSION, **payload}
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def load_json(kind: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a file written by :func:`dump_json`, checking its kind and version."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SchemaError(f"cannot read: {exc.strerror}", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise SchemaError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(
+            f"not valid JSON: {exc.msg}", source=source, position=f"line {exc.lineno} col {exc.colno}"
+        ) from None
+    return check_header(kind, doc, source)
+
+
+def check_header(kind: str, doc: Any, source: str) -> dict[str, Any]:
+    if not isinstance(doc, dict) or doc.get("perflab") != kind:
+        found = doc.get("perflab") if isinstance(doc, dict) else type(doc).__name__
+        raise SchemaError(f"expected a perflab {kind} file, found {found!r}", source=source)
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        raise SchemaError(
+            f"unsupported schema_version {version!r} (this perflab reads 1..{SCHEMA_VERSION})",
+            source=source,
+        )
+    return doc

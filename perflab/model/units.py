@@ -1,0 +1,42 @@
+"""Human-readable units, shared by every text and HTML view."""
+
+from __future__ import annotations
+
+import math
+
+_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
+_SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def format_ns(ns: float, digits: int = 3) -> str:
+    """``1234.5`` -> ``'1.23 us'``; picks the largest unit that keeps the value >= 1."""
+    if ns is None or not math.isfinite(ns):
+        return "n/a"
+    for scale, unit in _TIME_UNITS:
+        if abs(ns) >= scale:
+            return f"{ns / scale:.{digits}g} {unit}"
+    return f"{ns:.{digits}g} ns"
+
+
+def format_bytes(n: float) -> str:
+    for scale, unit in _SIZE_UNITS:
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def parse_size(text: str) -> int:
+    """``'4K'`` -> 4096, ``'1M'`` -> 1048576, ``'2GB'`` -> 2 GiB, ``'512'`` -> 512."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = 1
+    for suffix, mult in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if value.endswith(suffix):
+            value, scale = value[:-1], mult
+            break
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (use e.g. 512, 4K, 1M, 2G)") from None
+    if number < 0 or not math.isfinite(number):
+        raise ValueError(f"not a size: {text!r}")
+    return int(number * scale)

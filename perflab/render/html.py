@@ -1,0 +1,53 @@
+"""Small HTML building blocks. Every string from outside goes through :func:`esc`."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+STYLE = """<style>
+.perflab{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4}
+.perflab table{border-collapse:collapse;margin:4px 0}
+.perflab th,.perflab td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
+.perflab th:first-child,.perflab td:first-child{text-align:left}
+.perflab .warn{color:#a15c00}.perflab .note{color:#555}
+.perflab .bar{display:inline-block;height:9px;background:#4c78a8;vertical-align:middle}
+.perflab code{font-family:var(--jp-code-font-family,monospace)}
+</style>"""
+
+
+def esc(value: object) -> str:
+    """Escape any value for HTML text and attribute context."""
+    return html.escape(str(value), quote=True)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, raw_cols: int = 0) -> str:
+    """An HTML table. Cells are escaped, except the last ``raw_cols`` columns, which
+    callers build from already-escaped markup (bars, links)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            is_raw = raw_cols and i >= len(row) - raw_cols
+            cells.append(f"<td>{cell if is_raw else esc(cell)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width text table: first column left-aligned, the rest right-aligned."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                 enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def wrap(body: str) -> str:
+    return f'{STYLE}<div class="perflab">{body}</div>'

@@ -1,0 +1,64 @@
+"""TimingResult and Comparison as text and HTML."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perflab.model.timing import TimingResult
+from perflab.model.units import format_ns
+from perflab.render.html import esc, wrap
+from perflab.render.tables import optable_html, optable_text
+
+HIST_BINS = 24
+
+
+def provenance(r: TimingResult) -> str:
+    vers = ", ".join(f"{k} {v}" for k, v in r.versions.items() if k in ("torch", "triton", "cupy"))
+    base = f"{r.device}, {r.created}" + (f", {vers}" if vers else "")
+    if r.replayed_from:
+        return f"replayed from {r.replayed_from}: {base} (not measured now)"
+    return base
+
+
+def timing_text(r: TimingResult) -> str:
+    lines = [r.summary_line(), f"  min {format_ns(r.min_ns)}  max {format_ns(r.max_ns)}"
+             f"  ({r.number} call(s) per sample)", f"  {provenance(r)}"]
+    lines += [f"  warning: {w}" for w in r.warnings]
+    if r.kernels is not None:
+        lines.append(optable_text(r.kernels))
+    return "\n".join(lines)
+
+
+def _histogram_svg(r: TimingResult) -> str:
+    """A tiny inline SVG histogram of the samples (no JavaScript needed)."""
+    counts, _ = np.histogram(r.samples_ns, bins=HIST_BINS)
+    top = max(int(counts.max()), 1)
+    width, height, bar = HIST_BINS * 6, 36, 5
+    rects = "".join(
+        f'<rect x="{i * 6}" y="{height - 34 * c / top:.1f}" width="{bar}" '
+        f'height="{34 * c / top:.1f}" fill="#4c78a8"/>'
+        for i, c in enumerate(counts)
+    )
+    return (f'<svg width="{width}" height="{height}" role="img" '
+            f'aria-label="histogram of samples">{rects}</svg>')
+
+
+def timing_html(r: TimingResult) -> str:
+    lo, hi = r.ci95_ns
+    stats = (
+        f"<b>{esc(r.name)}</b>: median <b>{esc(format_ns(r.median_ns))}</b> "
+        f"(95% CI {esc(format_ns(lo))} – {esc(format_ns(hi))}), "
+        f"IQR {esc(format_ns(r.iqr_ns))}, min {esc(format_ns(r.min_ns))}, "
+        f"n={r.n} [{esc(r.backend)}]"
+    )
+    warns = "".join(f'<div class="warn">⚠ {esc(w)}</div>' for w in r.warnings)
+    prov = f'<div class="note">{esc(provenance(r))}</div>'
+    kernels = optable_html(r.kernels) if r.kernels is not None else ""
+    return wrap(
+        f'<div style="display:flex;gap:12px;align-items:center">{_histogram_svg(r)}'
+        f"<div>{stats}{prov}</div></div>{warns}{kernels}"
+    )
+
+
+def timing_bundle(r: TimingResult) -> dict[str, str]:
+    return {"text/plain": timing_text(r), "text/html": timing_html(r)}
