@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from perflab.errors import PerflabError
 
 # Order is the order shown in --help.
-COMMANDS = ("info", "trace", "timeline", "roofline", "ptx", "bench", "ceilings")
+COMMANDS = ("info", "time", "trace", "timeline", "roofline", "ptx", "bench", "ceilings")
 
 
 def build_parser() -> argparse.ArgumentParser:

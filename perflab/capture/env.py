@@ -199,6 +199,9 @@ def info() -> dict[str, Any]:
         "devices": gpus or [cpu_device()],
         "versions": versions(),
         "cuda_tools": toolchain.describe(),
-        "platform": {"system": platform.system(), "machine": platform.machine(),
-                     "python": sys.version.split()[0]},
+        "platform": {
+            "system": platform.system(),
+            "machine": platform.machine(),
+            "python": sys.version.split()[0],
+        },
     }

@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -75,9 +75,7 @@ class _CpuClock:
     def sync(self) -> None:
         pass
 
-    def run_samples(
-        self, fn: Callable[[], object], number: int, count: int
-    ) -> list[float]:
+    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
         out = []
         for _ in range(count):
             self.flush()
@@ -102,9 +100,7 @@ class _TorchCudaClock:
         self.device = str(props.name)
         l2 = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_FLUSH_BYTES
         # Twice the L2 so nothing useful survives the flush.
-        self._flush_buf = (
-            torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
-        )
+        self._flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
         self.flushes = flush
 
     def flush(self) -> None:
@@ -114,9 +110,7 @@ class _TorchCudaClock:
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
-    def run_samples(
-        self, fn: Callable[[], object], number: int, count: int
-    ) -> list[float]:
+    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
         ev = self.torch.cuda.Event
         pairs = [(ev(enable_timing=True), ev(enable_timing=True)) for _ in range(count)]
         for start, end in pairs:
@@ -141,7 +135,8 @@ class _TorchCudaClock:
             for _ in range(number):
                 fn()
         self.sync()
-        return graph.replay
+        replay: Callable[[], object] = graph.replay
+        return replay
 
     def close(self) -> None:
         self._flush_buf = None
@@ -150,7 +145,7 @@ class _TorchCudaClock:
 class _CupyCudaClock(_TorchCudaClock):
     """The same method through CuPy events when torch has no CUDA."""
 
-    def __init__(self, cupy: Any, flush: bool) -> None:  # noqa: D107
+    def __init__(self, cupy: Any, flush: bool) -> None:
         self.cupy = cupy
         dev = cupy.cuda.Device()
         props = cupy.cuda.runtime.getDeviceProperties(dev.id)
@@ -166,9 +161,7 @@ class _CupyCudaClock(_TorchCudaClock):
     def sync(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
 
-    def run_samples(
-        self, fn: Callable[[], object], number: int, count: int
-    ) -> list[float]:
+    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
         cp = self.cupy
         pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
         for start, end in pairs:
@@ -262,9 +255,7 @@ def noise_warnings(samples: np.ndarray, min_samples: int) -> list[str]:
     med = float(np.median(samples))
     q1, q3 = np.percentile(samples, [25, 75])
     if med > 0 and (q3 - q1) / med > NOISE_IQR_FRACTION:
-        warnings.append(
-            f"noisy: IQR is {100 * (q3 - q1) / med:.0f}% of the median (> 10%)"
-        )
+        warnings.append(f"noisy: IQR is {100 * (q3 - q1) / med:.0f}% of the median (> 10%)")
     best, worst = float(samples.min()), float(samples.max())
     if best > 0 and worst > WORST_OVER_BEST * best:
         warnings.append(
@@ -276,8 +267,9 @@ def noise_warnings(samples: np.ndarray, min_samples: int) -> list[str]:
     return warnings
 
 
-def bench(fn: Callable[[], object], options: BenchOptions | None = None,
-          **overrides: Any) -> TimingResult:
+def bench(
+    fn: Callable[[], object], options: BenchOptions | None = None, **overrides: Any
+) -> TimingResult:
     """Time ``fn()`` soundly; see :class:`BenchOptions` for the knobs.
 
     >>> r = bench(lambda: sum(range(1000)), backend="cpu", budget_ms=20)
@@ -320,9 +312,12 @@ def bench(fn: Callable[[], object], options: BenchOptions | None = None,
         warnings=warnings,
         versions=env.versions(),
         options={
-            "warmup_ms": opts.warmup_ms, "budget_ms": opts.budget_ms,
+            "warmup_ms": opts.warmup_ms,
+            "budget_ms": opts.budget_ms,
             "flush_l2": clock.flushes,
-            "graph": opts.graph, "warmup_calls": warmup, "samples": count,
+            "graph": opts.graph,
+            "warmup_calls": warmup,
+            "samples": count,
             **opts.extra,
         },
     )
@@ -331,7 +326,7 @@ def bench(fn: Callable[[], object], options: BenchOptions | None = None,
 class _ThrottleWatch:
     """Clock-throttle reasons seen through NVML during a run (GPU only, when present)."""
 
-    _BAD_REASONS = {
+    _BAD_REASONS: ClassVar[dict[int, str]] = {
         0x8: "hardware slowdown",
         0x20: "software thermal slowdown",
         0x40: "hardware thermal slowdown",

@@ -66,8 +66,11 @@ def find_tool(name: str) -> Tool | None:
 def tool_version(path: Path) -> str | None:
     try:
         out = subprocess.run(
-            [str(path), "--version"], capture_output=True, text=True,
-            timeout=VERSION_TIMEOUT_S, check=False,
+            [str(path), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=False,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -84,7 +87,8 @@ def describe() -> dict[str, Any]:
     for name in TOOLS:
         tool = find_tool(name)
         result[name] = (
-            None if tool is None
+            None
+            if tool is None
             else {"path": str(tool.path), "origin": tool.origin, "version": tool.version}
         )
     return result

@@ -31,8 +31,10 @@ def run(args: argparse.Namespace) -> int:
         print("device:  " + ", ".join(f"{k}={v}" for k, v in dev.items() if v is not None))
     print("versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()))
     for tool, found in doc["cuda_tools"].items():
-        where = "not found" if found is None else (
-            f"{found['version'] or '?'} ({found['origin']}: {found['path']})"
+        where = (
+            "not found"
+            if found is None
+            else (f"{found['version'] or '?'} ({found['origin']}: {found['path']})")
         )
         print(f"{tool:10s} {where}")
     return 0

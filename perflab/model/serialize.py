@@ -35,7 +35,9 @@ def load_json(kind: str, path: str | os.PathLike[str]) -> dict[str, Any]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SchemaError(
-            f"not valid JSON: {exc.msg}", source=source, position=f"line {exc.lineno} col {exc.colno}"
+            f"not valid JSON: {exc.msg}",
+            source=source,
+            position=f"line {exc.lineno} col {exc.colno}",
         ) from None
     return check_header(kind, doc, source)
 

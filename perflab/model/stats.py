@@ -57,9 +57,7 @@ class Ratio:
         return self.low > 1.0 or self.high < 1.0
 
 
-def median_ratio(
-    numerator: npt.ArrayLike, denominator: npt.ArrayLike, *, seed: int = 0
-) -> Ratio:
+def median_ratio(numerator: npt.ArrayLike, denominator: npt.ArrayLike, *, seed: int = 0) -> Ratio:
     """Ratio of medians ``median(numerator) / median(denominator)`` with a bootstrap CI."""
     a = np.asarray(numerator, dtype=np.float64)
     b = np.asarray(denominator, dtype=np.float64)

@@ -42,8 +42,10 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                 enumerate(zip(cells, widths, strict=True))]
+        parts = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
         return "  ".join(parts).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])

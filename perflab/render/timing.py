@@ -21,8 +21,11 @@ def provenance(r: TimingResult) -> str:
 
 
 def timing_text(r: TimingResult) -> str:
-    lines = [r.summary_line(), f"  min {format_ns(r.min_ns)}  max {format_ns(r.max_ns)}"
-             f"  ({r.number} call(s) per sample)", f"  {provenance(r)}"]
+    lines = [
+        r.summary_line(),
+        f"  min {format_ns(r.min_ns)}  max {format_ns(r.max_ns)}  ({r.number} call(s) per sample)",
+        f"  {provenance(r)}",
+    ]
     lines += [f"  warning: {w}" for w in r.warnings]
     if r.kernels is not None:
         lines.append(optable_text(r.kernels))
@@ -39,8 +42,10 @@ def _histogram_svg(r: TimingResult) -> str:
         f'height="{34 * c / top:.1f}" fill="#4c78a8"/>'
         for i, c in enumerate(counts)
     )
-    return (f'<svg width="{width}" height="{height}" role="img" '
-            f'aria-label="histogram of samples">{rects}</svg>')
+    return (
+        f'<svg width="{width}" height="{height}" role="img" '
+        f'aria-label="histogram of samples">{rects}</svg>'
+    )
 
 
 def timing_html(r: TimingResult) -> str:

@@ -1,0 +1,200 @@
+"""Roofline maths: attainable performance, which ceiling bounds a point, and by how much.
+
+Units are SI throughout: FLOP, bytes, seconds, FLOP/s, B/s; intensity in FLOP/byte.
+A :class:`Roof` is a set of compute ceilings (one per data type) and bandwidth ceilings
+(one per memory level). A :class:`Point` is one kernel (or one memory level of a kernel,
+for hierarchical rooflines) with its FLOPs, bytes moved and time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, DeviceSpec
+
+
+@dataclass(frozen=True)
+class Roof:
+    """Ceilings of one device. ``compute``: FLOP/s per data type; ``memory``: B/s per level.
+    ``source`` says where they come from (spec sheet or a measurement)."""
+
+    device: str
+    compute: dict[str, float]
+    memory: dict[str, float]
+    source: str
+    measured: bool = False
+
+    def __post_init__(self) -> None:
+        for what, table in (("compute", self.compute), ("memory", self.memory)):
+            for key, value in table.items():
+                if not (value > 0 and math.isfinite(value)):
+                    raise ValueError(f"{what} ceiling {key!r} must be positive, not {value!r}")
+        if not self.compute or not self.memory:
+            raise ValueError(f"{self.device}: a roofline needs a compute and a memory ceiling")
+
+    @classmethod
+    def from_spec(cls, spec: DeviceSpec) -> Roof:
+        return cls(
+            spec.name,
+            spec.flops(),
+            spec.bytes_per_s(),
+            f"spec sheet values for {spec.name} (not measured)",
+        )
+
+    @classmethod
+    def from_ceilings(cls, device: str, ceilings: Any, source: str = "measured") -> Roof:
+        """From a measured-ceilings object with ``flops`` {dtype: GFLOP/s} and
+        ``bandwidth`` {level: GB/s} (``perflab.model.ceilings.Ceilings``)."""
+        compute = {str(k): float(v) * 1e9 for k, v in dict(ceilings.flops).items() if v}
+        memory = {str(k): float(v) * 1e9 for k, v in dict(ceilings.bandwidth).items() if v}
+        return cls(device, compute, memory, source, measured=True)
+
+    def peak(self, dtype: str | None = None) -> tuple[str, float]:
+        """The compute ceiling for ``dtype``; the highest one when ``dtype`` is None."""
+        if dtype is None:
+            return max(self.compute.items(), key=lambda kv: kv[1])
+        if dtype not in self.compute:
+            raise KeyError(
+                f"{self.device} has no {dtype!r} ceiling (known: {', '.join(self.compute)})"
+            )
+        return dtype, self.compute[dtype]
+
+    def bandwidth(self, level: str | None = None) -> tuple[str, float]:
+        """The bandwidth ceiling of ``level``; the first (device memory) when None."""
+        if level is None:
+            return next(iter(self.memory.items()))
+        if level not in self.memory:
+            raise KeyError(
+                f"{self.device} has no {level!r} bandwidth (known: {', '.join(self.memory)})"
+            )
+        return level, self.memory[level]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "compute_flops": dict(self.compute),
+            "memory_bytes_per_s": dict(self.memory),
+            "source": self.source,
+            "measured": self.measured,
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One kernel at one memory level: ``flops`` and ``bytes`` moved in ``seconds``."""
+
+    name: str
+    flops: float
+    bytes: float
+    seconds: float
+    level: str | None = None  # memory level the bytes were counted at; None: device memory
+    dtype: str | None = None  # compute ceiling that applies; None: the highest
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for label, value in (("flops", self.flops), ("bytes", self.bytes)):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(
+                    f"{self.name}: {label} must be a non-negative number, not {value!r}"
+                )
+        if not (self.seconds > 0 and math.isfinite(self.seconds)):
+            raise ValueError(f"{self.name}: time must be positive, not {self.seconds!r}")
+        if self.flops == 0 and self.bytes == 0:
+            raise ValueError(f"{self.name}: needs FLOPs or bytes (both are 0)")
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte (inf when no bytes were moved)."""
+        return self.flops / self.bytes if self.bytes else math.inf
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.seconds
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes / self.seconds
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Where a point sits under a roof."""
+
+    point: Point
+    compute_key: str
+    peak: float
+    memory_key: str
+    bandwidth: float
+    attainable: float  # FLOP/s the roof allows at this intensity
+    bound: str  # "memory" or "compute"
+
+    @property
+    def ceiling(self) -> str:
+        """The ceiling that bounds the point, in words (``"HBM 3.35 TB/s"``)."""
+        if self.bound == "memory":
+            return f"{BANDWIDTH_LABELS.get(self.memory_key, self.memory_key)} bandwidth"
+        return f"{COMPUTE_LABELS.get(self.compute_key, self.compute_key)} peak"
+
+    @property
+    def fraction(self) -> float:
+        """Achieved / attainable performance, in 0..1 for points under the roof."""
+        if self.point.flops == 0:  # a pure copy: compare bandwidths instead
+            return self.point.bytes_per_s / self.bandwidth
+        return self.point.flops_per_s / self.attainable
+
+    @property
+    def headroom(self) -> float:
+        """How many times faster the kernel could run before touching its ceiling."""
+        return 1 / self.fraction
+
+    @property
+    def ridge(self) -> float:
+        """Intensity (FLOP/byte) where the memory and compute ceilings meet."""
+        return self.peak / self.bandwidth
+
+    def describe(self) -> str:
+        return (
+            f"{self.point.name}: {self.bound}-bound ({self.ceiling}); at "
+            f"{100 * self.fraction:.1f}% of the ceiling, {self.headroom:.3g}x headroom"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.point
+        return {
+            "name": p.name,
+            "level": self.memory_key,
+            "dtype": self.compute_key,
+            "flops": p.flops,
+            "bytes": p.bytes,
+            "seconds": p.seconds,
+            "intensity": p.intensity if math.isfinite(p.intensity) else None,
+            "flops_per_s": p.flops_per_s,
+            "bytes_per_s": p.bytes_per_s,
+            "attainable_flops_per_s": self.attainable,
+            "bound": self.bound,
+            "ceiling": self.ceiling,
+            "fraction_of_ceiling": self.fraction,
+            "headroom": self.headroom,
+        }
+
+
+def attainable(intensity: float, peak: float, bandwidth: float) -> float:
+    """The classic roofline: ``min(peak, bandwidth * intensity)`` in FLOP/s."""
+    if math.isinf(intensity):
+        return peak
+    return min(peak, bandwidth * intensity)
+
+
+def assess(point: Point, roof: Roof) -> Verdict:
+    """Which ceiling bounds ``point`` under ``roof`` and how close it gets."""
+    compute_key, peak = roof.peak(point.dtype)
+    memory_key, bandwidth = roof.bandwidth(point.level)
+    reach = attainable(point.intensity, peak, bandwidth)
+    bound = "compute" if point.intensity >= peak / bandwidth else "memory"
+    return Verdict(point, compute_key, peak, memory_key, bandwidth, reach, bound)
+
+
+def assess_all(points: list[Point], roof: Roof) -> list[Verdict]:
+    return [assess(p, roof) for p in points]

@@ -1,0 +1,240 @@
+"""The options-to-call code shared by ``%%gpuprofile`` and ``perflab time``.
+
+One definition of each flag, applied to the magic's ``magic_arguments`` and to the
+CLI's argparse parser, and one function that turns parsed options into a timed run
+(with ``--trace`` and ``--record``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+
+from perflab.capture import env
+from perflab.capture.timer import BenchOptions, bench
+from perflab.errors import InputError
+from perflab.model.timing import TimingResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# (flags, argparse keyword arguments)
+TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (
+        ("--budget",),
+        dict(
+            type=float,
+            default=100.0,
+            metavar="MS",
+            help="measurement budget in milliseconds (default 100)",
+        ),
+    ),
+    (
+        ("--warmup",),
+        dict(
+            type=float,
+            default=25.0,
+            metavar="MS",
+            help="warm-up budget in milliseconds (default 25)",
+        ),
+    ),
+    (
+        ("-n",),
+        dict(
+            type=int,
+            dest="number",
+            metavar="N",
+            help="calls per sample (default: 1 on a GPU; enough for 20 us on the CPU)",
+        ),
+    ),
+    (
+        ("-r",),
+        dict(
+            type=int,
+            dest="repeat",
+            metavar="R",
+            help="number of samples (default: as many as the budget allows, >= 10)",
+        ),
+    ),
+    (
+        ("--flush-l2",),
+        dict(
+            dest="flush_l2",
+            action="store_true",
+            default=None,
+            help="flush the L2 (CPU: last-level cache) before every sample (default on a GPU)",
+        ),
+    ),
+    (
+        ("--no-flush-l2",),
+        dict(
+            dest="flush_l2",
+            action="store_false",
+            help="keep caches warm between samples (default on the CPU)",
+        ),
+    ),
+    (
+        ("--graph",),
+        dict(
+            action="store_true",
+            help="capture the code as a CUDA graph and time its replay "
+            "(removes launch overhead; GPU only)",
+        ),
+    ),
+    (
+        ("--backend",),
+        dict(
+            choices=("auto", "cuda", "cpu"),
+            default="auto",
+            help="timing backend (default: cuda when a GPU is present)",
+        ),
+    ),
+    (("--name",), dict(default=None, help="name of the NVTX range and of the result")),
+    (
+        ("--no-nvtx",),
+        dict(
+            dest="no_nvtx",
+            action="store_true",
+            help="do not emit an NVTX range around the timed runs",
+        ),
+    ),
+    (
+        ("--trace",),
+        dict(
+            action="store_true",
+            help="profile one extra run with torch.profiler and show the kernels "
+            "(CPU ops without a GPU)",
+        ),
+    ),
+    (
+        ("--flops",),
+        dict(
+            type=float,
+            default=None,
+            metavar="N",
+            help="floating-point operations per call (for the roofline point)",
+        ),
+    ),
+    (
+        ("--bytes",),
+        dict(
+            type=float,
+            default=None,
+            metavar="N",
+            help="bytes moved per call (for the roofline point)",
+        ),
+    ),
+    (
+        ("--record",),
+        dict(
+            default=None,
+            metavar="FILE",
+            help="with a GPU: run and save the result to FILE; without one: "
+            "replay FILE (saying where and when it was measured)",
+        ),
+    ),
+]
+
+
+def with_timing_arguments(func: F) -> F:
+    """Decorate an IPython magic with the shared timing flags (plus its own, applied after)."""
+    from IPython.core.magic_arguments import argument
+
+    for flags, kwargs in reversed(TIMING_ARGUMENTS):
+        func = argument(*flags, **kwargs)(func)
+    return func
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    for flags, kwargs in TIMING_ARGUMENTS:
+        parser.add_argument(*flags, **kwargs)
+
+
+def bench_options(args: argparse.Namespace, default_name: str) -> BenchOptions:
+    """The BenchOptions a parsed command line asks for (validated)."""
+    opts = BenchOptions(
+        warmup_ms=args.warmup,
+        budget_ms=args.budget,
+        number=args.number,
+        repeat=args.repeat,
+        flush_l2=args.flush_l2,
+        graph=args.graph,
+        backend=args.backend,
+        name=args.name or default_name,
+        nvtx=not args.no_nvtx,
+    )
+    opts.validate()
+    for label, value in (("--flops", args.flops), ("--bytes", args.bytes)):
+        if value is not None and not value >= 0:
+            raise InputError(f"{label} must be a non-negative number, not {value}")
+    return opts
+
+
+@dataclass
+class TimedRun:
+    """What a timing front-end shows: the result, the trace (``--trace``), notes."""
+
+    result: TimingResult
+    trace: Any = None
+    replayed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def replay_instead(record: str | None) -> bool:
+    """``--record FILE`` with no GPU and FILE present: replay rather than run."""
+    return bool(record) and not env.cuda_available() and os.path.exists(str(record))
+
+
+def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: str) -> TimedRun:
+    """Run ``fn`` as the parsed options ask: replay, or time (and trace, and record)."""
+    opts = bench_options(args, default_name)
+    if replay_instead(args.record):
+        result = TimingResult.load(args.record)
+        return TimedRun(
+            result,
+            replayed=True,
+            notes=[
+                f"no GPU: replayed {args.record} (measured on {result.device}, {result.created}; "
+                f"{_versions_text(result)}); the code was not run"
+            ],
+        )
+    result = bench(fn, opts)
+    result.flops, result.bytes = args.flops, args.bytes
+    run = TimedRun(result)
+    if args.trace:
+        run.trace = _trace_once(fn, result)
+    if args.record:
+        run.notes.append(_record(result, args.record))
+    return run
+
+
+def _trace_once(fn: Callable[[], object], result: TimingResult) -> Any:
+    from perflab.analysis.kernels import kernel_table
+    from perflab.capture.profile import profile
+
+    trace = profile(fn, cuda=result.backend == "cuda")
+    result.kernels = kernel_table(trace)
+    return trace
+
+
+def _record(result: TimingResult, path: str) -> str:
+    if result.backend != "cuda":
+        return f"no GPU: {path} not written (records hold GPU measurements; this ran on the CPU)"
+    result.save(path)
+    return f"recorded to {path} ({result.device}, {result.created})"
+
+
+def _versions_text(result: TimingResult) -> str:
+    return ", ".join(f"{k} {v}" for k, v in result.versions.items()) or "versions unknown"
+
+
+def user_frames(tb: TracebackType | None, filename: str) -> TracebackType | None:
+    """The part of a traceback that starts in the user's code (drop perflab's frames)."""
+    first = tb
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            return tb
+        tb = tb.tb_next
+    return first

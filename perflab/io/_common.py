@@ -1,0 +1,113 @@
+"""Helpers shared by the importers: reading (gzip-aware), string interning, tracks."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.errors import InputError
+from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+ZIP_MAGIC = b"PK\x03\x04"
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes, gunzipped when it is gzip; perflab errors for unreadable files."""
+    source = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise InputError("no such file", source=source) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a trace file", source=source) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=source) from None
+    if raw[:2] != GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except EOFError:
+        raise InputError(
+            "truncated gzip file (ends before the end-of-stream marker)", source=source
+        ) from None
+    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise InputError(f"corrupt gzip data: {exc}", source=source) from None
+
+
+class StringTable:
+    """Interns strings: equal strings share one id; ``strings`` lists them by id."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def add(self, text: str) -> int:
+        return self.index.setdefault(text, len(self.index))
+
+    def add_all(self, texts: Iterable[str]) -> npt.NDArray[np.int32]:
+        setdefault, index = self.index.setdefault, self.index
+        return np.fromiter((setdefault(t, len(index)) for t in texts), dtype=np.int32)
+
+    @property
+    def strings(self) -> list[str]:
+        return list(self.index)
+
+
+def build_tracks(
+    device: npt.NDArray[np.int64],
+    stream: npt.NDArray[np.int64],
+    track_kind: npt.NDArray[np.int8],
+    strings: StringTable,
+) -> tuple[Table, npt.NDArray[np.int32]]:
+    """Group events by (kind, device, stream) into tracks; returns (tracks, track per event)."""
+    keys = np.stack([track_kind.astype(np.int64), device, stream], axis=1)
+    if len(keys) == 0:
+        return Table(TRACK_COLUMNS), np.zeros(0, dtype=np.int32)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    labels = [track_label(int(k), int(d), int(s)) for k, d, s in uniq.tolist()]
+    tracks = Table(
+        TRACK_COLUMNS,
+        {
+            "rank": np.zeros(len(uniq), dtype=np.int32),
+            "device": uniq[:, 1],
+            "stream": uniq[:, 2],
+            "kind": uniq[:, 0].astype(np.int8),
+            "label": strings.add_all(labels),
+        },
+    )
+    return tracks, inverse.reshape(-1).astype(np.int32)
+
+
+def track_label(kind: int, device: int, stream: int) -> str:
+    if kind == TrackKind.GPU:
+        return f"GPU {device} stream {stream}"
+    return f"process {device} thread {stream}"
+
+
+def events_table(columns: dict[str, Any]) -> Table:
+    return Table(EVENT_COLUMNS, columns)
+
+
+def sort_order(start_ns: npt.NDArray[np.int64], track: npt.NDArray[np.int32]) -> npt.NDArray[Any]:
+    """Row order by (start, track): what every importer hands out."""
+    return np.lexsort((track, start_ns))
+
+
+def renumber(order: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """For a permutation ``order`` (new row -> old row): old row -> new row."""
+    new_of_old = np.empty(len(order), dtype=np.int64)
+    new_of_old[order] = np.arange(len(order), dtype=np.int64)
+    return new_of_old
+
+
+def describe_position(index: int | None, what: str = "traceEvents") -> str | None:
+    return None if index is None else f"{what}[{index}]"

@@ -1,0 +1,387 @@
+"""Results of microbenchmark sweeps: series of points, the plateaus found in them, and
+collective-communication rows with their alpha-beta fits. Saved as versioned JSON.
+
+A :class:`BenchResult` holds one or more :class:`Series` (for example ``copy`` and
+``triad`` for the bandwidth benchmark); each series is columnar: ``x`` (working-set
+bytes, matrix size...) against ``y`` (ns, GB/s, GFLOP/s...), with optional extra
+columns of the same length (``cycles``) and the :class:`Level` plateaus detected in it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.errors import SchemaError
+from perflab.model.serialize import dump_json, load_json
+from perflab.model.timing import now_iso
+
+BENCH_KIND = "BenchResult"
+COLLECTIVES_KIND = "CollectiveResult"
+
+
+def _floats(values: Any) -> npt.NDArray[np.float64]:
+    return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def _finite_list(values: npt.NDArray[np.float64]) -> list[float | None]:
+    """JSON has no NaN: missing values are stored as null."""
+    return [float(v) if math.isfinite(v) else None for v in values]
+
+
+def _from_nullable(values: Any) -> npt.NDArray[np.float64]:
+    return _floats([math.nan if v is None else v for v in values])
+
+
+@dataclass
+class Level:
+    """A plateau of a sweep: ``x`` from ``x_min`` to ``x_max`` at about ``value``."""
+
+    name: str
+    x_min: float
+    x_max: float
+    value: float
+    points: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "x_min": self.x_min,
+            "x_max": self.x_max,
+            "value": self.value,
+            "points": self.points,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Level:
+        return cls(
+            str(doc["name"]),
+            float(doc["x_min"]),
+            float(doc["x_max"]),
+            float(doc["value"]),
+            int(doc["points"]),
+        )
+
+
+@dataclass
+class Series:
+    """One curve of a sweep: ``y`` (in ``y_unit``) against ``x`` (in ``x_unit``)."""
+
+    name: str
+    x: npt.NDArray[np.float64]
+    y: npt.NDArray[np.float64]
+    x_unit: str = "bytes"
+    y_unit: str = "ns"
+    extra: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
+    levels: list[Level] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.x = _floats(self.x)
+        self.y = _floats(self.y)
+        self.extra = {k: _floats(v) for k, v in self.extra.items()}
+        for label, column in (("y", self.y), *self.extra.items()):
+            if column.size != self.x.size:
+                raise ValueError(
+                    f"series {self.name!r}: column {label} has {column.size} values, x has "
+                    f"{self.x.size}"
+                )
+
+    def __len__(self) -> int:
+        return int(self.x.size)
+
+    def points(self) -> list[dict[str, float | None]]:
+        """Rows ``{x_unit: x, y_unit: y, **extra}`` (the CLI's ``points``)."""
+        rows = []
+        for i in range(len(self)):
+            row: dict[str, float | None] = {
+                self.x_unit: float(self.x[i]),
+                self.y_unit: float(self.y[i]),
+            }
+            for key, column in self.extra.items():
+                v = float(column[i])
+                row[key] = v if math.isfinite(v) else None
+            rows.append(row)
+        return rows
+
+    def level_rows(self) -> list[dict[str, Any]]:
+        """Rows ``{"name", "<x_unit>_max", y_unit: value}`` in the order found."""
+        return [
+            {"name": lv.name, f"{self.x_unit}_max": lv.x_max, self.y_unit: lv.value}
+            for lv in self.levels
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "x_unit": self.x_unit,
+            "y_unit": self.y_unit,
+            "x": _finite_list(self.x),
+            "y": _finite_list(self.y),
+            "extra": {k: _finite_list(v) for k, v in self.extra.items()},
+            "levels": [lv.to_dict() for lv in self.levels],
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Series:
+        return cls(
+            name=str(doc["name"]),
+            x=_from_nullable(doc["x"]),
+            y=_from_nullable(doc["y"]),
+            x_unit=str(doc.get("x_unit", "bytes")),
+            y_unit=str(doc.get("y_unit", "ns")),
+            extra={str(k): _from_nullable(v) for k, v in doc.get("extra", {}).items()},
+            levels=[Level.from_dict(lv) for lv in doc.get("levels", [])],
+        )
+
+
+@dataclass
+class _Provenance:
+    """Where and when a result was measured (shared by both result kinds)."""
+
+    benchmark: str
+    device: str
+    backend: str
+    created: str = field(default_factory=now_iso)
+    versions: dict[str, str] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    replayed_from: str | None = None
+
+    def provenance_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark,
+            "device": self.device,
+            "backend": self.backend,
+            "created": self.created,
+            "versions": dict(self.versions),
+            "options": dict(self.options),
+            "warnings": list(self.warnings),
+        }
+
+    @staticmethod
+    def provenance_kwargs(doc: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "benchmark": str(doc["benchmark"]),
+            "device": str(doc["device"]),
+            "backend": str(doc["backend"]),
+            "created": str(doc.get("created", "")),
+            "versions": {str(k): str(v) for k, v in doc.get("versions", {}).items()},
+            "options": dict(doc.get("options", {})),
+            "warnings": [str(w) for w in doc.get("warnings", [])],
+        }
+
+    def provenance_line(self) -> str:
+        keep = ("torch", "triton", "cupy", "numpy", "driver")
+        vers = ", ".join(f"{k} {v}" for k, v in self.versions.items() if k in keep)
+        base = f"{self.device} [{self.backend}], {self.created}" + (f", {vers}" if vers else "")
+        if self.replayed_from:
+            return f"replayed from {self.replayed_from}: {base} (not measured now)"
+        return base
+
+
+def _malformed(kind: str, path: str | os.PathLike[str], exc: Exception) -> SchemaError:
+    return SchemaError(f"malformed {kind}: {type(exc).__name__}: {exc}", source=str(path))
+
+
+@dataclass
+class BenchResult(_Provenance):
+    """A microbenchmark run: its series, on which device, when, with what."""
+
+    series: list[Series] = field(default_factory=list)
+
+    def get(self, name: str) -> Series:
+        for s in self.series:
+            if s.name == name:
+                return s
+        names = ", ".join(s.name for s in self.series)
+        raise KeyError(f"no series {name!r} in {self.benchmark} (have: {names})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.provenance_dict(), "series": [s.to_dict() for s in self.series]}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> BenchResult:
+        return cls(
+            **cls.provenance_kwargs(doc), series=[Series.from_dict(s) for s in doc["series"]]
+        )
+
+    def to_pandas(self) -> Any:
+        """One row per point: series, x, y and extra columns."""
+        import pandas as pd
+
+        rows = [{"series": s.name, **p} for s in self.series for p in s.points()]
+        return pd.DataFrame(rows)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        return dump_json(BENCH_KIND, self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> BenchResult:
+        doc = load_json(BENCH_KIND, path)
+        try:
+            result = cls.from_dict(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _malformed(BENCH_KIND, path, exc) from None
+        result.replayed_from = str(path)
+        return result
+
+    def __str__(self) -> str:
+        from perflab.render.bench_view import bench_text
+
+        return bench_text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.bench_view import bench_bundle
+
+        return bench_bundle(self)
+
+
+@dataclass
+class AlphaBetaFit:
+    """``time = alpha + bytes / beta``: a latency (s) and a bandwidth (bytes/s)."""
+
+    alpha_s: float
+    beta_Bps: float
+    rel_rms: float  # RMS of (fit - measured) / measured over the points used
+    points: int
+
+    def predict_s(self, nbytes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        return self.alpha_s + _floats(nbytes) / self.beta_Bps
+
+    def to_dict(self) -> dict[str, Any]:
+        beta = self.beta_Bps / 1e9 if math.isfinite(self.beta_Bps) else None  # flat: no slope
+        return {
+            "alpha_us": self.alpha_s * 1e6,
+            "beta_GBps": beta,
+            "rel_rms": self.rel_rms,
+            "points": self.points,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> AlphaBetaFit:
+        beta = doc["beta_GBps"]
+        return cls(
+            float(doc["alpha_us"]) * 1e-6,
+            math.inf if beta is None else float(beta) * 1e9,
+            float(doc["rel_rms"]),
+            int(doc["points"]),
+        )
+
+
+@dataclass
+class CollectiveRow:
+    """One (op, size) point, with nccl-tests' definitions (see perflab.analysis.collectives)."""
+
+    op: str
+    bytes: int
+    world_size: int
+    backend: str
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    dtype: str = "float32"
+    iters: int = 0
+    verified: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "bytes": self.bytes,
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "time_us": self.time_us,
+            "algbw_GBps": self.algbw_GBps,
+            "busbw_GBps": self.busbw_GBps,
+            "dtype": self.dtype,
+            "iters": self.iters,
+            "verified": self.verified,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> CollectiveRow:
+        return cls(
+            str(doc["op"]),
+            int(doc["bytes"]),
+            int(doc["world_size"]),
+            str(doc["backend"]),
+            float(doc["time_us"]),
+            float(doc["algbw_GBps"]),
+            float(doc["busbw_GBps"]),
+            str(doc.get("dtype", "float32")),
+            int(doc.get("iters", 0)),
+            bool(doc.get("verified", False)),
+        )
+
+
+@dataclass
+class CollectiveResult(_Provenance):
+    """A collectives sweep: rows per (op, size) and an alpha-beta fit per op."""
+
+    rows: list[CollectiveRow] = field(default_factory=list)
+    fits: dict[str, AlphaBetaFit] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.provenance_dict(),
+            "rows": [r.to_dict() for r in self.rows],
+            "fits": {op: f.to_dict() for op, f in self.fits.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> CollectiveResult:
+        return cls(
+            **cls.provenance_kwargs(doc),
+            rows=[CollectiveRow.from_dict(r) for r in doc["rows"]],
+            fits={str(k): AlphaBetaFit.from_dict(v) for k, v in doc.get("fits", {}).items()},
+        )
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.rows])
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        return dump_json(COLLECTIVES_KIND, self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> CollectiveResult:
+        doc = load_json(COLLECTIVES_KIND, path)
+        try:
+            result = cls.from_dict(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _malformed(COLLECTIVES_KIND, path, exc) from None
+        result.replayed_from = str(path)
+        return result
+
+    def __str__(self) -> str:
+        from perflab.render.bench_view import collectives_text
+
+        return collectives_text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.bench_view import collectives_bundle
+
+        return collectives_bundle(self)
+
+
+def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:
+    """Load either kind of saved microbenchmark result, by its header."""
+    try:
+        return BenchResult.load(path)
+    except SchemaError as first:
+        try:
+            return CollectiveResult.load(path)
+        except SchemaError:
+            raise first from None

@@ -1,0 +1,147 @@
+"""%%gpuprofile, run in-process through IPython's InteractiveShell."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from perflab.capture.env import cuda_available
+from perflab.model.timing import TimingResult
+
+FAST = "--budget 5 --warmup 1"
+
+
+@pytest.fixture(scope="module")
+def ip() -> InteractiveShell:
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "perflab")
+    return shell
+
+
+def run(ip: InteractiveShell, line: str, cell: str) -> Any:
+    result = ip.run_cell(f"%%gpuprofile {line}\n{cell}")
+    return result
+
+
+def test_cell_names_persist_and_result_is_returned(ip: InteractiveShell) -> None:
+    res = run(ip, f"{FAST} -o", "counter = globals().get('counter', 0) + 1\ny = counter * 2")
+    assert res.success, res.error_in_exec
+    assert isinstance(res.result, TimingResult)
+    assert ip.user_ns["counter"] > 1  # ran once untimed, then timed repeatedly
+    assert ip.user_ns["y"] == 2 * ip.user_ns["counter"]
+
+
+def test_store_and_compare(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(ip, f"{FAST} -v fast --name fast", "sum(range(10))").success
+    assert isinstance(ip.user_ns["fast"], TimingResult)
+    assert ip.user_ns["fast"].name == "fast"
+    assert run(ip, f"{FAST} --name slow --compare fast", "sum(range(20000))").success
+    out = capsys.readouterr().out
+    assert "slow vs fast" in out and "slower" in out
+
+
+def test_compare_with_missing_name_is_a_usage_error(ip: InteractiveShell) -> None:
+    res = run(ip, "--compare nothing_here", "x = 1")
+    assert not res.success
+    assert "expected a TimingResult" in str(res.error_in_exec)
+
+
+def test_user_exception_points_at_user_line(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = run(ip, FAST, "a = 1\nb = 2\n1 / 0")
+    assert isinstance(res.error_in_exec, ZeroDivisionError)
+    tb = res.error_in_exec.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    # the cell body's "1 / 0" is line 4 of the cell as shown (line 1 is %%gpuprofile)
+    assert frames[-1][1] == 4
+    # perflab's own frames are hidden from what the user sees
+    shown = capsys.readouterr().out
+    assert "line 4" in shown and "ZeroDivisionError" in shown
+    assert "perflab" not in shown and "timer.py" not in shown
+    # and the next %%gpuprofile works
+    assert run(ip, FAST, "z = 3").success
+
+
+def test_bad_options_are_usage_errors(ip: InteractiveShell) -> None:
+    for line in ("--budget -3", "-n 0", "--backend tpu", "--flops -1"):
+        res = run(ip, line, "x = 1")
+        assert not res.success, line
+        assert type(res.error_in_exec).__name__ == "UsageError", (line, res.error_in_exec)
+
+
+def test_help_lists_options(ip: InteractiveShell) -> None:
+    doc = ip.find_cell_magic("gpuprofile").__doc__
+    for flag in (
+        "--budget",
+        "--flush-l2",
+        "--no-flush-l2",
+        "--graph",
+        "--trace",
+        "--record",
+        "--compare",
+        "-v NAME",
+        "--no-nvtx",
+        "--name",
+    ):
+        assert flag in doc, flag
+
+
+def test_nvtx_range_named_after_name(ip: InteractiveShell) -> None:
+    from perflab.capture.nvtx import clear_spans, host_spans
+
+    clear_spans()
+    assert run(ip, f"{FAST} --name my-range", "x = 1").success
+    assert [s.name for s in host_spans()] == ["my-range"]
+    clear_spans()
+    assert run(ip, f"{FAST} --no-nvtx --name quiet", "x = 1").success
+    assert [s.name for s in host_spans()] == ["quiet"]  # host span kept, NVTX skipped
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the no-GPU replay path")
+def test_record_without_gpu_replays_file(
+    ip: InteractiveShell, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.json"
+    assert run(ip, f"{FAST} --record {missing}", "x = 1").success
+    assert not missing.exists()
+    assert "not written" in capsys.readouterr().err
+    recorded = TimingResult(
+        samples_ns=np.array([1e6, 1.1e6, 1.2e6]),
+        backend="cuda",
+        device="NVIDIA H200",
+        created="2026-01-01T00:00:00+00:00",
+        versions={"torch": "2.11.0"},
+    )
+    path = recorded.save(tmp_path / "rec.json")
+    ip.user_ns.pop("never_set", None)
+    res = run(ip, f"--record {path} -o", "never_set = 1")
+    assert res.success
+    assert "never_set" not in ip.user_ns  # replayed, not run
+    assert res.result.device == "NVIDIA H200"
+    err = capsys.readouterr().err
+    assert "replayed" in err and "NVIDIA H200" in err and "2026-01-01" in err
+    assert json.loads(path.read_text())["backend"] == "cuda"
+
+
+def test_trace_shows_op_table(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run(ip, f"{FAST} --trace -o", "import torch\nt = torch.ones(64, 64) @ torch.ones(64, 64)")
+    assert res.success, res.error_in_exec
+    table = res.result.kernels
+    assert table is not None and len(table) > 0
+    if not cuda_available():
+        assert table.kind == "cpu_op"
+        assert any("mm" in n for n in table.names), table.names
+
+
+def test_keyboard_interrupt_cleans_up(ip: InteractiveShell) -> None:
+    res = run(ip, FAST, "raise KeyboardInterrupt")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert run(ip, FAST, "x = 1").success  # the autouse fixture checks for leaks too

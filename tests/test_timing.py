@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import perflab
+from perflab.capture.timer import BenchOptions, _plan, bench, noise_warnings
+from perflab.errors import InputError, NoGPUError, SchemaError
+from perflab.model.timing import TimingResult
+
+
+def test_bench_measures_real_work_on_cpu() -> None:
+    # A sleep of 2 ms cannot take less than 2 ms: the samples must reflect it.
+    r = bench(lambda: time.sleep(0.002), backend="cpu", budget_ms=60, warmup_ms=1)
+    assert r.backend == "cpu"
+    assert r.median_ns >= 2_000_000
+    assert r.min_ns >= 2_000_000
+    assert r.n >= 3
+    assert "no GPU" in " ".join(r.warnings)
+
+
+def test_bench_orders_cheap_and_expensive_work() -> None:
+    small = bench(lambda: sum(range(100)), backend="cpu", budget_ms=30)
+    large = bench(lambda: sum(range(100_000)), backend="cpu", budget_ms=30)
+    assert large.median_ns > 10 * small.median_ns
+    assert large.compare(small).significant
+    assert large.compare(small).ratio > 10
+
+
+def test_callable_module_and_microbench_namespace() -> None:
+    r = perflab.bench(lambda: None, budget_ms=5, repeat=7, number=3)
+    assert r.n == 7 and r.number == 3
+
+
+def test_repeat_and_number_are_honoured() -> None:
+    calls = []
+    bench(lambda: calls.append(1), backend="cpu", repeat=5, number=4, warmup_ms=0)
+    # first call + estimate (5) + warm-up (>=1) + 5 samples x 4 calls
+    assert len(calls) >= 1 + 5 + 1 + 20
+
+
+def test_gc_is_disabled_while_timing_and_restored() -> None:
+    import gc
+
+    seen = []
+    bench(lambda: seen.append(gc.isenabled()), backend="cpu", repeat=3, warmup_ms=0)
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_exception_in_fn_propagates_and_cleans_up() -> None:
+    def boom() -> None:
+        raise RuntimeError("user error")
+
+    with pytest.raises(RuntimeError, match="user error"):
+        bench(boom, backend="cpu")
+    # the autouse fixture checks that no range/GC/profiler state leaked
+
+
+def test_flush_spends_budget_and_is_reported() -> None:
+    r = bench(lambda: None, backend="cpu", flush_l2=True, budget_ms=30, warmup_ms=0)
+    assert r.options["flush_l2"] is True
+    assert r.n >= 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(budget_ms=-1),
+        dict(warmup_ms=float("nan")),
+        dict(number=0),
+        dict(repeat=0),
+        dict(backend="tpu"),
+    ],
+)
+def test_bad_options_are_perflab_errors(bad: dict[str, object]) -> None:
+    with pytest.raises(InputError):
+        bench(lambda: None, **bad)
+
+
+def test_non_callable_is_rejected() -> None:
+    with pytest.raises(InputError, match="callable"):
+        bench(42)  # type: ignore[arg-type]
+
+
+def test_graph_without_gpu_says_no_gpu() -> None:
+    from perflab.capture.env import cuda_available
+
+    if cuda_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(NoGPUError, match="GPU"):
+        bench(lambda: None, graph=True)
+    with pytest.raises(NoGPUError, match="no GPU"):
+        bench(lambda: None, backend="cuda")
+
+
+def test_plan_derives_counts_from_budgets() -> None:
+    opts = BenchOptions(budget_ms=100, warmup_ms=10)
+    number, warmup, count = _plan(opts, per_call_ns=1_000_000, clock_name="cuda")
+    assert (number, warmup, count) == (1, 10, 100)
+    # the flush cost is part of the budget
+    assert _plan(opts, 1_000_000, "cuda", flush_ns=1_000_000)[2] == 50
+    # tiny CPU calls are batched so one sample lasts >= 20 us
+    assert _plan(opts, 100, "cpu")[0] == 200
+    # a call far beyond the budget keeps the run short
+    assert _plan(opts, 5e9, "cuda")[2] == 3
+
+
+def test_noise_warnings() -> None:
+    quiet = np.full(50, 100.0)
+    assert noise_warnings(quiet, 10) == []
+    noisy = np.r_[np.full(25, 100.0), np.full(25, 150.0)]
+    assert any("IQR" in w for w in noise_warnings(noisy, 10))
+    spiky = np.r_[np.full(49, 100.0), [500.0]]
+    assert any("4x" in w for w in noise_warnings(spiky, 10))
+    assert any("only 3 samples" in w for w in noise_warnings(quiet[:3], 10))
+
+
+def test_save_load_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    r = bench(lambda: sum(range(500)), backend="cpu", budget_ms=10)
+    path = r.save(tmp_path / "r.json")
+    doc = json.loads(path.read_text())
+    assert doc["perflab"] == "TimingResult" and doc["schema_version"] == 1
+    back = TimingResult.load(path)
+    assert np.array_equal(back.samples_ns, r.samples_ns)
+    assert back.median_ns == r.median_ns and back.device == r.device
+    assert back.replayed_from == str(path)
+    assert "replayed" in back._repr_mimebundle_()["text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{", "not valid JSON"),
+        ('{"perflab": "Trace", "schema_version": 1}', "expected a perflab TimingResult"),
+        ('{"perflab": "TimingResult", "schema_version": 99}', "schema_version"),
+        ('{"perflab": "TimingResult", "schema_version": 1}', "malformed"),
+        (
+            '{"perflab": "TimingResult", "schema_version": 1, "samples_ns": [], '
+            '"backend": "cpu", "device": "x"}',
+            "no samples",
+        ),
+    ],
+)
+def test_load_rejects_bad_files(tmp_path, content: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(SchemaError, match=message):
+        TimingResult.load(path)
+
+
+def test_load_non_utf8_and_missing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "bin.json"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(SchemaError, match="UTF-8"):
+        TimingResult.load(path)
+    with pytest.raises(SchemaError, match="cannot read"):
+        TimingResult.load(tmp_path / "missing.json")
+
+
+def test_reprs_escape_names_and_show_statistics() -> None:
+    r = TimingResult(
+        samples_ns=np.array([100.0, 110, 120, 130, 140, 150]),
+        backend="cpu",
+        device="<b>dev</b>",
+        name="<script>alert(1)</script>",
+    )
+    bundle = r._repr_mimebundle_()
+    assert "<script>alert" not in bundle["text/html"]
+    assert "&lt;script&gt;" in bundle["text/html"]
+    assert "median 125 ns" in bundle["text/plain"]
+    d = r.to_dict()
+    assert d["summary"]["median_ns"] == 125.0 and d["summary"]["n"] == 6
