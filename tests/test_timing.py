@@ -12,14 +12,25 @@ from perflab.errors import InputError, NoGPUError, SchemaError
 from perflab.model.timing import TimingResult
 
 
-def test_bench_measures_real_work_on_cpu() -> None:
-    # A sleep of 2 ms cannot take less than 2 ms: the samples must reflect it.
-    r = bench(lambda: time.sleep(0.002), backend="cpu", budget_ms=60, warmup_ms=1)
+def busy_wait(ns: int) -> None:
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+@pytest.mark.parametrize("target_ns", [2_000_000, 200_000])
+def test_calibrated_busy_wait_within_one_percent(target_ns: int) -> None:
+    r = bench(lambda: busy_wait(target_ns), backend="cpu", budget_ms=80, warmup_ms=2)
     assert r.backend == "cpu"
-    assert r.median_ns >= 2_000_000
+    assert abs(r.median_ns - target_ns) / target_ns < 0.01, r.summary_line()
+    assert r.min_ns >= target_ns
+    assert "no GPU" in " ".join(r.warnings)
+
+
+def test_sleep_is_never_reported_shorter() -> None:
+    r = bench(lambda: time.sleep(0.002), backend="cpu", budget_ms=40, warmup_ms=1)
     assert r.min_ns >= 2_000_000
     assert r.n >= 3
-    assert "no GPU" in " ".join(r.warnings)
 
 
 def test_bench_orders_cheap_and_expensive_work() -> None:

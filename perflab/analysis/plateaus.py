@@ -11,7 +11,7 @@ dropped. A plateau's value is the median of its points.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -83,23 +83,38 @@ def detect_plateaus(
 
 def name_levels(
     levels: Sequence[Level],
-    names: Sequence[str],
+    capacities: Mapping[str, float],
     *,
     memory: str,
-    last_cache_bytes: float | None = None,
+    repeat_suffix: str | None = None,
 ) -> list[Level]:
-    """Name plateaus after the hierarchy: ``names`` in order (``["L1", "L2", "L3"]``),
-    and ``memory`` (``"DRAM"``, ``"HBM"``) for the last plateau when it reaches past
-    ``last_cache_bytes`` (the sweep went beyond every cache). Extra plateaus keep
-    their generic names, so nothing is labelled beyond what was measured.
+    """Name plateaus after the hierarchy by where they end: a plateau is named after the
+    smallest cache in ``capacities`` (``{"L1": 48K, "L2": 1M, "L3": 32M}``) that holds
+    its largest working set, and ``memory`` (``"DRAM"``, ``"HBM"``) when none does.
+
+    Neighbouring plateaus that get the same name are merged (the level keeps the value
+    of its longer stretch), unless ``repeat_suffix`` is given: then the second one is
+    kept apart under ``name + repeat_suffix`` (``" far"`` for the far L2 partition of a
+    GPU). Without capacities every plateau keeps its generic name.
     """
-    named = [Level(lv.name, lv.x_min, lv.x_max, lv.value, lv.points) for lv in levels]
-    reaches_memory = (
-        bool(named) and last_cache_bytes is not None and named[-1].x_max > last_cache_bytes
-    )
-    caches = named[:-1] if reaches_memory else named
-    for level, name in zip(caches, names, strict=False):
-        level.name = name
-    if reaches_memory:
-        named[-1].name = memory
+    if not capacities:
+        return [Level(lv.name, lv.x_min, lv.x_max, lv.value, lv.points) for lv in levels]
+    ordered = sorted(capacities.items(), key=lambda item: item[1])
+    named: list[Level] = []
+    for lv in levels:
+        name = next((cache for cache, size in ordered if lv.x_max <= size), memory)
+        previous = named[-1] if named else None
+        if previous is not None and previous.name.startswith(name):
+            if repeat_suffix is None or previous.name != name:
+                _merge_into(previous, lv)
+                continue
+            name += repeat_suffix
+        named.append(Level(name, lv.x_min, lv.x_max, lv.value, lv.points))
     return named
+
+
+def _merge_into(kept: Level, other: Level) -> None:
+    if other.points > kept.points:
+        kept.value = other.value
+    kept.x_max = other.x_max
+    kept.points += other.points

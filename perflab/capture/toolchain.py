@@ -1,19 +1,35 @@
-"""Find the CUDA tools: ``PERFLAB_<TOOL>`` overrides, the pip wheels, Triton's copies, PATH."""
+"""Find and run the CUDA tools: ``PERFLAB_<TOOL>`` overrides, the pip wheels, Triton's
+copies, PATH. Every run gets an argument list (never a shell), a timeout and, through
+:func:`private_tempdir`, a scratch folder that is always removed."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.errors import InputError, ToolchainError
+
 TOOLS = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
 VERSION_TIMEOUT_S = 20
+DEFAULT_TIMEOUT_S = 60.0
+DEMANGLE_TIMEOUT_S = 20
+# Where each tool comes from on PyPI (for the "not found" hint).
+_WHEELS = {
+    "nvcc": "nvidia-cuda-nvcc",
+    "ptxas": "nvidia-cuda-nvcc",
+    "nvdisasm": "nvidia-cuda-nvdisasm",
+    "cuobjdump": "nvidia-cuda-cuobjdump",
+}
 
 
 @dataclass(frozen=True)
@@ -22,9 +38,19 @@ class Tool:
     path: Path
     origin: str  # "env", "wheel", "triton" or "path"
 
-    @functools.cached_property
+    @property
     def version(self) -> str | None:
-        return tool_version(self.path)
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except OSError:
+            return None
+        return _cached_version(self.path, stamp)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_version(path: Path, mtime_ns: int) -> str | None:
+    """One ``--version`` run per tool binary (keyed by its mtime, so upgrades show)."""
+    return tool_version(path)
 
 
 def _wheel_bin_dirs() -> list[Path]:
@@ -92,3 +118,158 @@ def describe() -> dict[str, Any]:
             else {"path": str(tool.path), "origin": tool.origin, "version": tool.version}
         )
     return result
+
+
+def require_tool(name: str) -> Tool:
+    """:func:`find_tool`, or a :class:`ToolchainError` saying how to get the tool."""
+    tool = find_tool(name)
+    if tool is None:
+        override = os.environ.get(f"PERFLAB_{name.upper()}")
+        if override:
+            raise ToolchainError(f"PERFLAB_{name.upper()}={override} is not a file")
+        raise ToolchainError(
+            f"{name} not found: pip install {_WHEELS.get(name, name)} "
+            f"(or set PERFLAB_{name.upper()} to its path)"
+        )
+    return tool
+
+
+def run_tool(
+    tool: Tool,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tool args`` in ``cwd``; a timeout or an unstartable tool is a ToolchainError.
+
+    A non-zero exit is returned, not raised: callers turn the diagnostics into errors.
+    """
+    if not timeout > 0:
+        raise InputError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    try:
+        return subprocess.run(
+            [str(tool.path), *args], cwd=cwd, capture_output=True, text=True,
+            timeout=timeout, check=False, input=stdin, errors="replace",
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolchainError(
+            f"{tool.name} timed out after {timeout:g} s (pass a larger timeout, "
+            "e.g. --timeout 120)"
+        ) from None
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {tool.path}: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def private_tempdir() -> Iterator[Path]:
+    """A fresh folder only this process uses; removed on exit, error or interrupt."""
+    path = Path(tempfile.mkdtemp(prefix="perflab-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- target architectures ---------------------------------------------------------------
+
+_ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
+_DOTTED_ARCH_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A target such as ``sm_90a``: compute capability 9.0 with arch-specific features."""
+
+    cc: int  # 90 for 9.0
+    suffix: str = ""  # "a" (arch-specific: wgmma, setmaxnreg...), "f" (family) or ""
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.cc}{self.suffix}"
+
+    @property
+    def major(self) -> int:
+        return self.cc // 10
+
+    @property
+    def minor(self) -> int:
+        return self.cc % 10
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_arch(text: str) -> Arch:
+    """``"sm_90a"``, ``"90a"``, ``"9.0"`` or ``"compute_90"`` -> Arch; InputError otherwise."""
+    raw = text.strip().lower()
+    m = _ARCH_RE.match(raw)
+    if m:
+        return Arch(int(m.group(1)), m.group(2))
+    m = _DOTTED_ARCH_RE.match(raw)
+    if m:
+        return Arch(int(m.group(1)) * 10 + int(m.group(2)), m.group(3))
+    raise InputError(f"not a GPU architecture: {text!r} (use e.g. sm_80, sm_90a, sm_100a)")
+
+
+@functools.lru_cache(maxsize=8)
+def _nvcc_codes(nvcc: Path) -> tuple[int, ...]:
+    """The ``sm_XY`` targets this nvcc accepts (``nvcc --list-gpu-code``)."""
+    try:
+        out = subprocess.run(
+            [str(nvcc), "--list-gpu-code"], capture_output=True, text=True,
+            timeout=VERSION_TIMEOUT_S, check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(sorted({int(m) for m in re.findall(r"sm_(\d+)", out)}))
+
+
+def check_arch(text: str, nvcc: Tool | None = None) -> Arch:
+    """Parse ``text`` and make sure the compiler can target it (clear error if not)."""
+    arch = parse_arch(text)
+    if arch.suffix == "a" and arch.cc < 90:
+        raise InputError(f"{arch}: arch-specific 'a' targets start at sm_90a")
+    if arch.suffix == "f" and arch.cc < 100:
+        raise InputError(f"{arch}: family 'f' targets start at sm_100f")
+    codes = _nvcc_codes(nvcc.path) if nvcc is not None else ()
+    if codes and arch.cc not in codes:
+        version = nvcc.version if nvcc is not None else None
+        raise InputError(
+            f"{arch} is not supported by nvcc {version or ''}".rstrip()
+            + f" (it targets {', '.join(f'sm_{c}' for c in codes)})"
+        )
+    return arch
+
+
+# ---- names -----------------------------------------------------------------------------
+
+
+def demangle(names: Iterable[str]) -> dict[str, str]:
+    """Mangled C++ names -> readable ones, with ``cu++filt`` or ``c++filt``; names that
+    are not mangled (``extern "C"``, Triton) or a missing tool leave names as they are."""
+    wanted = sorted({n for n in names if n.startswith("_Z")})
+    found = {n: n for n in names}
+    tool = find_tool("cu++filt") or find_tool("c++filt")
+    if not wanted or tool is None:
+        return found
+    try:
+        out = subprocess.run(
+            [str(tool.path)], input="\n".join(wanted) + "\n", capture_output=True,
+            text=True, timeout=DEMANGLE_TIMEOUT_S, check=False,
+        ).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        return found
+    if len(out) == len(wanted):
+        found.update(zip(wanted, out, strict=True))
+    return found
+
+
+def versions_key(names: Iterable[str] = TOOLS) -> dict[str, str]:
+    """``{tool: "version @ path"}``: what a compile cache entry depends on."""
+    key: dict[str, str] = {}
+    for name in names:
+        tool = find_tool(name)
+        key[name] = "missing" if tool is None else f"{tool.version} @ {tool.path}"
+    return key

@@ -1,1 +1,86 @@
-"""Importers and exporters of traces."""
+"""Importers and exporters of traces.
+
+:func:`load_trace` reads any trace perflab knows and detects the format from the file's
+first bytes: Kineto / torch.profiler JSON (plain or gzip), an Nsight Systems SQLite export,
+or a trace saved by :meth:`perflab.model.trace.Trace.save`. Nsight Compute results are not
+timelines: read them with :func:`load_ncu`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from perflab.errors import InputError
+from perflab.model.trace import Trace
+
+__all__ = ["detect_format", "export_chrome", "load_ncu", "load_trace"]
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """``"kineto"``, ``"nsys"``, ``"perflab"`` (saved trace), ``"ncu-csv"`` or
+    ``"ncu-rep"``, from the first bytes of the file; InputError when none fits."""
+    from perflab.io._common import GZIP_MAGIC, SQLITE_MAGIC, ZIP_MAGIC
+
+    source = str(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except FileNotFoundError:
+        raise InputError("no such file", source=source) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from None
+    if head.startswith(GZIP_MAGIC):
+        return "kineto"
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if head.startswith(ZIP_MAGIC):
+        return "perflab"
+    if source.endswith(".ncu-rep"):
+        return "ncu-rep"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith((b"{", b"[")):
+        return "kineto"
+    if text.startswith(b'"ID","Process ID"') or text.startswith(b"==PROF=="):
+        return "ncu-csv"
+    raise InputError(
+        "unrecognised trace format (expected Kineto/torch.profiler JSON, an Nsight Systems "
+        "SQLite export or a saved perflab trace)",
+        source=source,
+    )
+
+
+def load_trace(path: str | os.PathLike[str], *, python: bool = False) -> Trace:
+    """Load a trace file of any supported format into a :class:`Trace`.
+
+    ``python=True`` keeps torch.profiler ``python_function`` events (skipped by default).
+    """
+    fmt = detect_format(path)
+    if fmt == "kineto":
+        from perflab.io.kineto import load_kineto
+
+        return load_kineto(path, python=python)
+    if fmt == "nsys":
+        from perflab.io.nsys import load_nsys
+
+        return load_nsys(path)
+    if fmt == "perflab":
+        return Trace.load(path)
+    raise InputError(
+        "this is an Nsight Compute result, not a timeline: use perflab.io.load_ncu()",
+        source=str(path),
+    )
+
+
+def load_ncu(path: str | os.PathLike[str]) -> Any:
+    """Read Nsight Compute results (``ncu --csv`` output or ``.ncu-rep``) into an NcuReport."""
+    from perflab.io.ncu import load_ncu as load
+
+    return load(path)
+
+
+def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Any:
+    """Write ``trace`` as Chrome/Perfetto JSON (opens in ui.perfetto.dev)."""
+    from perflab.io.chrome import export_chrome as export
+
+    return export(trace, path)

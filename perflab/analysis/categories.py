@@ -1,0 +1,72 @@
+"""Kernel categories from one ordered rule table that users can extend.
+
+A rule is ``(category, regular expression)``, matched case-insensitively with ``re.search``
+against the kernel name; the first matching rule wins, and names that match none are
+``"other"``. Extend by putting your rules first::
+
+    rules = [("my_fused_op", r"my_fused"), *DEFAULT_RULES]
+    kernel_categories(trace, rules)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.model.trace import EventKind, Trace
+
+OTHER = "other"
+
+# Order matters: communication and attention kernels are often built from GEMM pieces
+# (e.g. CUTLASS-based FMHA), and convolutions run as implicit GEMMs.
+DEFAULT_RULES: tuple[tuple[str, str], ...] = (
+    ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|\bmha"),
+    ("convolution", r"conv|winograd|implicit_convolve|dgrad|wgrad"),
+    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|wgmma|hgmma|matmul|\bmm_|_mm\b|sm\d+_xmma"),
+    ("triton", r"^triton_|triton"),
+    ("memory", r"memcpy|memset|copy|fill|catarray|transpose|gather|scatter|index_select"),
+    ("reduction", r"reduce|reduction|softmax|norm|bn_fw|bn_bw|argmax|argmin|topk|cumsum|scan"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|foreach|apply_kernel"),
+)
+
+Rules = Sequence[tuple[str, str]]
+
+
+def category_names(rules: Rules = DEFAULT_RULES) -> list[str]:
+    """Distinct categories in rule order, then ``"other"``."""
+    names = list(dict.fromkeys(cat for cat, _ in rules))
+    return [*names, OTHER] if OTHER not in names else names
+
+
+def categorize(names: Sequence[str], rules: Rules = DEFAULT_RULES) -> list[str]:
+    """The category of each name (first matching rule, else ``"other"``)."""
+    compiled = [(cat, re.compile(pattern, re.IGNORECASE)) for cat, pattern in rules]
+    out = []
+    for name in names:
+        out.append(next((cat for cat, rx in compiled if rx.search(name)), OTHER))
+    return out
+
+
+def kernel_categories(
+    trace: Trace, rules: Rules = DEFAULT_RULES
+) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """For every kernel event (in event order): its category code, and the list of
+    category names the codes index. Names are matched once per distinct name."""
+    is_kernel = trace.kind == EventKind.KERNEL
+    name_ids = trace.name[is_kernel]
+    labels = category_names(rules)
+    code_of = {c: i for i, c in enumerate(labels)}
+    distinct = np.unique(name_ids)
+    cats = categorize([trace.strings[i] for i in distinct.tolist()], rules)
+    lookup = np.zeros(len(trace.strings), dtype=np.int64)
+    lookup[distinct] = [code_of[c] for c in cats]
+    return lookup[name_ids], labels
+
+
+def is_comm_name(names: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """The summary's definition of communication: the name starts with "nccl"."""
+    return np.array([n.lower().startswith("nccl") for n in names], dtype=bool)

@@ -1,0 +1,225 @@
+"""Level of detail for timelines with millions of intervals.
+
+At any zoom the largest visible intervals are drawn as glyphs (a few thousand) and everything
+is summarised as a busy fraction per pixel (the union of intervals, so nested or overlapping
+ones count once). For a static file, :func:`build_pyramid` pre-computes levels: level ``l``
+cuts the span into ``factor**l`` tiles and keeps, per tile, the largest intervals that touch
+it, within a total row budget; every level also carries a busy-fraction row per lane.
+
+Everything works on plain numpy arrays: ``start`` and ``end`` (any unit, float or int) and a
+``lane`` index per interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def merge_intervals(start: npt.ArrayLike, end: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """The union of intervals as sorted, disjoint ``(start, end)`` arrays."""
+    s = np.asarray(start, dtype=np.float64)
+    e = np.asarray(end, dtype=np.float64)
+    if s.size == 0:
+        return s.copy(), e.copy()
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # a new run starts where an interval begins after everything before it has ended
+    new_run = np.empty(s.size, dtype=bool)
+    new_run[0] = True
+    new_run[1:] = s[1:] > reach[:-1]
+    firsts = np.flatnonzero(new_run)
+    lasts = np.append(firsts[1:] - 1, s.size - 1)
+    return s[firsts], reach[lasts]
+
+
+def busy_before(merged_start: FloatArray, merged_end: FloatArray, x: FloatArray) -> FloatArray:
+    """Busy time in ``(-inf, x)`` for each ``x``, given disjoint sorted intervals."""
+    lengths = merged_end - merged_start
+    done = np.concatenate(([0.0], np.cumsum(lengths)))
+    j = np.searchsorted(merged_start, x, side="right")  # intervals starting at or before x
+    last = np.maximum(j - 1, 0)
+    partial = np.where(j > 0, np.clip(x - merged_start[last], 0.0, lengths[last]), 0.0)
+    result: FloatArray = done[last] + partial if lengths.size else np.zeros_like(x)
+    return result
+
+
+def coverage(start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float,
+             bins: int) -> FloatArray:
+    """Busy fraction (0..1) of each of ``bins`` equal bins of ``[t0, t1)``."""
+    return _fraction(merge_intervals(start, end), t0, t1, bins)
+
+
+def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float,
+              bins: int) -> FloatArray:
+    if bins < 1 or not t1 > t0:
+        raise ValueError(f"need bins >= 1 and t1 > t0 (got {bins}, {t0}, {t1})")
+    edges = np.linspace(t0, t1, bins + 1)
+    if merged[0].size == 0:
+        return np.zeros(bins)
+    busy = np.diff(busy_before(merged[0], merged[1], edges))
+    fraction: FloatArray = np.clip(busy / np.diff(edges), 0.0, 1.0)
+    return fraction
+
+
+def _merged_per_lane(s: FloatArray, e: FloatArray, ln: IntArray,
+                     lanes: int) -> list[tuple[FloatArray, FloatArray]]:
+    order = np.argsort(ln, kind="stable")
+    bounds = np.searchsorted(ln[order], np.arange(lanes + 1))
+    return [merge_intervals(s[order[bounds[k]: bounds[k + 1]]], e[order[bounds[k]: bounds[k + 1]]])
+            for k in range(lanes)]
+
+
+def lane_coverage(start: npt.ArrayLike, end: npt.ArrayLike, lane: npt.ArrayLike, lanes: int,
+                  t0: float, t1: float, bins: int) -> FloatArray:
+    """:func:`coverage` for each lane: an array of shape ``(lanes, bins)``."""
+    merged = _merged_per_lane(np.asarray(start, dtype=np.float64),
+                              np.asarray(end, dtype=np.float64),
+                              np.asarray(lane, dtype=np.int64), lanes)
+    return np.array([_fraction(m, t0, t1, bins) for m in merged]).reshape(lanes, bins)
+
+
+def largest_visible(start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float,
+                    k: int) -> IntArray:
+    """Indices of at most ``k`` intervals touching ``[t0, t1]`` with the longest visible
+    part, in index order: what a live view draws as glyphs."""
+    s = np.asarray(start, dtype=np.float64)
+    e = np.asarray(end, dtype=np.float64)
+    seen = np.flatnonzero((e >= t0) & (s <= t1))
+    if seen.size > k:
+        visible = np.minimum(e[seen], t1) - np.maximum(s[seen], t0)
+        seen = np.sort(seen[np.argpartition(-visible, k - 1)[:k]])
+    return seen.astype(np.int64)
+
+
+@dataclass
+class Level:
+    """One level of the pyramid: ``tiles`` equal tiles over the span.
+
+    ``rows`` holds interval indices, tile by tile (tile ``i`` owns
+    ``rows[offsets[i]:offsets[i+1]]``, longest first); ``busy`` is ``(lanes + 1, bins)``:
+    busy fraction per lane, then of the lanes flagged in ``summary_lanes``.
+    """
+
+    tiles: int
+    offsets: IntArray
+    rows: IntArray
+    busy: FloatArray
+    per_tile: int
+
+    @property
+    def bins(self) -> int:
+        return int(self.busy.shape[1])
+
+
+@dataclass
+class Pyramid:
+    t0: float
+    t1: float
+    factor: int
+    levels: list[Level]
+
+    @property
+    def total_rows(self) -> int:
+        return sum(int(lv.rows.size) for lv in self.levels)
+
+    def level_for(self, view_width: float) -> int:
+        """The finest level whose tiles are at least half the view wide (so a view
+        touches at most three tiles)."""
+        span = self.t1 - self.t0
+        best = 0
+        for i, level in enumerate(self.levels):
+            if span / level.tiles >= view_width / 2:
+                best = i
+        return best
+
+
+def _tiles_of(s: FloatArray, e: FloatArray, t0: float, width: float,
+              tiles: int) -> tuple[IntArray, IntArray]:
+    first = np.clip(((s - t0) // width).astype(np.int64), 0, tiles - 1)
+    last = np.clip(((e - t0) // width).astype(np.int64), 0, tiles - 1)
+    return first, last
+
+
+def _select_level(by_length: IntArray, s: FloatArray, e: FloatArray, t0: float, span: float,
+                  tiles: int, per_tile: int) -> tuple[IntArray, IntArray]:
+    """Per tile, the ``per_tile`` longest intervals touching it (CSR: offsets, rows)."""
+    first, last = _tiles_of(s[by_length], e[by_length], t0, span / tiles, tiles)
+    copies = last - first + 1
+    # an interval spanning several tiles is listed in each (long ones are few)
+    row = np.repeat(by_length, copies)
+    start_tile = np.repeat(first, copies)
+    step = np.arange(row.size) - np.repeat(np.cumsum(copies) - copies, copies)
+    tile = start_tile + step
+    order = np.argsort(tile, kind="stable")  # keeps longest-first within a tile
+    row, tile = row[order], tile[order]
+    counts = np.bincount(tile, minlength=tiles)
+    begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rank = np.arange(row.size) - begin[tile]
+    keep = rank < per_tile
+    offsets = np.concatenate(([0], np.cumsum(np.minimum(counts, per_tile)))).astype(np.int64)
+    return offsets, row[keep].astype(np.int64)
+
+
+def build_pyramid(
+    start: npt.ArrayLike,
+    end: npt.ArrayLike,
+    lane: npt.ArrayLike,
+    lanes: int,
+    *,
+    summary_lanes: npt.ArrayLike | None = None,
+    factor: int = 4,
+    finest: float = 1 / 1024,
+    max_per_tile: int = 2000,
+    row_budget: int = 150_000,
+    base_bins: int = 1024,
+    max_bins: int = 8192,
+) -> Pyramid:
+    """Pre-computed levels for a static timeline.
+
+    Levels go down to tiles of ``finest`` x span. Each level may hold about
+    ``row_budget / levels`` rows (at most ``max_per_tile`` per tile); rows a level does not
+    need are left to finer levels. Level ``l`` summarises busy time in
+    ``min(base_bins * factor**l, max_bins)`` bins over the whole span.
+    """
+    s = np.asarray(start, dtype=np.float64)
+    e = np.maximum(np.asarray(end, dtype=np.float64), s)
+    ln = np.asarray(lane, dtype=np.int64)
+    if not (s.shape == e.shape == ln.shape):
+        raise ValueError("start, end and lane must have the same length")
+    if factor < 2 or not 0 < finest <= 1:
+        raise ValueError("need factor >= 2 and 0 < finest <= 1")
+    if s.size and (int(ln.min()) < 0 or int(ln.max()) >= lanes):
+        raise ValueError(f"lane indices must lie in 0..{lanes - 1}")
+    t0 = float(s.min()) if s.size else 0.0
+    t1 = float(e.max()) if s.size else 1.0
+    if not t1 > t0:
+        t1 = t0 + 1.0
+    span = t1 - t0
+    by_length = np.argsort(-(e - s), kind="stable").astype(np.int64)
+    depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))
+    merged = _merged_per_lane(s, e, ln, lanes)
+    chosen = np.arange(lanes) if summary_lanes is None else np.asarray(summary_lanes, np.int64)
+    mask = np.isin(ln, chosen)
+    merged.append(merge_intervals(s[mask], e[mask]))
+    levels: list[Level] = []
+    budget_left = row_budget
+    for depth_i in range(depth + 1):
+        tiles = factor**depth_i
+        share = budget_left // (depth + 1 - depth_i)
+        per_tile = int(min(max_per_tile, max(1, share // tiles)))
+        offsets, rows = _select_level(by_length, s, e, t0, span, tiles, per_tile)
+        budget_left = max(0, budget_left - int(rows.size))
+        bins = int(min(base_bins * factor**depth_i, max_bins))
+        busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
+        levels.append(Level(tiles, offsets, rows, busy, per_tile))
+        if rows.size == s.size:
+            break  # every interval is drawn at this level: finer levels add nothing
+    return Pyramid(t0, t1, factor, levels)

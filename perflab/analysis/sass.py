@@ -1,0 +1,108 @@
+"""``nvdisasm -g -gi -gp -c`` output -> per-function SASS lines with source and PTX lines.
+
+nvdisasm prints location comments only when a location changes, so the last one seen
+applies to every instruction after it::
+
+    //## File "/tmp/cell.cu", line 10 inlined at "/tmp/cell.cu", line 13
+    //## File ".nv_debug_ptx_txt", line 152
+        /*0050*/                   LDG.E R2, desc[UR6][R2.64] ;
+
+With ``-gi`` a comment carries the inlining chain, innermost frame first. The source line
+kept is the innermost frame in one of the user's files, so code inlined from a CUDA header
+maps to the user's line that called it. ``.nv_debug_ptx_txt`` lines (``-gp``, present
+when ptxas ran with ``-lineinfo``) are lines of the module's PTX.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from perflab.analysis.ptx import is_user_file
+from perflab.errors import InputError
+from perflab.model.kernel import SassLine
+
+PTX_FILE = ".nv_debug_ptx_txt"
+_SECTION_RE = re.compile(r"^//-+\s+\.text\.(\S+)\s+-+\s*$")
+_OTHER_SECTION_RE = re.compile(r"^//-+\s+(\S+)\s+-+\s*$")
+_LOCATION_RE = re.compile(r"^\s*//##\s*File\s+(.*)$")
+_FRAME_RE = re.compile(r'"((?:[^"\\]|\\.)*)",\s*line\s+(\d+)')
+_INSTRUCTION_RE = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s*(.*?)\s*;?\s*(?:/\*.*\*/)?\s*$")
+_LABEL_RE = re.compile(r"^\s*([\w$.]+):\s*$")
+
+
+def opcode_of(text: str) -> str:
+    """``"@!P0 LDG.E.128 R4, [R2]"`` -> ``"LDG.E.128"``."""
+    tokens = text.replace("{", " ").split()
+    if tokens and tokens[0].startswith("@"):
+        tokens = tokens[1:]
+    return tokens[0] if tokens else ""
+
+
+def _frames(comment: str) -> list[tuple[str, int]]:
+    return [(path, int(line)) for path, line in _FRAME_RE.findall(comment)]
+
+
+class _Location:
+    """The running (source line, PTX line) state while reading one function."""
+
+    def __init__(self, user_files: Collection[str] | None) -> None:
+        self.user_files = user_files
+        self.source: int | None = None
+        self.ptx: int | None = None
+        self._decided = False  # a comment of this block named a user line
+
+    def note(self, comment: str) -> None:
+        frames = _frames(comment)
+        if not frames:
+            return
+        if frames[0][0] == PTX_FILE:
+            self.ptx = frames[0][1]
+            return
+        if self._decided:  # the first comment of a block with a user frame decides
+            return
+        user = [line for path, line in frames if line > 0 and is_user_file(path, self.user_files)]
+        self.source = user[0] if user else None
+        self._decided = bool(user)
+
+    def end_block(self) -> None:
+        self._decided = False
+
+
+def parse_sass(
+    text: str, *, user_files: Collection[str] | None = None
+) -> dict[str, list[SassLine]]:
+    """Function (mangled name) -> its instructions and labels, in address order."""
+    if not isinstance(text, str):
+        raise InputError(f"SASS must be text, not {type(text).__name__}")
+    functions: dict[str, list[SassLine]] = {}
+    current: list[SassLine] | None = None
+    name = ""
+    where = _Location(user_files)
+    for raw in text.splitlines():
+        section = _SECTION_RE.match(raw)
+        if section:
+            name = section.group(1)
+            current = functions.setdefault(name, [])
+            where = _Location(user_files)
+            continue
+        if current is None:
+            continue
+        if _OTHER_SECTION_RE.match(raw):
+            current = None
+            continue
+        location = _LOCATION_RE.match(raw)
+        if location:
+            where.note(location.group(1))
+            continue
+        instruction = _INSTRUCTION_RE.match(raw)
+        if instruction:
+            body = instruction.group(2).strip()
+            current.append(SassLine(int(instruction.group(1), 16), body, opcode_of(body),
+                                    where.source, where.ptx))
+            where.end_block()
+            continue
+        label = _LABEL_RE.match(raw)
+        if label and label.group(1) not in (name, f".text.{name}"):
+            current.append(SassLine(None, f"{label.group(1)}:"))
+    return functions

@@ -1,0 +1,159 @@
+"""What the microbenchmarks share: size sweeps, progress bars, the backend, timing a call."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from perflab.analysis.plateaus import detect_plateaus, name_levels
+from perflab.capture import env
+from perflab.errors import InputError, NoGPUError
+from perflab.model.bench import BenchResult, Level, Series
+
+T = TypeVar("T")
+TIME_UNITS = frozenset({"ns", "us", "ms", "s"})
+
+
+
+def size_sweep(lo: int, hi: int, per_octave: int = 2) -> list[int]:
+    """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` points per doubling, 64-byte aligned."""
+    if lo < 1 or hi < lo:
+        raise InputError(f"size range must satisfy 1 <= low <= high, got {lo}..{hi}")
+    if per_octave < 1:
+        raise InputError(f"points per octave must be at least 1, not {per_octave}")
+    steps = int(math.floor(math.log2(hi / lo) * per_octave + 1e-9))
+    sizes = {max(64, int(lo * 2 ** (i / per_octave)) // 64 * 64) for i in range(steps + 1)}
+    return sorted(sizes)
+
+
+def progress(items: Iterable[T], desc: str, enabled: bool | None = None) -> Iterator[T]:
+    """A progress bar on stderr; on by default only when stderr is a terminal."""
+    show = sys.stderr.isatty() if enabled is None else enabled
+    if not show:
+        yield from items
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(items, desc=desc, file=sys.stderr, leave=False, unit="pt")
+    try:
+        yield from bar
+    finally:
+        bar.close()
+
+
+def resolve_backend(backend: str) -> str:
+    """``"auto"`` -> ``"cuda"`` or ``"cpu"``; ``"cuda"`` without a GPU is an error."""
+    if backend not in ("auto", "cpu", "cuda"):
+        raise InputError(f"backend must be auto, cpu or cuda, not {backend!r}")
+    if backend == "auto":
+        return env.default_backend()
+    if backend == "cuda" and not env.cuda_available():
+        raise NoGPUError("backend 'cuda' was asked for but no CUDA GPU is available (no GPU)")
+    return backend
+
+
+def new_result(benchmark: str, backend: str, options: dict[str, Any]) -> BenchResult:
+    return BenchResult(benchmark=benchmark, device=env.current_device_name(),
+                       backend=backend, versions=env.versions(), options=options)
+
+
+class NoiseLog:
+    """Counts the sweep points whose timing the engine flagged as noisy, so a result
+    carries one summary line rather than a warning per point."""
+
+    def __init__(self) -> None:
+        self.noisy: list[str] = []
+        self.points = 0
+
+    def add(self, name: str, warnings: list[str]) -> None:
+        self.points += 1
+        if any(w.startswith(("noisy", "worst sample")) for w in warnings):
+            self.noisy.append(name)
+
+    def summary(self) -> list[str]:
+        if not self.noisy:
+            return []
+        shown = ", ".join(self.noisy[:4]) + (" ..." if len(self.noisy) > 4 else "")
+        return [f"noisy timing at {len(self.noisy)} of {self.points} points ({shown}): "
+                "IQR over 10% of the median or worst sample over 4x the best; other work "
+                "may have interfered"]
+
+
+def median_call_ns(
+    fn: Callable[[], object], backend: str, *, budget_ms: float, name: str,
+    noise: NoiseLog | None = None,
+) -> float:
+    """Median time of one ``fn()`` call through perflab's timing engine (no cache flush:
+    the sweeps want warm caches); noisy points are counted in ``noise``."""
+    from perflab.capture.timer import bench
+
+    result = bench(fn, backend=backend, budget_ms=budget_ms, warmup_ms=min(budget_ms, 10.0),
+                   flush_l2=False, nvtx=False, min_samples=5, name=name)
+    if noise is not None:
+        noise.add(name, result.warnings)
+    return result.median_ns
+
+
+def cache_capacities(on_gpu: bool) -> dict[str, float]:
+    """Cache sizes of this machine: sysfs on a CPU; L1 and L2 of GPU 0 on CUDA."""
+    if not on_gpu:
+        return {name.rstrip("d"): float(size) for name, size in env.cpu_caches().items()}
+    caps = {}
+    l1 = _gpu_l1_bytes()
+    if l1:
+        caps["L1"] = float(l1)
+    l2 = env.gpu_devices()[0].get("l2_bytes")
+    if l2:
+        caps["L2"] = float(l2)
+    return caps
+
+
+def _gpu_l1_bytes() -> int | None:
+    """Shared memory per SM as the driver reports it: the L1/shared carve-out's upper
+    bound, which is what a one-thread chase can keep in L1."""
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        return int(props["sharedMemPerMultiprocessor"])
+    except Exception:  # no cupy or no device: fall back to torch
+        pass
+    try:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return int(getattr(props, "shared_memory_per_multiprocessor", 0)) or None
+    except Exception:
+        return None
+
+
+def hierarchy_levels(
+    series: Series, on_gpu: bool, *, repeat_suffix: str | None = None
+) -> list[Level]:
+    """Plateaus of ``series``, named after this machine's caches (and DRAM/HBM)."""
+    levels = detect_plateaus(series.x, series.y)
+    return name_levels(levels, cache_capacities(on_gpu), memory="HBM" if on_gpu else "DRAM",
+                       repeat_suffix=repeat_suffix)
+
+
+def fastest_first(series: Series) -> list[dict[str, Any]]:
+    """Level rows ordered from the fastest: lowest time, or highest rate."""
+    sign = 1.0 if series.y_unit in TIME_UNITS else -1.0
+    rows = series.level_rows()
+    return sorted(rows, key=lambda row: sign * float(row[series.y_unit]))
+
+
+def result_json(result: BenchResult) -> dict[str, Any]:
+    """The CLI's ``--json``: ``{"points", "levels"}`` for a one-series result, else one
+    such entry per series, with device and backend either way."""
+    def one(series: Series) -> dict[str, Any]:
+        return {"points": series.points(), "levels": fastest_first(series)}
+
+    head = {"benchmark": result.benchmark, "device": result.device, "backend": result.backend}
+    if len(result.series) == 1:
+        return {**head, **one(result.series[0]), "warnings": list(result.warnings)}
+    return {**head, "series": [{"name": s.name, "x_unit": s.x_unit, "y_unit": s.y_unit,
+                                **one(s)} for s in result.series],
+            "warnings": list(result.warnings)}

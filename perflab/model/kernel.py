@@ -1,0 +1,295 @@
+"""Compiled kernels as plain data: PTX, SASS with source lines, resources.
+
+A :class:`CompileResult` holds one :class:`KernelArtifacts` per kernel. SASS is
+disassembled lazily (on first use) through a loader the compiler supplies, so code that
+only wants PTX or resources never runs the disassembler.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import SchemaError
+from perflab.model.serialize import dump_json, load_json
+
+KIND = "compile"
+
+
+@dataclass
+class Resources:
+    """Per-kernel resources as ptxas reports them (bytes, except ``registers`` and
+    ``barriers``). ``shared_dynamic`` is known for Triton kernels (launch-time for CUDA)."""
+
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    shared_static: int = 0
+    shared_dynamic: int = 0
+    stack: int = 0
+    constant: int = 0
+    barriers: int = 0
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.shared_static + self.shared_dynamic
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_stores > 0 or self.spill_loads > 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Resources:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: int(v) for k, v in doc.items() if k in names})
+
+
+@dataclass(frozen=True)
+class SassLine:
+    """One line of a kernel's SASS: an instruction (with ``offset``) or a label."""
+
+    offset: int | None  # byte offset in the function; None for a label
+    text: str  # "@P0 LDG.E.128 R4, desc[UR6][R2.64]" or ".L_x_2:"
+    opcode: str = ""  # full opcode with modifiers ("LDG.E.128"); "" for a label
+    line: int | None = None  # line in the user's source (see analysis.sass)
+    ptx_line: int | None = None  # line in the module's PTX, where ptxas recorded it
+
+    @property
+    def is_label(self) -> bool:
+        return self.offset is None
+
+    @property
+    def predicated(self) -> bool:
+        return self.text.startswith("@")
+
+    @property
+    def mnemonic(self) -> str:
+        """The opcode's first part: ``LDG`` for ``LDG.E.128``."""
+        return self.opcode.split(".", 1)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset, "text": self.text, "opcode": self.opcode,
+                "line": self.line, "ptx_line": self.ptx_line}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> SassLine:
+        return cls(doc.get("offset"), str(doc["text"]), str(doc.get("opcode", "")),
+                   doc.get("line"), doc.get("ptx_line"))
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A compiler message, its line mapped to the user's source where it had one."""
+
+    file: str
+    line: int | None
+    severity: str  # "error", "warning", "note", "info"
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Diagnostic:
+        return cls(str(doc["file"]), doc.get("line"), str(doc["severity"]), str(doc["message"]))
+
+
+SassLoader = Callable[[], list[SassLine]]
+
+
+@dataclass
+class KernelArtifacts:
+    """Everything the compiler produced for one kernel.
+
+    ``ptx_span`` is the kernel's ``.entry`` (first, last line, 1-based) within the
+    module's PTX; ``ptx_lines_source[i]`` is the user's source line of PTX line
+    ``ptx_span[0] + i`` (from ``.loc``), or None.
+    """
+
+    name: str  # demangled
+    mangled: str
+    arch: str
+    module_ptx: str
+    ptx_span: tuple[int, int]
+    ptx_lines_source: list[int | None]
+    resources: Resources
+    _sass_loader: SassLoader | None = field(default=None, repr=False, compare=False)
+    _sass_lines: list[SassLine] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ptx(self) -> str:
+        first, last = self.ptx_span
+        return "\n".join(self.module_ptx.splitlines()[first - 1 : last])
+
+    @property
+    def sass_lines(self) -> list[SassLine]:
+        if self._sass_lines is None:
+            self._sass_lines = self._sass_loader() if self._sass_loader else []
+        return self._sass_lines
+
+    @property
+    def sass(self) -> str:
+        return "\n".join(
+            s.text if s.is_label else f"/*{s.offset:04x}*/ {s.text}" for s in self.sass_lines
+        )
+
+    @property
+    def opcodes(self) -> dict[str, int]:
+        """Full opcode (``LDG.E.128``) -> count, most frequent first."""
+        return dict(Counter(s.opcode for s in self.sass_lines if s.opcode).most_common())
+
+    @property
+    def instruction_mix(self) -> dict[str, int]:
+        """Opcode family (``LDG``) -> count, most frequent first."""
+        return dict(Counter(s.mnemonic for s in self.sass_lines if s.opcode).most_common())
+
+    @property
+    def instruction_count(self) -> int:
+        return sum(1 for s in self.sass_lines if s.opcode and s.opcode != "NOP")
+
+    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "mangled": self.mangled,
+            "arch": self.arch,
+            "ptx_span": list(self.ptx_span),
+            "ptx_lines_source": self.ptx_lines_source,
+            "resources": self.resources.to_dict(),
+        }
+        if sass:
+            doc["sass_lines"] = [s.to_dict() for s in self.sass_lines]
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], module_ptx: str) -> KernelArtifacts:
+        first, last = (int(v) for v in doc["ptx_span"])
+        kernel = cls(
+            name=str(doc["name"]),
+            mangled=str(doc["mangled"]),
+            arch=str(doc["arch"]),
+            module_ptx=module_ptx,
+            ptx_span=(first, last),
+            ptx_lines_source=[None if v is None else int(v) for v in doc["ptx_lines_source"]],
+            resources=Resources.from_dict(doc["resources"]),
+        )
+        if "sass_lines" in doc:
+            kernel._sass_lines = [SassLine.from_dict(s) for s in doc["sass_lines"]]
+        return kernel
+
+
+@dataclass
+class CompileResult:
+    """One compilation: the source, its kernels, the intermediate texts and the log.
+
+    ``stages`` holds the texts other than PTX and SASS (Triton: ``ttir``, ``ttgir``,
+    ``llir``). ``source_name`` is how diagnostics and views name the source.
+    """
+
+    lang: str  # "cuda" or "triton"
+    arch: str
+    source: str
+    source_name: str
+    kernels: list[KernelArtifacts]
+    ptx: str
+    cubin: bytes = b""
+    flags: list[str] = field(default_factory=list)
+    stages: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+    warnings: list[Diagnostic] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    compile_s: float = 0.0
+    cached: bool = False
+
+    def kernel(self, name: str | None = None) -> KernelArtifacts:
+        """The kernel called ``name`` (demangled, mangled, or a unique prefix of the
+        demangled name); the only kernel when ``name`` is None."""
+        from perflab.errors import InputError
+
+        if not self.kernels:
+            raise InputError("the source defines no kernel (__global__ function)")
+        if name is None:
+            return self.kernels[0]
+        for k in self.kernels:
+            if name in (k.name, k.mangled) or k.name.split("(")[0] == name:
+                return k
+        starts = [k for k in self.kernels if k.name.startswith(name)]
+        if len(starts) == 1:
+            return starts[0]
+        known = ", ".join(k.name for k in self.kernels)
+        raise InputError(f"no kernel named {name!r} (kernels: {known})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lang": self.lang,
+            "arch": self.arch,
+            "source": self.source,
+            "source_name": self.source_name,
+            "flags": self.flags,
+            "ptx": self.ptx,
+            "cubin_b64": base64.b64encode(self.cubin).decode("ascii"),
+            "stages": self.stages,
+            "log": self.log,
+            "warnings": [w.to_dict() for w in self.warnings],
+            "versions": self.versions,
+            "compile_s": self.compile_s,
+            "kernels": [k.to_dict() for k in self.kernels],
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> CompileResult:
+        try:
+            ptx = str(doc["ptx"])
+            return cls(
+                lang=str(doc["lang"]),
+                arch=str(doc["arch"]),
+                source=str(doc["source"]),
+                source_name=str(doc["source_name"]),
+                kernels=[KernelArtifacts.from_dict(k, ptx) for k in doc["kernels"]],
+                ptx=ptx,
+                cubin=base64.b64decode(doc.get("cubin_b64", ""), validate=True),
+                flags=[str(f) for f in doc.get("flags", [])],
+                stages={str(k): str(v) for k, v in doc.get("stages", {}).items()},
+                log=str(doc.get("log", "")),
+                warnings=[Diagnostic.from_dict(w) for w in doc.get("warnings", [])],
+                versions={str(k): str(v) for k, v in doc.get("versions", {}).items()},
+                compile_s=float(doc.get("compile_s", 0.0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"malformed compile result: {exc!r}", source=source) from None
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        return dump_json(KIND, self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> CompileResult:
+        return cls.from_dict(load_json(KIND, path), source=str(path))
+
+    def summary_line(self) -> str:
+        names = ", ".join(k.name for k in self.kernels) or "no kernels"
+        how = "cached" if self.cached else f"{self.compile_s:.2f} s"
+        return f"{self.lang} for {self.arch}: {names} ({how})"
+
+    def __str__(self) -> str:
+        return self.summary_line()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        from perflab.render.ptx_view import compile_text
+
+        p.text(compile_text(self))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.ptx_view import compile_bundle
+
+        return compile_bundle(self)

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from perflab.cli import main
+
+
+def test_info_json_has_backend_devices_versions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["backend"] in ("cuda", "cpu")
+    assert doc["devices"] and doc["devices"][0]["name"]
+    for pkg in ("torch", "triton", "nvtx", "numpy"):
+        assert pkg in doc["versions"], pkg
+    assert set(doc["cuda_tools"]) == {"nvcc", "ptxas", "nvdisasm", "cuobjdump"}
+    nvcc = doc["cuda_tools"]["nvcc"]
+    assert nvcc is not None and nvcc["version"], "the nvcc wheel should be found"
+
+
+def test_info_text_says_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from perflab.capture.env import cuda_available
+
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "backend:" in out and "nvcc" in out
+    if not cuda_available():
+        assert "no GPU" in out
+
+
+def test_time_json_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["time", "-s", "x = list(range(300))", "sorted(x)", "--budget", "10", "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["n"] == len(doc["samples_ns"]) > 0
+    assert doc["summary"]["median_ns"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["time", "def ("], "syntax error"),
+        (["time", "x = 1", "--budget", "-1"], "budget"),
+        (["time", "x = 1", "-r", "0"], "-r/repeat"),
+    ],
+)
+def test_time_bad_input_is_a_clean_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perflab: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_time_user_exception_shows_only_user_frames(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["time", "1 / 0"]) == 1
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError" in err and '"<statement>", line 1' in err
+    assert "perflab" not in err
+
+
+def test_console_script_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "perflab.cli", "--help"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert "info" in out and "time" in out
