@@ -92,10 +92,44 @@ class _CpuClock:
         self._flush_buf = None
 
 
-class _TorchCudaClock:
-    """CUDA events on torch's current stream (CuPy work on the same stream is timed too)."""
+class _CudaEventClock:
+    """One CUDA event pair per sample, read after a single sync at the end (no host
+    round trip between samples). Subclasses supply the events, the flush and the sync."""
 
     name = "cuda"
+    device = "cuda"
+    flushes = False
+    _flush_buf: Any = None
+
+    def new_event(self) -> Any:
+        raise NotImplementedError
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
+        pairs = [(self.new_event(), self.new_event()) for _ in range(count)]
+        for start, end in pairs:
+            self.flush()
+            start.record()
+            for _ in range(number):
+                fn()
+            end.record()
+        self.sync()
+        return [self.elapsed_ms(s, e) * 1e6 / number for s, e in pairs]
+
+    def close(self) -> None:
+        self._flush_buf = None
+
+
+class _TorchCudaClock(_CudaEventClock):
+    """CUDA events on torch's current stream (CuPy work on the same stream is timed too)."""
 
     def __init__(self, torch: Any, flush: bool) -> None:
         self.torch = torch
@@ -106,24 +140,18 @@ class _TorchCudaClock:
         self._flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
         self.flushes = flush
 
+    def new_event(self) -> Any:
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end))
+
     def flush(self) -> None:
         if self._flush_buf is not None:
             self._flush_buf.zero_()
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
-
-    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
-        ev = self.torch.cuda.Event
-        pairs = [(ev(enable_timing=True), ev(enable_timing=True)) for _ in range(count)]
-        for start, end in pairs:
-            self.flush()
-            start.record()
-            for _ in range(number):
-                fn()
-            end.record()
-        self.sync()
-        return [s.elapsed_time(e) * 1e6 / number for s, e in pairs]
 
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
         """Capture ``number`` calls into a CUDA graph; return its replay."""
@@ -141,21 +169,23 @@ class _TorchCudaClock:
         replay: Callable[[], object] = graph.replay
         return replay
 
-    def close(self) -> None:
-        self._flush_buf = None
 
-
-class _CupyCudaClock(_TorchCudaClock):
+class _CupyCudaClock(_CudaEventClock):
     """The same method through CuPy events when torch has no CUDA."""
 
     def __init__(self, cupy: Any, flush: bool) -> None:
         self.cupy = cupy
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         self.device = props["name"].decode()
         l2 = int(props["l2CacheSize"]) or DEFAULT_FLUSH_BYTES
         self._flush_buf = cupy.empty(2 * l2, dtype=cupy.uint8) if flush else None
         self.flushes = flush
+
+    def new_event(self) -> Any:
+        return self.cupy.cuda.Event()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(self.cupy.cuda.get_elapsed_time(start, end))
 
     def flush(self) -> None:
         if self._flush_buf is not None:
@@ -163,18 +193,6 @@ class _CupyCudaClock(_TorchCudaClock):
 
     def sync(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
-
-    def run_samples(self, fn: Callable[[], object], number: int, count: int) -> list[float]:
-        cp = self.cupy
-        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
-        for start, end in pairs:
-            self.flush()
-            start.record()
-            for _ in range(number):
-                fn()
-            end.record()
-        end.synchronize()
-        return [cp.cuda.get_elapsed_time(s, e) * 1e6 / number for s, e in pairs]
 
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
         stream = self.cupy.cuda.Stream(non_blocking=True)

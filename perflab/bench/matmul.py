@@ -1,0 +1,166 @@
+"""Matrix-multiply throughput per dtype over sizes: ``2 n^3`` flops per ``n x n @ n x n``.
+
+On CUDA: FP32, TF32 (FP32 inputs with TF32 tensor cores allowed), BF16, FP16 and FP8
+(e4m3 through ``torch._scaled_mm``, where the GPU and torch support it). On the CPU (the
+analog): torch FP32 and BF16 and numpy FP64/FP32. Inputs are random (never zeros: some
+hardware is faster on zeros). Where ``peaks`` (GFLOP/s per dtype, from a spec table)
+are given, each series records the fraction of that peak reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from perflab.bench._common import (
+    NoiseLog,
+    median_call_ns,
+    new_result,
+    progress,
+    resolve_backend,
+)
+from perflab.errors import InputError
+from perflab.model.bench import BenchResult, Series
+
+CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+CPU_DTYPES = ("torch-fp32", "torch-bf16", "numpy-fp64", "numpy-fp32")
+CUDA_SIZES = (1024, 2048, 4096, 8192)
+CPU_SIZES = (128, 256, 512, 1024)
+
+
+@contextlib.contextmanager
+def _tf32(torch: Any, allowed: bool) -> Iterator[None]:
+    """TF32 on or off for the block, restored afterwards (it is process-wide state)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _cuda_matmul(dtype: str, n: int) -> Callable[[], object] | None:
+    """A closure running one product, or None when this GPU/torch lacks the dtype."""
+    import torch
+
+    if dtype == "fp8":
+        return _cuda_fp8(torch, n)
+    torch_dtype = {"fp32": torch.float32, "tf32": torch.float32,
+                   "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    a = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+    b = torch.randn(n, n, device="cuda", dtype=torch_dtype)
+    out = torch.empty(n, n, device="cuda", dtype=torch_dtype)
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def _cuda_fp8(torch: Any, n: int) -> Callable[[], object] | None:
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    major, minor = torch.cuda.get_device_capability()
+    if fp8 is None or not hasattr(torch, "_scaled_mm") or (major, minor) < (8, 9):
+        return None
+    a = torch.randn(n, n, device="cuda").to(fp8)
+    b = torch.randn(n, n, device="cuda").to(fp8).t()  # _scaled_mm wants b column-major
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+
+    def product() -> object:
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    try:
+        product()
+    except (RuntimeError, TypeError):  # this torch/GPU pair has no FP8 GEMM
+        return None
+    return product
+
+
+def _cpu_matmul(dtype: str, n: int) -> Callable[[], object]:
+    if dtype.startswith("numpy"):
+        np_dtype = np.float64 if dtype.endswith("fp64") else np.float32
+        rng = np.random.default_rng(0)
+        a, b = (rng.standard_normal((n, n)).astype(np_dtype) for _ in range(2))
+        out = np.empty((n, n), dtype=np_dtype)
+        return lambda: np.matmul(a, b, out=out)
+    import torch
+
+    torch_dtype = torch.bfloat16 if dtype.endswith("bf16") else torch.float32
+    gen = torch.Generator().manual_seed(0)
+    ta = torch.randn(n, n, generator=gen).to(torch_dtype)
+    tb = torch.randn(n, n, generator=gen).to(torch_dtype)
+    tout = torch.empty(n, n, dtype=torch_dtype)
+    return lambda: torch.matmul(ta, tb, out=tout)
+
+
+def _series(dtype: str, sizes: tuple[int, ...], backend: str, budget_ms: float,
+            noise: NoiseLog, show: bool | None) -> Series | None:
+    rates = []
+    for n in progress(sizes, f"matmul {dtype} ({backend})", show):
+        if backend == "cuda":
+            import torch
+
+            with _tf32(torch, dtype == "tf32"):
+                fn = _cuda_matmul(dtype, n)
+                if fn is None:
+                    return None
+                ns = median_call_ns(fn, backend, budget_ms=budget_ms, name=f"{dtype} {n}",
+                                    noise=noise)
+        else:
+            ns = median_call_ns(_cpu_matmul(dtype, n), backend, budget_ms=budget_ms,
+                                name=f"{dtype} {n}", noise=noise)
+        rates.append(2.0 * n**3 / ns)  # flops per ns == GFLOP/s
+    return Series(dtype, np.asarray(sizes), np.asarray(rates), "n", "GFLOPs")
+
+
+def run(
+    *,
+    backend: str = "auto",
+    dtypes: tuple[str, ...] | None = None,
+    sizes: tuple[int, ...] | None = None,
+    quick: bool = False,
+    budget_ms: float = 60.0,
+    peaks: Mapping[str, float] | None = None,
+    show_progress: bool | None = None,
+) -> BenchResult:
+    """GFLOP/s per dtype (one series each) over square sizes ``n``.
+
+    ``peaks`` maps dtype to a spec peak in GFLOP/s; the best rate's fraction of it is
+    stored in ``options["fraction_of_peak"]``. Dtypes the device cannot run are listed
+    in the warnings, never silently dropped.
+    """
+    chosen = resolve_backend(backend)
+    on_gpu = chosen == "cuda"
+    known = CUDA_DTYPES if on_gpu else CPU_DTYPES
+    wanted = dtypes or known
+    unknown = [d for d in wanted if d not in known]
+    if unknown:
+        raise InputError(f"unknown matmul dtype(s) {unknown} on {chosen} (known: "
+                         f"{', '.join(known)})")
+    grid = sizes or (CUDA_SIZES if on_gpu else CPU_SIZES)
+    if quick and sizes is None:
+        grid = grid[1::2]
+    if any(n < 1 for n in grid):
+        raise InputError(f"matrix sizes must be positive, got {list(grid)}")
+    result = new_result("matmul", chosen, {"quick": quick, "sizes": list(grid),
+                                           "data": "random normal"})
+    noise = NoiseLog()
+    for dtype in wanted:
+        series = _series(dtype, tuple(grid), chosen, budget_ms / (2 if quick else 1), noise,
+                         show_progress)
+        if series is None:
+            result.warnings.append(f"{dtype}: not supported by this GPU or torch build; skipped")
+            continue
+        result.series.append(series)
+    if peaks:
+        result.options["fraction_of_peak"] = {
+            s.name: float(s.y.max()) / peaks[s.name] for s in result.series if s.name in peaks
+        }
+    result.warnings.extend(noise.summary())
+    if not on_gpu:
+        result.warnings.append("no GPU: CPU matmul (the CPU analog)")
+    return result
+
+
+def best_gflops(result: BenchResult) -> dict[str, float]:
+    """The highest rate measured per dtype: the compute ceiling of each."""
+    return {s.name: float(s.y.max()) for s in result.series if len(s)}
