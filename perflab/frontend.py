@@ -211,7 +211,7 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
 
 
 def _trace_once(fn: Callable[[], object], result: TimingResult) -> Any:
-    from perflab.analysis.kernels import kernel_table
+    from perflab.analysis.trace_stats import kernel_table
     from perflab.capture.profile import profile
 
     trace = profile(fn, cuda=result.backend == "cuda")

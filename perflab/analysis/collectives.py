@@ -93,8 +93,10 @@ def fit_alpha_beta(nbytes: npt.ArrayLike, time_s: npt.ArrayLike) -> AlphaBetaFit
     if alpha < 0:  # latency below zero is noise: refit the slope alone
         alpha = 0.0
         inv_beta = float(np.sum(s / t) / np.sum((s / t) ** 2))
-    beta = 1.0 / inv_beta if inv_beta > 0 else math.inf
-    predicted = alpha + s * inv_beta
+    # a slope that moves no point by even 1e-9 of its time is round-off: no bandwidth term
+    flat = inv_beta * s.max() <= 1e-9 * t.min()
+    beta = math.inf if flat else 1.0 / inv_beta
+    predicted = alpha + (0.0 if flat else s * inv_beta)
     rel_rms = float(np.sqrt(np.mean(((predicted - t) / t) ** 2)))
     return AlphaBetaFit(
         alpha_s=float(alpha), beta_Bps=float(beta), rel_rms=rel_rms, points=int(s.size)

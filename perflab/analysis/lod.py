@@ -51,14 +51,14 @@ def busy_before(merged_start: FloatArray, merged_end: FloatArray, x: FloatArray)
     return result
 
 
-def coverage(start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float,
-             bins: int) -> FloatArray:
+def coverage(
+    start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float, bins: int
+) -> FloatArray:
     """Busy fraction (0..1) of each of ``bins`` equal bins of ``[t0, t1)``."""
     return _fraction(merge_intervals(start, end), t0, t1, bins)
 
 
-def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float,
-              bins: int) -> FloatArray:
+def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float, bins: int) -> FloatArray:
     if bins < 1 or not t1 > t0:
         raise ValueError(f"need bins >= 1 and t1 > t0 (got {bins}, {t0}, {t1})")
     edges = np.linspace(t0, t1, bins + 1)
@@ -69,25 +69,39 @@ def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float,
     return fraction
 
 
-def _merged_per_lane(s: FloatArray, e: FloatArray, ln: IntArray,
-                     lanes: int) -> list[tuple[FloatArray, FloatArray]]:
+def _merged_per_lane(
+    s: FloatArray, e: FloatArray, ln: IntArray, lanes: int
+) -> list[tuple[FloatArray, FloatArray]]:
     order = np.argsort(ln, kind="stable")
     bounds = np.searchsorted(ln[order], np.arange(lanes + 1))
-    return [merge_intervals(s[order[bounds[k]: bounds[k + 1]]], e[order[bounds[k]: bounds[k + 1]]])
-            for k in range(lanes)]
+    return [
+        merge_intervals(s[order[bounds[k] : bounds[k + 1]]], e[order[bounds[k] : bounds[k + 1]]])
+        for k in range(lanes)
+    ]
 
 
-def lane_coverage(start: npt.ArrayLike, end: npt.ArrayLike, lane: npt.ArrayLike, lanes: int,
-                  t0: float, t1: float, bins: int) -> FloatArray:
+def lane_coverage(
+    start: npt.ArrayLike,
+    end: npt.ArrayLike,
+    lane: npt.ArrayLike,
+    lanes: int,
+    t0: float,
+    t1: float,
+    bins: int,
+) -> FloatArray:
     """:func:`coverage` for each lane: an array of shape ``(lanes, bins)``."""
-    merged = _merged_per_lane(np.asarray(start, dtype=np.float64),
-                              np.asarray(end, dtype=np.float64),
-                              np.asarray(lane, dtype=np.int64), lanes)
+    merged = _merged_per_lane(
+        np.asarray(start, dtype=np.float64),
+        np.asarray(end, dtype=np.float64),
+        np.asarray(lane, dtype=np.int64),
+        lanes,
+    )
     return np.array([_fraction(m, t0, t1, bins) for m in merged]).reshape(lanes, bins)
 
 
-def largest_visible(start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float,
-                    k: int) -> IntArray:
+def largest_visible(
+    start: npt.ArrayLike, end: npt.ArrayLike, t0: float, t1: float, k: int
+) -> IntArray:
     """Indices of at most ``k`` intervals touching ``[t0, t1]`` with the longest visible
     part, in index order: what a live view draws as glyphs."""
     s = np.asarray(start, dtype=np.float64)
@@ -141,16 +155,25 @@ class Pyramid:
         return best
 
 
-def _tiles_of(s: FloatArray, e: FloatArray, t0: float, width: float,
-              tiles: int) -> tuple[IntArray, IntArray]:
+def _tiles_of(
+    s: FloatArray, e: FloatArray, t0: float, width: float, tiles: int
+) -> tuple[IntArray, IntArray]:
     first = np.clip(((s - t0) // width).astype(np.int64), 0, tiles - 1)
     last = np.clip(((e - t0) // width).astype(np.int64), 0, tiles - 1)
     return first, last
 
 
-def _select_level(by_length: IntArray, s: FloatArray, e: FloatArray, t0: float, span: float,
-                  tiles: int, per_tile: int) -> tuple[IntArray, IntArray]:
-    """Per tile, the ``per_tile`` longest intervals touching it (CSR: offsets, rows)."""
+def _select_level(
+    by_length: IntArray,
+    s: FloatArray,
+    e: FloatArray,
+    t0: float,
+    span: float,
+    tiles: int,
+    per_tile: int,
+) -> tuple[IntArray, IntArray, bool]:
+    """Per tile, the ``per_tile`` longest intervals touching it (CSR: offsets, rows), and
+    whether that is every interval of every tile."""
     first, last = _tiles_of(s[by_length], e[by_length], t0, span / tiles, tiles)
     copies = last - first + 1
     # an interval spanning several tiles is listed in each (long ones are few)
@@ -165,7 +188,8 @@ def _select_level(by_length: IntArray, s: FloatArray, e: FloatArray, t0: float, 
     rank = np.arange(row.size) - begin[tile]
     keep = rank < per_tile
     offsets = np.concatenate(([0], np.cumsum(np.minimum(counts, per_tile)))).astype(np.int64)
-    return offsets, row[keep].astype(np.int64)
+    complete = bool(counts.max(initial=0) <= per_tile)
+    return offsets, row[keep].astype(np.int64), complete
 
 
 def build_pyramid(
@@ -215,11 +239,11 @@ def build_pyramid(
         tiles = factor**depth_i
         share = budget_left // (depth + 1 - depth_i)
         per_tile = int(min(max_per_tile, max(1, share // tiles)))
-        offsets, rows = _select_level(by_length, s, e, t0, span, tiles, per_tile)
+        offsets, rows, complete = _select_level(by_length, s, e, t0, span, tiles, per_tile)
         budget_left = max(0, budget_left - int(rows.size))
         bins = int(min(base_bins * factor**depth_i, max_bins))
         busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
         levels.append(Level(tiles, offsets, rows, busy, per_tile))
-        if rows.size == s.size:
+        if complete:
             break  # every interval is drawn at this level: finer levels add nothing
     return Pyramid(t0, t1, factor, levels)

@@ -65,7 +65,7 @@ def detect_plateaus(
         return []
     log_y = np.log(ys)
     runs = _runs(log_y, math.log1p(jump), math.log(max_spread))
-    levels = []
+    levels: list[Level] = []
     for start, end in runs:
         if end - start < min_points:
             continue

@@ -20,7 +20,7 @@ from collections.abc import Collection
 
 from perflab.analysis.ptx import is_user_file
 from perflab.errors import InputError
-from perflab.model.kernel import SassLine
+from perflab.model.kernel import Resources, SassLine
 
 PTX_FILE = ".nv_debug_ptx_txt"
 _SECTION_RE = re.compile(r"^//-+\s+\.text\.(\S+)\s+-+\s*$")
@@ -98,11 +98,73 @@ def parse_sass(
         instruction = _INSTRUCTION_RE.match(raw)
         if instruction:
             body = instruction.group(2).strip()
-            current.append(SassLine(int(instruction.group(1), 16), body, opcode_of(body),
-                                    where.source, where.ptx))
+            current.append(
+                SassLine(
+                    int(instruction.group(1), 16), body, opcode_of(body), where.source, where.ptx
+                )
+            )
             where.end_block()
             continue
         label = _LABEL_RE.match(raw)
         if label and label.group(1) not in (name, f".text.{name}"):
             current.append(SassLine(None, f"{label.group(1)}:"))
     return functions
+
+
+# ---- resources: ``ptxas -v`` and ``cuobjdump -res-usage`` ---------------------------------
+
+_COMPILING_RE = re.compile(r"Compiling entry function '([^']+)'")
+_PROPERTIES_RE = re.compile(r"Function properties for (\S+)")
+_FRAME_STATS_RE = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_USED_RE = re.compile(r"Used (\d+) registers")
+_BARRIERS_RE = re.compile(r"used (\d+) barriers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_CMEM_RE = re.compile(r"(\d+) bytes cmem\[0\]")
+_RES_FUNCTION_RE = re.compile(r"^\s*Function (\S+):\s*$")
+_RES_FIELD_RE = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
+
+
+def parse_ptxas_resources(log: str) -> dict[str, Resources]:
+    """``ptxas -v`` output -> kernel (mangled) -> Resources (entries only)."""
+    found: dict[str, Resources] = {}
+    frames: dict[str, tuple[int, int, int]] = {}
+    entry: str | None = None
+    properties: str | None = None
+    for line in log.splitlines():
+        if m := _COMPILING_RE.search(line):
+            entry = m.group(1)
+            found.setdefault(entry, Resources())
+        elif m := _PROPERTIES_RE.search(line):
+            properties = m.group(1)
+        elif (m := _FRAME_STATS_RE.search(line)) and properties is not None:
+            frames[properties] = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif (m := _USED_RE.search(line)) and entry is not None:
+            r = found[entry]
+            r.registers = int(m.group(1))
+            r.barriers = _int(_BARRIERS_RE, line)
+            r.shared_static = _int(_SMEM_RE, line)
+            r.constant = _int(_CMEM_RE, line) or r.constant
+    for name, r in found.items():
+        r.stack, r.spill_stores, r.spill_loads = frames.get(name, (0, 0, 0))
+    return found
+
+
+def _int(pattern: re.Pattern[str], text: str) -> int:
+    m = pattern.search(text)
+    return int(m.group(1)) if m else 0
+
+
+def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
+    """``cuobjdump -res-usage`` -> function -> {"REG": 12, "STACK": 0, "SHARED": ...,
+    "CONSTANT[0]": 544, ...}."""
+    found: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if m := _RES_FUNCTION_RE.match(line):
+            current = m.group(1)
+            found[current] = {}
+        elif current is not None and line.strip():
+            found[current].update((k, int(v)) for k, v in _RES_FIELD_RE.findall(line))
+    return found

@@ -84,8 +84,7 @@ class TraceSummary:
         total = d["kernels"]["total_us"] or 1.0
         cats = sorted(d["categories"].items(), key=lambda kv: -kv[1]["total_us"])
         lines.append(
-            "categories: "
-            + ", ".join(f"{k} {100 * v['total_us'] / total:.1f}%" for k, v in cats)
+            "categories: " + ", ".join(f"{k} {100 * v['total_us'] / total:.1f}%" for k, v in cats)
         )
         return "\n".join(lines)
 
@@ -97,8 +96,13 @@ class TraceSummary:
 
         d = self.doc
         rows = [
-            [dev, f"{v['busy_us']:.1f}", f"{v['span_us']:.1f}", f"{v['idle_us']:.1f}",
-             str(v["kernels"])]
+            [
+                dev,
+                f"{v['busy_us']:.1f}",
+                f"{v['span_us']:.1f}",
+                f"{v['idle_us']:.1f}",
+                str(v["kernels"]),
+            ]
             for dev, v in d["devices"].items()
         ]
         cats = [
@@ -180,8 +184,7 @@ def _device_labels(trace: Trace) -> dict[int, str]:
     gpu = tracks["kind"] == 0
     ranks = set(tracks["rank"][gpu].tolist())
     labels = {}
-    for rank, dev in zip(tracks["rank"][gpu].tolist(), tracks["device"][gpu].tolist(),
-                         strict=True):
+    for rank, dev in zip(tracks["rank"][gpu].tolist(), tracks["device"][gpu].tolist(), strict=True):
         key = rank * (1 << 32) + (dev & 0xFFFFFFFF)
         labels[key] = f"{rank}:{dev}" if len(ranks) > 1 else str(dev)
     return labels

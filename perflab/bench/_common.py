@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -16,14 +17,13 @@ T = TypeVar("T")
 TIME_UNITS = frozenset({"ns", "us", "ms", "s"})
 
 
-
 def size_sweep(lo: int, hi: int, per_octave: int = 2) -> list[int]:
     """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` points per doubling, 64-byte aligned."""
     if lo < 1 or hi < lo:
         raise InputError(f"size range must satisfy 1 <= low <= high, got {lo}..{hi}")
     if per_octave < 1:
         raise InputError(f"points per octave must be at least 1, not {per_octave}")
-    steps = int(math.floor(math.log2(hi / lo) * per_octave + 1e-9))
+    steps = math.floor(math.log2(hi / lo) * per_octave + 1e-9)
     sizes = {max(64, int(lo * 2 ** (i / per_octave)) // 64 * 64) for i in range(steps + 1)}
     return sorted(sizes)
 
@@ -34,7 +34,7 @@ def progress(items: Iterable[T], desc: str, enabled: bool | None = None) -> Iter
     if not show:
         yield from items
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     bar = tqdm(items, desc=desc, file=sys.stderr, leave=False, unit="pt")
     try:
@@ -55,8 +55,13 @@ def resolve_backend(backend: str) -> str:
 
 
 def new_result(benchmark: str, backend: str, options: dict[str, Any]) -> BenchResult:
-    return BenchResult(benchmark=benchmark, device=env.current_device_name(),
-                       backend=backend, versions=env.versions(), options=options)
+    return BenchResult(
+        benchmark=benchmark,
+        device=env.current_device_name(),
+        backend=backend,
+        versions=env.versions(),
+        options=options,
+    )
 
 
 class NoiseLog:
@@ -76,21 +81,35 @@ class NoiseLog:
         if not self.noisy:
             return []
         shown = ", ".join(self.noisy[:4]) + (" ..." if len(self.noisy) > 4 else "")
-        return [f"noisy timing at {len(self.noisy)} of {self.points} points ({shown}): "
-                "IQR over 10% of the median or worst sample over 4x the best; other work "
-                "may have interfered"]
+        return [
+            f"noisy timing at {len(self.noisy)} of {self.points} points ({shown}): "
+            "IQR over 10% of the median or worst sample over 4x the best; other work "
+            "may have interfered"
+        ]
 
 
 def median_call_ns(
-    fn: Callable[[], object], backend: str, *, budget_ms: float, name: str,
+    fn: Callable[[], object],
+    backend: str,
+    *,
+    budget_ms: float,
+    name: str,
     noise: NoiseLog | None = None,
 ) -> float:
     """Median time of one ``fn()`` call through perflab's timing engine (no cache flush:
     the sweeps want warm caches); noisy points are counted in ``noise``."""
     from perflab.capture.timer import bench
 
-    result = bench(fn, backend=backend, budget_ms=budget_ms, warmup_ms=min(budget_ms, 10.0),
-                   flush_l2=False, nvtx=False, min_samples=5, name=name)
+    result = bench(
+        fn,
+        backend=backend,
+        budget_ms=budget_ms,
+        warmup_ms=min(budget_ms, 10.0),
+        flush_l2=False,
+        nvtx=False,
+        min_samples=5,
+        name=name,
+    )
     if noise is not None:
         noise.add(name, result.warnings)
     return result.median_ns
@@ -112,21 +131,18 @@ def cache_capacities(on_gpu: bool) -> dict[str, float]:
 
 def _gpu_l1_bytes() -> int | None:
     """Shared memory per SM as the driver reports it: the L1/shared carve-out's upper
-    bound, which is what a one-thread chase can keep in L1."""
-    try:
+    bound, which is what a one-thread chase can keep in L1 (cupy, else torch)."""
+    with contextlib.suppress(Exception):  # no cupy, or it cannot see the device
         import cupy
 
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         return int(props["sharedMemPerMultiprocessor"])
-    except Exception:  # no cupy or no device: fall back to torch
-        pass
-    try:
+    with contextlib.suppress(Exception):
         import torch
 
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        return int(getattr(props, "shared_memory_per_multiprocessor", 0)) or None
-    except Exception:
-        return None
+        torch_props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return int(getattr(torch_props, "shared_memory_per_multiprocessor", 0)) or None
+    return None
 
 
 def hierarchy_levels(
@@ -134,8 +150,12 @@ def hierarchy_levels(
 ) -> list[Level]:
     """Plateaus of ``series``, named after this machine's caches (and DRAM/HBM)."""
     levels = detect_plateaus(series.x, series.y)
-    return name_levels(levels, cache_capacities(on_gpu), memory="HBM" if on_gpu else "DRAM",
-                       repeat_suffix=repeat_suffix)
+    return name_levels(
+        levels,
+        cache_capacities(on_gpu),
+        memory="HBM" if on_gpu else "DRAM",
+        repeat_suffix=repeat_suffix,
+    )
 
 
 def fastest_first(series: Series) -> list[dict[str, Any]]:
@@ -148,12 +168,18 @@ def fastest_first(series: Series) -> list[dict[str, Any]]:
 def result_json(result: BenchResult) -> dict[str, Any]:
     """The CLI's ``--json``: ``{"points", "levels"}`` for a one-series result, else one
     such entry per series, with device and backend either way."""
+
     def one(series: Series) -> dict[str, Any]:
         return {"points": series.points(), "levels": fastest_first(series)}
 
     head = {"benchmark": result.benchmark, "device": result.device, "backend": result.backend}
     if len(result.series) == 1:
         return {**head, **one(result.series[0]), "warnings": list(result.warnings)}
-    return {**head, "series": [{"name": s.name, "x_unit": s.x_unit, "y_unit": s.y_unit,
-                                **one(s)} for s in result.series],
-            "warnings": list(result.warnings)}
+    return {
+        **head,
+        "series": [
+            {"name": s.name, "x_unit": s.x_unit, "y_unit": s.y_unit, **one(s)}
+            for s in result.series
+        ],
+        "warnings": list(result.warnings),
+    }

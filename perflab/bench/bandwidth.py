@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from perflab.bench._common import (
-    hierarchy_levels,
     NoiseLog,
+    hierarchy_levels,
     median_call_ns,
     new_result,
     progress,
@@ -61,14 +61,16 @@ def _torch_kernel(kind: str, n: int) -> Callable[[], object]:
     return lambda: torch.add(b, c, alpha=SCALE, out=a)
 
 
-def _point_GBps(kind: str, working_set: int, backend: str, budget_ms: float,
-                noise: NoiseLog) -> float:
+def _point_GBps(
+    kind: str, working_set: int, backend: str, budget_ms: float, noise: NoiseLog
+) -> float:
     itemsize = 4 if backend == "cuda" else 8
     n = max(1, working_set // (ARRAYS[kind] * itemsize))
     make = _torch_kernel if backend == "cuda" else _numpy_kernel
     fn = make(kind, n)
-    ns = median_call_ns(fn, backend, budget_ms=budget_ms, name=f"{kind} {working_set} B",
-                        noise=noise)
+    ns = median_call_ns(
+        fn, backend, budget_ms=budget_ms, name=f"{kind} {working_set} B", noise=noise
+    )
     return ARRAYS[kind] * n * itemsize / ns  # bytes per ns == GB/s
 
 
@@ -95,17 +97,21 @@ def run(
         from perflab.errors import InputError
 
         raise InputError(f"unknown bandwidth kernel(s) {sorted(unknown)} (known: copy, triad)")
-    lo = min_bytes or ((1 << 20 if quick else 256 << 10) if on_gpu else
-                       (64 << 10 if quick else 32 << 10))
-    hi = max_bytes or ((2 << 30 if quick else 4 << 30) if on_gpu else
-                       (64 << 20 if quick else 256 << 20))
+    lo = min_bytes or (
+        (1 << 20 if quick else 256 << 10) if on_gpu else (64 << 10 if quick else 32 << 10)
+    )
+    hi = max_bytes or (
+        (2 << 30 if quick else 4 << 30) if on_gpu else (64 << 20 if quick else 256 << 20)
+    )
     sizes = size_sweep(lo, hi, 1 if quick else per_octave)
     budget = budget_ms / (2 if quick else 1)
     noise = NoiseLog()
     result = new_result("bandwidth", chosen, _options(quick, on_gpu))
     for kind in kernels:
-        rates = [_point_GBps(kind, n, chosen, budget, noise)
-                 for n in progress(sizes, f"bandwidth {kind} ({chosen})", show_progress)]
+        rates = [
+            _point_GBps(kind, n, chosen, budget, noise)
+            for n in progress(sizes, f"bandwidth {kind} ({chosen})", show_progress)
+        ]
         series = Series(kind, np.asarray(sizes), np.asarray(rates), "bytes", "GBps")
         series.levels = hierarchy_levels(series, on_gpu)
         result.series.append(series)

@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.bench._common import (
-    hierarchy_levels,
     NoiseLog,
+    hierarchy_levels,
     median_call_ns,
     new_result,
     progress,
@@ -117,8 +117,9 @@ def compiled_chase() -> Callable[..., int]:
         src.write_text(C_SOURCE, encoding="utf-8")
         cmd = [compiler, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True,
-                                  timeout=COMPILE_TIMEOUT_S, check=False)
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+            )
         except subprocess.TimeoutExpired:
             raise ToolchainError(f"{compiler} took over {COMPILE_TIMEOUT_S} s") from None
         except OSError as exc:
@@ -153,23 +154,29 @@ class _HostChain:
         self._map.close()
 
 
-def _cpu_point(nbytes: int, steps: int, budget_ms: float, seed: int,
-               noise: NoiseLog) -> float:
+def _cpu_point(nbytes: int, steps: int, budget_ms: float, seed: int, noise: NoiseLog) -> float:
     chain = _HostChain(nbytes, CPU_STRIDE, seed)
     try:
         chain.walk(min(chain.n_lines, WARM_CAP))
-        per_call = median_call_ns(lambda: chain.walk(steps), "cpu", budget_ms=budget_ms,
-                                  name=f"chase {nbytes} B", noise=noise)
+        per_call = median_call_ns(
+            lambda: chain.walk(steps),
+            "cpu",
+            budget_ms=budget_ms,
+            name=f"chase {nbytes} B",
+            noise=noise,
+        )
     finally:
         chain.close()
     return per_call / steps
 
 
-def _run_cpu(sizes: list[int], steps: int, budget_ms: float, seed: int,
-             show: bool | None) -> tuple[list[float], list[float], list[str]]:
+def _run_cpu(
+    sizes: list[int], steps: int, budget_ms: float, seed: int, show: bool | None
+) -> tuple[list[float], list[float], list[str]]:
     noise = NoiseLog()
-    ns = [_cpu_point(n, steps, budget_ms, seed, noise)
-          for n in progress(sizes, "latency (cpu)", show)]
+    ns = [
+        _cpu_point(n, steps, budget_ms, seed, noise) for n in progress(sizes, "latency (cpu)", show)
+    ]
     return ns, [float("nan")] * len(ns), noise.summary()
 
 
@@ -190,12 +197,14 @@ def _cuda_kernel(cupy: Any) -> Any:
         with tempfile.TemporaryDirectory(prefix="perflab-chase-") as tmp:
             src, cubin = Path(tmp) / "chase.cu", Path(tmp) / "chase.cubin"
             src.write_text(CUDA_SOURCE, encoding="utf-8")
-            cmd = [str(nvcc.path), "-cubin", f"-arch={arch}", "-O3",
-                   "-o", str(cubin), str(src)]
-            done = subprocess.run(cmd, capture_output=True, text=True,
-                                  timeout=COMPILE_TIMEOUT_S, check=False)
+            cmd = [str(nvcc.path), "-cubin", f"-arch={arch}", "-O3", "-o", str(cubin), str(src)]
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+            )
             if done.returncode != 0:
-                raise ToolchainError(f"nvcc failed on the chase kernel:\n{done.stderr[-2000:]}")
+                raise ToolchainError(
+                    f"nvcc failed on the chase kernel:\n{done.stderr[-2000:]}"
+                ) from None
             return cupy.RawModule(path=str(cubin)).get_function("perflab_chase")
 
 
@@ -221,13 +230,15 @@ def _cuda_point(cupy: Any, kernel: Any, nbytes: int, steps: int, seed: int) -> t
     return float(ns), float(cycles)
 
 
-def _run_cuda(sizes: list[int], steps: int, seed: int,
-              show: bool | None) -> tuple[list[float], list[float], list[str]]:
+def _run_cuda(
+    sizes: list[int], steps: int, seed: int, show: bool | None
+) -> tuple[list[float], list[float], list[str]]:
     import cupy
 
     kernel = _cuda_kernel(cupy)
-    points = [_cuda_point(cupy, kernel, n, steps, seed)
-              for n in progress(sizes, "latency (cuda)", show)]
+    points = [
+        _cuda_point(cupy, kernel, n, steps, seed) for n in progress(sizes, "latency (cuda)", show)
+    ]
     return [p[0] for p in points], [p[1] for p in points], []
 
 
@@ -259,15 +270,23 @@ def run(
     if on_gpu:
         ns, cycles, warnings = _run_cuda(sizes, hops, seed, show_progress)
     else:
-        ns, cycles, warnings = _run_cpu(sizes, hops, budget_ms / (2 if quick else 1), seed,
-                                        show_progress)
+        ns, cycles, warnings = _run_cpu(
+            sizes, hops, budget_ms / (2 if quick else 1), seed, show_progress
+        )
     extra = {"cycles": np.asarray(cycles)} if on_gpu else {}
     series = Series("chase", np.asarray(sizes), np.asarray(ns), "bytes", "ns", extra)
     series.levels = _named_levels(series, on_gpu)
-    result = new_result("latency", chosen, {
-        "stride_bytes": GPU_STRIDE if on_gpu else CPU_STRIDE, "steps": hops, "quick": quick,
-        "seed": seed, "method": "random cyclic pointer chase, one thread",
-    })
+    result = new_result(
+        "latency",
+        chosen,
+        {
+            "stride_bytes": GPU_STRIDE if on_gpu else CPU_STRIDE,
+            "steps": hops,
+            "quick": quick,
+            "seed": seed,
+            "method": "random cyclic pointer chase, one thread",
+        },
+    )
     result.series.append(series)
     result.warnings.extend(warnings)
     if not on_gpu:

@@ -48,8 +48,12 @@ def _cuda_matmul(dtype: str, n: int) -> Callable[[], object] | None:
 
     if dtype == "fp8":
         return _cuda_fp8(torch, n)
-    torch_dtype = {"fp32": torch.float32, "tf32": torch.float32,
-                   "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    torch_dtype = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }[dtype]
     a = torch.randn(n, n, device="cuda", dtype=torch_dtype)
     b = torch.randn(n, n, device="cuda", dtype=torch_dtype)
     out = torch.empty(n, n, device="cuda", dtype=torch_dtype)
@@ -92,8 +96,14 @@ def _cpu_matmul(dtype: str, n: int) -> Callable[[], object]:
     return lambda: torch.matmul(ta, tb, out=tout)
 
 
-def _series(dtype: str, sizes: tuple[int, ...], backend: str, budget_ms: float,
-            noise: NoiseLog, show: bool | None) -> Series | None:
+def _series(
+    dtype: str,
+    sizes: tuple[int, ...],
+    backend: str,
+    budget_ms: float,
+    noise: NoiseLog,
+    show: bool | None,
+) -> Series | None:
     rates = []
     for n in progress(sizes, f"matmul {dtype} ({backend})", show):
         if backend == "cuda":
@@ -103,11 +113,17 @@ def _series(dtype: str, sizes: tuple[int, ...], backend: str, budget_ms: float,
                 fn = _cuda_matmul(dtype, n)
                 if fn is None:
                     return None
-                ns = median_call_ns(fn, backend, budget_ms=budget_ms, name=f"{dtype} {n}",
-                                    noise=noise)
+                ns = median_call_ns(
+                    fn, backend, budget_ms=budget_ms, name=f"{dtype} {n}", noise=noise
+                )
         else:
-            ns = median_call_ns(_cpu_matmul(dtype, n), backend, budget_ms=budget_ms,
-                                name=f"{dtype} {n}", noise=noise)
+            ns = median_call_ns(
+                _cpu_matmul(dtype, n),
+                backend,
+                budget_ms=budget_ms,
+                name=f"{dtype} {n}",
+                noise=noise,
+            )
         rates.append(2.0 * n**3 / ns)  # flops per ns == GFLOP/s
     return Series(dtype, np.asarray(sizes), np.asarray(rates), "n", "GFLOPs")
 
@@ -124,8 +140,9 @@ def run(
 ) -> BenchResult:
     """GFLOP/s per dtype (one series each) over square sizes ``n``.
 
-    ``peaks`` maps dtype to a spec peak in GFLOP/s; the best rate's fraction of it is
-    stored in ``options["fraction_of_peak"]``. Dtypes the device cannot run are listed
+    ``peaks`` maps dtype to a spec peak in GFLOP/s (on a GPU it defaults to the spec
+    table's dense figures); the best rate's fraction of it is stored in
+    ``options["fraction_of_peak"]``. Dtypes the device cannot run are listed
     in the warnings, never silently dropped.
     """
     chosen = resolve_backend(backend)
@@ -134,23 +151,28 @@ def run(
     wanted = dtypes or known
     unknown = [d for d in wanted if d not in known]
     if unknown:
-        raise InputError(f"unknown matmul dtype(s) {unknown} on {chosen} (known: "
-                         f"{', '.join(known)})")
+        raise InputError(
+            f"unknown matmul dtype(s) {unknown} on {chosen} (known: {', '.join(known)})"
+        )
     grid = sizes or (CUDA_SIZES if on_gpu else CPU_SIZES)
     if quick and sizes is None:
         grid = grid[1::2]
     if any(n < 1 for n in grid):
         raise InputError(f"matrix sizes must be positive, got {list(grid)}")
-    result = new_result("matmul", chosen, {"quick": quick, "sizes": list(grid),
-                                           "data": "random normal"})
+    result = new_result(
+        "matmul", chosen, {"quick": quick, "sizes": list(grid), "data": "random normal"}
+    )
     noise = NoiseLog()
     for dtype in wanted:
-        series = _series(dtype, tuple(grid), chosen, budget_ms / (2 if quick else 1), noise,
-                         show_progress)
+        series = _series(
+            dtype, tuple(grid), chosen, budget_ms / (2 if quick else 1), noise, show_progress
+        )
         if series is None:
             result.warnings.append(f"{dtype}: not supported by this GPU or torch build; skipped")
             continue
         result.series.append(series)
+    if peaks is None and on_gpu:
+        peaks = spec_peaks(result.device)
     if peaks:
         result.options["fraction_of_peak"] = {
             s.name: float(s.y.max()) / peaks[s.name] for s in result.series if s.name in peaks
@@ -159,6 +181,27 @@ def run(
     if not on_gpu:
         result.warnings.append("no GPU: CPU matmul (the CPU analog)")
     return result
+
+
+# matmul dtype -> key of the spec table (perflab.analysis.specs); FP16 shares BF16's peak
+SPEC_KEYS = {
+    "fp32": "fp32",
+    "tf32": "tf32_tensor",
+    "bf16": "bf16_tensor",
+    "fp16": "bf16_tensor",
+    "fp8": "fp8_tensor",
+}
+
+
+def spec_peaks(device_name: str) -> dict[str, float]:
+    """Datasheet peaks in GFLOP/s per matmul dtype, from the spec table ({} if unknown)."""
+    from perflab.analysis.specs import find_spec
+
+    spec = find_spec(device_name)
+    if spec is None:
+        return {}
+    flops = spec.flops()
+    return {d: flops[k] / 1e9 for d, k in SPEC_KEYS.items() if k in flops}
 
 
 def best_gflops(result: BenchResult) -> dict[str, float]:

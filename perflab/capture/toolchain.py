@@ -150,13 +150,18 @@ def run_tool(
         raise InputError(f"timeout must be a positive number of seconds, not {timeout!r}")
     try:
         return subprocess.run(
-            [str(tool.path), *args], cwd=cwd, capture_output=True, text=True,
-            timeout=timeout, check=False, input=stdin, errors="replace",
+            [str(tool.path), *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            input=stdin,
+            errors="replace",
         )
     except subprocess.TimeoutExpired:
         raise ToolchainError(
-            f"{tool.name} timed out after {timeout:g} s (pass a larger timeout, "
-            "e.g. --timeout 120)"
+            f"{tool.name} timed out after {timeout:g} s (pass a larger timeout, e.g. --timeout 120)"
         ) from None
     except OSError as exc:
         raise ToolchainError(f"cannot run {tool.path}: {exc.strerror}") from None
@@ -218,8 +223,11 @@ def _nvcc_codes(nvcc: Path) -> tuple[int, ...]:
     """The ``sm_XY`` targets this nvcc accepts (``nvcc --list-gpu-code``)."""
     try:
         out = subprocess.run(
-            [str(nvcc), "--list-gpu-code"], capture_output=True, text=True,
-            timeout=VERSION_TIMEOUT_S, check=False,
+            [str(nvcc), "--list-gpu-code"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=False,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ()
@@ -256,8 +264,12 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
         return found
     try:
         out = subprocess.run(
-            [str(tool.path)], input="\n".join(wanted) + "\n", capture_output=True,
-            text=True, timeout=DEMANGLE_TIMEOUT_S, check=False,
+            [str(tool.path)],
+            input="\n".join(wanted) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=DEMANGLE_TIMEOUT_S,
+            check=False,
         ).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
         return found

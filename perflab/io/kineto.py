@@ -118,10 +118,10 @@ if msgspec is not None:
         args: _Args | None = None
 
     class _File(msgspec.Struct):
-        traceEvents: list[_Event]  # noqa: N815 - the file's key
-        deviceProperties: list[dict[str, Any]] = msgspec.field(default_factory=list)  # noqa: N815
-        distributedInfo: dict[str, Any] = msgspec.field(default_factory=dict)  # noqa: N815
-        baseTimeNanoseconds: I64 | None = None  # noqa: N815
+        traceEvents: list[_Event]
+        deviceProperties: list[dict[str, Any]] = msgspec.field(default_factory=list)
+        distributedInfo: dict[str, Any] = msgspec.field(default_factory=dict)
+        baseTimeNanoseconds: I64 | None = None
 
     _DECODER = msgspec.json.Decoder(_File)
     _EMPTY_ARGS: Any = _Args()
@@ -217,7 +217,9 @@ def _decode_stdlib(data: bytes, source: str) -> _Doc:
         raise InputError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise InputError(
-            f"malformed JSON: {exc.msg}", source=source, position=f"line {exc.lineno} col {exc.colno}"
+            f"malformed JSON: {exc.msg}",
+            source=source,
+            position=f"line {exc.lineno} col {exc.colno}",
         ) from None
     except RecursionError:
         raise InputError("malformed JSON: nested too deeply", source=source) from None
@@ -248,8 +250,9 @@ def _build(doc: _Doc, source: str, *, python: bool) -> Trace:
         raise
     except (OverflowError, ValueError, TypeError) as exc:
         # only reachable through the fallback decoder, which does not type-check fields
-        raise InputError(f"a field has the wrong type or does not fit in 64 bits: {exc}",
-                         source=source) from None
+        raise InputError(
+            f"a field has the wrong type or does not fit in 64 bits: {exc}", source=source
+        ) from None
 
 
 def _build_columns(doc: _Doc, source: str, *, python: bool) -> Trace:
@@ -300,8 +303,15 @@ def _build_columns(doc: _Doc, source: str, *, python: bool) -> Trace:
     for side in (kernels, memcpy, ops):
         side.columns["event"] = new_row[side["event"]]
     meta = _meta(doc, source, python)
-    return Trace(events.take(order), tracks, strings.strings, kernels=kernels, memcpy=memcpy,
-                 ops=ops, meta=meta)
+    return Trace(
+        events.take(order),
+        tracks,
+        strings.strings,
+        kernels=kernels,
+        memcpy=memcpy,
+        ops=ops,
+        meta=meta,
+    )
 
 
 def _empty_args() -> Any:
@@ -309,7 +319,10 @@ def _empty_args() -> Any:
 
 
 def _check_times(
-    doc: _Doc, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], source: str,
+    doc: _Doc,
+    ts: npt.NDArray[np.float64],
+    dur: npt.NDArray[np.float64],
+    source: str,
     skip: frozenset[str],
 ) -> None:
     """Every complete event needs a finite ts and a finite, non-negative dur."""
@@ -379,16 +392,20 @@ def _link_flows(
 ) -> None:
     """Fill missing correlations of launches and GPU work from ``ac2g`` flow events, whose
     endpoints sit on (pid, tid, ts) of the events they bind to."""
-    linkable = np.isin(kind, [EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET,
-                              EventKind.RUNTIME])
+    linkable = np.isin(
+        kind, [EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME]
+    )
     missing = np.flatnonzero(linkable & (correlation < 0))
     if len(missing) == 0:
         return
     flows: dict[tuple[int, int, float], int] = {}
     for e in doc.events:
         if e.ph in ("s", "f") and e.cat == "ac2g" and isinstance(e.id, int):
-            key = (_text_id(e.pid, strings) if not isinstance(e.pid, int) else e.pid,
-                   _text_id(e.tid, strings) if not isinstance(e.tid, int) else e.tid, e.ts)
+            key = (
+                _text_id(e.pid, strings) if not isinstance(e.pid, int) else e.pid,
+                _text_id(e.tid, strings) if not isinstance(e.tid, int) else e.tid,
+                e.ts,
+            )
             flows[key] = e.id
     for i in missing.tolist():
         found = flows.get((int(pid[i]), int(tid[i]), float(ts[i])))
@@ -437,8 +454,11 @@ def _memcpy_table(
     direction[kind[rows] == EventKind.MEMSET] = _DIRECTION_CODE["memset"]
     return Table(
         MEMCPY_COLUMNS,
-        {"event": rows, "bytes": _int_column([args[i].bytes for i in rows.tolist()]),
-         "direction": direction},
+        {
+            "event": rows,
+            "bytes": _int_column([args[i].bytes for i in rows.tolist()]),
+            "direction": direction,
+        },
     )
 
 
@@ -459,8 +479,13 @@ def _op_table(args: list[Any], kind: npt.NDArray[np.int8], strings: StringTable)
     keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
     return Table(
         OP_COLUMNS,
-        {"event": rows[keep], "sequence": sequence[keep], "flops": flops[keep],
-         "input_dims": dims[keep], "input_types": types[keep]},
+        {
+            "event": rows[keep],
+            "sequence": sequence[keep],
+            "flops": flops[keep],
+            "input_dims": dims[keep],
+            "input_types": types[keep],
+        },
     )
 
 

@@ -28,10 +28,22 @@ from perflab.model.trace import (
 )
 
 # CUPTI copyKind -> our direction name (arrays count as device memory)
-_COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoD", 4: "DtoH", 5: "DtoD", 6: "DtoD", 7: "DtoD",
-              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+_COPY_KIND = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoD",
+    4: "DtoH",
+    5: "DtoD",
+    6: "DtoD",
+    7: "DtoD",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "HtoD",
+    12: "DtoH",
+    13: "DtoD",
+}
 _SYNC_TYPE = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-_NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop and start/end ranges (NVTX and NVTX-text)
 
 _KERNEL_SQL = """SELECT start, end, deviceId, streamId, correlationId, demangledName,
     gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread,
@@ -44,8 +56,9 @@ _RUNTIME_SQL = """SELECT start, end, globalTid, correlationId, nameId
     FROM CUPTI_ACTIVITY_KIND_RUNTIME"""
 _SYNC_SQL = """SELECT start, end, deviceId, streamId, correlationId, syncType
     FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"""
-_NVTX_SQL = f"""SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS
-    WHERE end IS NOT NULL AND eventType IN ({",".join(map(str, _NVTX_RANGE_TYPES))})"""
+# push/pop and start/end ranges (NVTX and NVTX-text: event types 59, 60, 70, 71)
+_NVTX_SQL = """SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS
+    WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)"""
 
 
 class _Parts:
@@ -57,14 +70,27 @@ class _Parts:
         }
         self.count = 0
 
-    def add(self, kind: EventKind, rows: npt.NDArray[np.int64], name: npt.NDArray[Any],
-            device: npt.NDArray[Any], stream: npt.NDArray[Any], corr: npt.NDArray[Any],
-            on_gpu: bool) -> int:
+    def add(
+        self,
+        kind: EventKind,
+        rows: npt.NDArray[np.int64],
+        name: npt.NDArray[Any],
+        device: npt.NDArray[Any],
+        stream: npt.NDArray[Any],
+        corr: npt.NDArray[Any],
+        on_gpu: bool,
+    ) -> int:
         """Append events; returns the row index of the first one."""
         first = self.count
         n = len(rows)
-        for key, values in (("start", rows[:, 0]), ("end", rows[:, 1]), ("name", name),
-                            ("device", device), ("stream", stream), ("corr", corr)):
+        for key, values in (
+            ("start", rows[:, 0]),
+            ("end", rows[:, 1]),
+            ("name", name),
+            ("device", device),
+            ("stream", stream),
+            ("corr", corr),
+        ):
             self.cols[key].append(np.asarray(values, dtype=np.int64))
         self.cols["kind"].append(np.full(n, int(kind), dtype=np.int8))
         self.cols["gpu"].append(np.full(n, on_gpu, dtype=bool))
@@ -83,9 +109,14 @@ def load_nsys(path: str | os.PathLike[str]) -> Trace:
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
         with closing(sqlite3.connect(uri, uri=True)) as db:
+            db.text_factory = _lenient_text  # a damaged string must not abort the import
             return _read(db, source)
-    except sqlite3.DatabaseError as exc:  # not a database, corrupt page, missing column...
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # not a database, corrupt...
         raise InputError(f"not a readable Nsight Systems export: {exc}", source=source) from None
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -131,8 +162,9 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
         raise InputError(str(exc), source=source) from None
 
 
-def _assemble(db: sqlite3.Connection, tables: set[str], strings: StringTable,
-              name_ids: Any, source: str) -> Trace:
+def _assemble(
+    db: sqlite3.Connection, tables: set[str], strings: StringTable, name_ids: Any, source: str
+) -> Trace:
     parts = _Parts()
     kernels = memcpy = None
     rows_read = 0
@@ -140,12 +172,27 @@ def _assemble(db: sqlite3.Connection, tables: set[str], strings: StringTable,
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         k = _fetch(db, _KERNEL_SQL, 14)
         first = parts.add(EventKind.KERNEL, k, name_ids(k[:, 5]), k[:, 2], k[:, 3], k[:, 4], True)
-        kernels = Table(KERNEL_COLUMNS, {
-            "event": np.arange(first, first + len(k)),
-            **{c: k[:, 6 + i] for i, c in enumerate(
-                ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
-                 "shared_mem"))},
-        })
+        kernels = Table(
+            KERNEL_COLUMNS,
+            {
+                "event": np.arange(first, first + len(k)),
+                **{
+                    c: k[:, 6 + i]
+                    for i, c in enumerate(
+                        (
+                            "grid_x",
+                            "grid_y",
+                            "grid_z",
+                            "block_x",
+                            "block_y",
+                            "block_z",
+                            "registers",
+                            "shared_mem",
+                        )
+                    )
+                },
+            },
+        )
         rows_read += len(k)
     copies: list[Table] = []
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
@@ -153,17 +200,31 @@ def _assemble(db: sqlite3.Connection, tables: set[str], strings: StringTable,
         direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
         names = strings.add_all(f"Memcpy {d}" for d in direction)
         first = parts.add(EventKind.MEMCPY, m, names, m[:, 2], m[:, 3], m[:, 4], True)
-        copies.append(Table(MEMCPY_COLUMNS, {
-            "event": np.arange(first, first + len(m)), "bytes": m[:, 5],
-            "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction]}))
+        copies.append(
+            Table(
+                MEMCPY_COLUMNS,
+                {
+                    "event": np.arange(first, first + len(m)),
+                    "bytes": m[:, 5],
+                    "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction],
+                },
+            )
+        )
         rows_read += len(m)
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         s = _fetch(db, _MEMSET_SQL, 6)
         names = np.full(len(s), strings.add("Memset"))
         first = parts.add(EventKind.MEMSET, s, names, s[:, 2], s[:, 3], s[:, 4], True)
-        copies.append(Table(MEMCPY_COLUMNS, {
-            "event": np.arange(first, first + len(s)), "bytes": s[:, 5],
-            "direction": np.full(len(s), MEMCPY_DIRECTIONS.index("memset"))}))
+        copies.append(
+            Table(
+                MEMCPY_COLUMNS,
+                {
+                    "event": np.arange(first, first + len(s)),
+                    "bytes": s[:, 5],
+                    "direction": np.full(len(s), MEMCPY_DIRECTIONS.index("memset")),
+                },
+            )
+        )
         rows_read += len(s)
     if copies:
         memcpy = Table.concat(MEMCPY_COLUMNS, copies)
@@ -193,22 +254,34 @@ def _assemble(db: sqlite3.Connection, tables: set[str], strings: StringTable,
         raise InputError("an event ends before it starts (negative duration)", source=source)
     on_gpu = parts.column("gpu").astype(bool)
     track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-    tracks, track = build_tracks(parts.column("device"), parts.column("stream"), track_kind,
-                                 strings)
-    events = events_table({
-        "start_ns": start, "dur_ns": dur, "kind": parts.column("kind"), "track": track,
-        "name": parts.column("name"), "correlation": parts.column("corr"),
-        "external_id": np.full(len(start), -1),
-    })
+    tracks, track = build_tracks(
+        parts.column("device"), parts.column("stream"), track_kind, strings
+    )
+    events = events_table(
+        {
+            "start_ns": start,
+            "dur_ns": dur,
+            "kind": parts.column("kind"),
+            "track": track,
+            "name": parts.column("name"),
+            "correlation": parts.column("corr"),
+            "external_id": np.full(len(start), -1),
+        }
+    )
     order = sort_order(start, track)
     new_row = renumber(order)
     for side in (kernels, memcpy):
         if side is not None:
             side.columns["event"] = new_row[side["event"]]
-    meta = {"source": source, "format": "nsys", "events_read": rows_read,
-            "devices": _gpu_info(db, tables)}
-    return Trace(events.take(order), tracks, strings.strings, kernels=kernels, memcpy=memcpy,
-                 meta=meta)
+    meta = {
+        "source": source,
+        "format": "nsys",
+        "events_read": rows_read,
+        "devices": _gpu_info(db, tables),
+    }
+    return Trace(
+        events.take(order), tracks, strings.strings, kernels=kernels, memcpy=memcpy, meta=meta
+    )
 
 
 def _fetch_rows(raw: list[tuple[Any, ...]], source: str) -> npt.NDArray[np.int64]:

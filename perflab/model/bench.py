@@ -39,6 +39,11 @@ def _from_nullable(values: Any) -> npt.NDArray[np.float64]:
     return _floats([math.nan if v is None else v for v in values])
 
 
+def _whole(value: float) -> float:
+    """Sizes and counts print as integers in JSON (``4096``, not ``4096.0``)."""
+    return int(value) if value.is_integer() else value
+
+
 @dataclass
 class Level:
     """A plateau of a sweep: ``x`` from ``x_min`` to ``x_max`` at about ``value``."""
@@ -100,7 +105,7 @@ class Series:
         rows = []
         for i in range(len(self)):
             row: dict[str, float | None] = {
-                self.x_unit: float(self.x[i]),
+                self.x_unit: _whole(float(self.x[i])),
                 self.y_unit: float(self.y[i]),
             }
             for key, column in self.extra.items():
@@ -112,7 +117,7 @@ class Series:
     def level_rows(self) -> list[dict[str, Any]]:
         """Rows ``{"name", "<x_unit>_max", y_unit: value}`` in the order found."""
         return [
-            {"name": lv.name, f"{self.x_unit}_max": lv.x_max, self.y_unit: lv.value}
+            {"name": lv.name, f"{self.x_unit}_max": _whole(lv.x_max), self.y_unit: lv.value}
             for lv in self.levels
         ]
 
@@ -374,6 +379,38 @@ class CollectiveResult(_Provenance):
         from perflab.render.bench_view import collectives_bundle
 
         return collectives_bundle(self)
+
+
+@dataclass
+class Topology:
+    """Link type between each pair of devices (``nvidia-smi topo -m`` codes: ``NV18``,
+    ``PIX``, ``SYS``...), and the transports NCCL chose when its debug log was given."""
+
+    devices: list[str] = field(default_factory=list)
+    links: list[list[str]] = field(default_factory=list)
+    nccl_transports: dict[str, int] = field(default_factory=dict)
+    nccl_network: str | None = None
+    source: str = ""
+
+    def link(self, a: str, b: str) -> str:
+        return self.links[self.devices.index(a)][self.devices.index(b)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "devices": list(self.devices),
+            "links": [list(r) for r in self.links],
+            "nccl_transports": dict(self.nccl_transports),
+            "nccl_network": self.nccl_network,
+            "source": self.source,
+        }
+
+    def __str__(self) -> str:
+        from perflab.render.bench_view import topology_text
+
+        return topology_text(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
 
 
 def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:

@@ -46,18 +46,27 @@ class Ceilings:
 
     def summary(self) -> dict[str, Any]:
         """What ``perflab ceilings --json`` prints: device, backend, flops, bandwidth."""
-        return {"device": self.device, "backend": self.backend,
-                "flops": dict(self.flops), "bandwidth": dict(self.bandwidth)}
+        return {
+            "device": self.device,
+            "backend": self.backend,
+            "flops": dict(self.flops),
+            "bandwidth": dict(self.bandwidth),
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary(), "date": self.date, "versions": dict(self.versions),
-                "notes": list(self.notes)}
+        return {
+            **self.summary(),
+            "date": self.date,
+            "versions": dict(self.versions),
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "ceilings") -> Ceilings:
         try:
             return cls(
-                device=str(doc["device"]), backend=str(doc["backend"]),
+                device=str(doc["device"]),
+                backend=str(doc["backend"]),
                 flops=_rates(doc.get("flops", {}), "flops", source),
                 bandwidth=_rates(doc.get("bandwidth", {}), "bandwidth", source),
                 date=str(doc.get("date", "")),
@@ -65,8 +74,9 @@ class Ceilings:
                 notes=[str(n) for n in doc.get("notes", [])],
             )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaError(f"malformed ceilings entry: {type(exc).__name__}: {exc}",
-                              source=source) from None
+            raise SchemaError(
+                f"malformed ceilings entry: {type(exc).__name__}: {exc}", source=source
+            ) from None
 
     def __str__(self) -> str:
         from perflab.render.bench_view import ceilings_text
@@ -111,13 +121,13 @@ def all_ceilings(path: str | os.PathLike[str] | None = None) -> dict[str, Ceilin
     devices = doc.get("devices")
     if not isinstance(devices, dict):
         raise SchemaError("no 'devices' object", source=str(target))
-    return {str(name): Ceilings.from_dict(entry, f"{target} [{name}]")
-            for name, entry in devices.items()}
+    return {
+        str(name): Ceilings.from_dict(entry, f"{target} [{name}]")
+        for name, entry in devices.items()
+    }
 
 
-def load_ceilings(
-    device_name: str, path: str | os.PathLike[str] | None = None
-) -> Ceilings | None:
+def load_ceilings(device_name: str, path: str | os.PathLike[str] | None = None) -> Ceilings | None:
     """The measured ceilings of ``device_name``, or ``None`` if it was never measured.
 
     Raises :class:`perflab.errors.SchemaError` (saying which file) when the cache file

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import SchemaError
+from perflab.errors import InputError, SchemaError
 from perflab.model.serialize import dump_json, load_json
 
 KIND = "compile"
@@ -76,13 +76,23 @@ class SassLine:
         return self.opcode.split(".", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset, "text": self.text, "opcode": self.opcode,
-                "line": self.line, "ptx_line": self.ptx_line}
+        return {
+            "offset": self.offset,
+            "text": self.text,
+            "opcode": self.opcode,
+            "line": self.line,
+            "ptx_line": self.ptx_line,
+        }
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> SassLine:
-        return cls(doc.get("offset"), str(doc["text"]), str(doc.get("opcode", "")),
-                   doc.get("line"), doc.get("ptx_line"))
+        return cls(
+            doc.get("offset"),
+            str(doc["text"]),
+            str(doc.get("opcode", "")),
+            doc.get("line"),
+            doc.get("ptx_line"),
+        )
 
 
 @dataclass(frozen=True)
@@ -145,19 +155,23 @@ class KernelArtifacts:
             s.text if s.is_label else f"/*{s.offset:04x}*/ {s.text}" for s in self.sass_lines
         )
 
+    def _instructions(self) -> list[SassLine]:
+        # NOPs only pad the function to its alignment: they are not the kernel's work
+        return [s for s in self.sass_lines if s.opcode and s.opcode != "NOP"]
+
     @property
     def opcodes(self) -> dict[str, int]:
-        """Full opcode (``LDG.E.128``) -> count, most frequent first."""
-        return dict(Counter(s.opcode for s in self.sass_lines if s.opcode).most_common())
+        """Full opcode (``LDG.E.128``) -> count, most frequent first (padding NOPs out)."""
+        return dict(Counter(s.opcode for s in self._instructions()).most_common())
 
     @property
     def instruction_mix(self) -> dict[str, int]:
-        """Opcode family (``LDG``) -> count, most frequent first."""
-        return dict(Counter(s.mnemonic for s in self.sass_lines if s.opcode).most_common())
+        """Opcode family (``LDG``) -> count, most frequent first (padding NOPs out)."""
+        return dict(Counter(s.mnemonic for s in self._instructions()).most_common())
 
     @property
     def instruction_count(self) -> int:
-        return sum(1 for s in self.sass_lines if s.opcode and s.opcode != "NOP")
+        return len(self._instructions())
 
     def to_dict(self, *, sass: bool = True) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -204,6 +218,7 @@ class CompileResult:
     kernels: list[KernelArtifacts]
     ptx: str
     cubin: bytes = b""
+    source_path: str = ""  # the path the compiler saw; line info in PTX/SASS names it
     flags: list[str] = field(default_factory=list)
     stages: dict[str, str] = field(default_factory=dict)
     log: str = ""
@@ -215,8 +230,6 @@ class CompileResult:
     def kernel(self, name: str | None = None) -> KernelArtifacts:
         """The kernel called ``name`` (demangled, mangled, or a unique prefix of the
         demangled name); the only kernel when ``name`` is None."""
-        from perflab.errors import InputError
-
         if not self.kernels:
             raise InputError("the source defines no kernel (__global__ function)")
         if name is None:
@@ -230,12 +243,14 @@ class CompileResult:
         known = ", ".join(k.name for k in self.kernels)
         raise InputError(f"no kernel named {name!r} (kernels: {known})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:
+        """JSON-ready; ``sass=False`` leaves SASS out (it can be rebuilt from the cubin)."""
         return {
             "lang": self.lang,
             "arch": self.arch,
             "source": self.source,
             "source_name": self.source_name,
+            "source_path": self.source_path,
             "flags": self.flags,
             "ptx": self.ptx,
             "cubin_b64": base64.b64encode(self.cubin).decode("ascii"),
@@ -244,7 +259,7 @@ class CompileResult:
             "warnings": [w.to_dict() for w in self.warnings],
             "versions": self.versions,
             "compile_s": self.compile_s,
-            "kernels": [k.to_dict() for k in self.kernels],
+            "kernels": [k.to_dict(sass=sass) for k in self.kernels],
         }
 
     @classmethod
@@ -259,6 +274,7 @@ class CompileResult:
                 kernels=[KernelArtifacts.from_dict(k, ptx) for k in doc["kernels"]],
                 ptx=ptx,
                 cubin=base64.b64decode(doc.get("cubin_b64", ""), validate=True),
+                source_path=str(doc.get("source_path", "")),
                 flags=[str(f) for f in doc.get("flags", [])],
                 stages={str(k): str(v) for k, v in doc.get("stages", {}).items()},
                 log=str(doc.get("log", "")),

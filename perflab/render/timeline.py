@@ -26,16 +26,24 @@ import numpy.typing as npt
 
 from perflab.analysis.lod import Pyramid, build_pyramid
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
-from perflab.model.units import format_bytes, format_ns
+from perflab.model.units import format_ns
 from perflab.render.html import esc, wrap
 
 MAX_NAME = 300  # hover shows at most this many characters of a name
 LANE_PX = 22
 # colours per EventKind value (kernel, memcpy, memset, cpu_op, runtime, annotation, sync,
 # other, python)
-KIND_COLORS = ("#4c78a8", "#54a24b", "#72b7b2", "#f58518", "#9d9d9d", "#b279a2", "#e45756",
-               "#bab0ac", "#eeca3b")
-BOKEH_VERSION_GUARD = "3"
+KIND_COLORS = (
+    "#4c78a8",
+    "#54a24b",
+    "#72b7b2",
+    "#f58518",
+    "#9d9d9d",
+    "#b279a2",
+    "#e45756",
+    "#bab0ac",
+    "#eeca3b",
+)
 
 
 @dataclass
@@ -59,8 +67,15 @@ def assign_lanes(trace: Trace) -> Lanes:
     # sort candidates: rank, CPU first, device, stream, notes lane above work lane
     cand = np.flatnonzero(used)
     tr = cand // 2
-    order = np.lexsort((1 - cand % 2, tracks["stream"][tr], tracks["device"][tr],
-                        tracks["kind"][tr] != TrackKind.CPU, tracks["rank"][tr]))
+    order = np.lexsort(
+        (
+            1 - cand % 2,
+            tracks["stream"][tr],
+            tracks["device"][tr],
+            tracks["kind"][tr] != TrackKind.CPU,
+            tracks["rank"][tr],
+        )
+    )
     cand = cand[order]
     lane_of_cand = np.full(used.size, -1, dtype=np.int64)
     lane_of_cand[cand] = np.arange(cand.size)
@@ -76,42 +91,35 @@ def assign_lanes(trace: Trace) -> Lanes:
     return Lanes(lane_of_cand[key], labels, np.asarray(gpu, dtype=bool))
 
 
-def _kernel_detail(trace: Trace, rows: npt.NDArray[np.int64]) -> dict[int, str]:
-    k = trace.kernels
-    where = np.full(len(trace), -1, dtype=np.int64)
-    where[k["event"]] = np.arange(len(k))
-    out: dict[int, str] = {}
-    for row in rows.tolist():
-        i = int(where[row])
-        if i < 0:
-            continue
-        parts = []
-        if k["grid_x"][i] >= 0:
-            parts.append(f"grid ({k['grid_x'][i]}, {k['grid_y'][i]}, {k['grid_z'][i]})")
-        if k["block_x"][i] >= 0:
-            parts.append(f"block ({k['block_x'][i]}, {k['block_y'][i]}, {k['block_z'][i]})")
-        if k["registers"][i] >= 0:
-            parts.append(f"{k['registers'][i]} registers/thread")
-        if k["shared_mem"][i] > 0:
-            parts.append(f"{format_bytes(float(k['shared_mem'][i]))} shared/block")
-        out[row] = ", ".join(parts)
-    return out
+DETAIL_COLUMNS = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "shared_mem",
+    "bytes",
+    "direction",
+)
 
 
-def _memcpy_detail(trace: Trace, rows: npt.NDArray[np.int64]) -> dict[int, str]:
-    m = trace.memcpy
-    where = np.full(len(trace), -1, dtype=np.int64)
-    where[m["event"]] = np.arange(len(m))
-    out: dict[int, str] = {}
-    for row in rows.tolist():
-        i = int(where[row])
-        if i < 0:
-            continue
-        direction = int(m["direction"][i])
-        text = MEMCPY_DIRECTIONS[direction] if 0 <= direction < len(MEMCPY_DIRECTIONS) else "?"
-        if m["bytes"][i] >= 0:
-            text += f" {format_bytes(float(m['bytes'][i]))}"
-        out[row] = text
+def _detail_matrix(trace: Trace, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per row: name, kind, then :data:`DETAIL_COLUMNS` (-1 where unknown)."""
+    out = np.full((rows.size, 2 + len(DETAIL_COLUMNS)), -1, dtype=np.int64)
+    out[:, 0] = trace.name[rows]
+    out[:, 1] = trace.kind[rows]
+    for side, cols, first in (
+        (trace.kernels, DETAIL_COLUMNS[:8], 2),
+        (trace.memcpy, ("bytes", "direction"), 10),
+    ):
+        where = np.full(len(trace), -1, dtype=np.int64)
+        where[side["event"]] = np.arange(len(side))
+        hit = where[rows]
+        found = hit >= 0
+        for j, col in enumerate(cols):
+            out[found, first + j] = side[col][hit[found]]
     return out
 
 
@@ -127,12 +135,11 @@ class Encoded:
     dur: npt.NDArray[np.float32]  # ms
     lane: npt.NDArray[Any]
     label: npt.NDArray[Any]
-    label_name: list[str]
-    label_detail: list[str]
-    label_kind: list[int]
+    label_table: npt.NDArray[np.int64]  # per label: name, kind, DETAIL_COLUMNS
+    names: list[str]
     tile_offsets: npt.NDArray[np.int32]
     busy: npt.NDArray[np.uint8]
-    levels: list[dict[str, float]]
+    levels: list[dict[str, int]]
 
 
 def encode(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> Encoded:
@@ -149,47 +156,46 @@ def encode(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> Encoded:
         offsets.append(level.offsets[:-1] + row_base)
         cells = np.rint(level.busy * 255).astype(np.uint8)
         busy.append(cells.ravel())
-        levels.append({"tiles": level.tiles, "tile_base": tile_base, "bins": level.bins,
-                       "busy_base": busy_base})
+        levels.append(
+            {
+                "tiles": level.tiles,
+                "tile_base": tile_base,
+                "bins": level.bins,
+                "busy_base": busy_base,
+            }
+        )
         tile_base += level.tiles
         row_base += int(level.rows.size)
         busy_base += int(cells.size)
     offsets.append(np.array([row_base]))
     rows = np.concatenate(rows_all) if rows_all else np.zeros(0, np.int64)
-    label, names, details, kinds = _labels(trace, rows)
+    label, table, names = _labels(trace, rows)
     lane_dtype = np.uint8 if len(lanes.labels) <= 256 else np.uint16
-    label_dtype = np.uint16 if len(names) <= 65536 else np.uint32
+    label_dtype = np.uint16 if len(table) <= 65536 else np.uint32
     return Encoded(
         start=np.concatenate(starts) if starts else np.zeros(0, np.float32),
         dur=np.concatenate(durs) if durs else np.zeros(0, np.float32),
         lane=lanes.of_event[rows].astype(lane_dtype),
         label=label.astype(label_dtype),
-        label_name=names, label_detail=details, label_kind=kinds,
+        label_table=table,
+        names=names,
         tile_offsets=np.concatenate(offsets).astype(np.int32),
         busy=np.concatenate(busy) if busy else np.zeros(0, np.uint8),
         levels=levels,
     )
 
 
-def _labels(trace: Trace,
-            rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[str], list[str],
-                                                  list[int]]:
-    """One label per distinct (name, details, kind) among ``rows``; hover text lives there."""
-    unique_rows = np.unique(rows)
-    detail = {**_kernel_detail(trace, unique_rows), **_memcpy_detail(trace, unique_rows)}
-    detail_ids: dict[str, int] = {"": 0}
-    detail_of = np.zeros(len(trace), dtype=np.int64)
-    for row, text in detail.items():
-        detail_of[row] = detail_ids.setdefault(text, len(detail_ids))
-    nkinds = len(EventKind) + 1
-    key = (trace.name[rows].astype(np.int64) * len(detail_ids) + detail_of[rows]) * nkinds \
-        + trace.kind[rows].astype(np.int64)
-    uniq, label = np.unique(key, return_inverse=True)
-    detail_text = list(detail_ids)
-    names = [_short(trace.strings[int(u // nkinds // len(detail_ids))]) for u in uniq]
-    details = [detail_text[int(u // nkinds % len(detail_ids))] for u in uniq]
-    kinds = [int(u % nkinds) for u in uniq]
-    return label.astype(np.int64), names, details, kinds
+def _labels(
+    trace: Trace, rows: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]:
+    """One label per distinct (name, kind, launch details) among ``rows``; the page builds
+    hover text from it. Names are renumbered to those used."""
+    unique_rows, row_inverse = np.unique(rows, return_inverse=True)
+    matrix = _detail_matrix(trace, unique_rows)
+    table, inverse = np.unique(matrix, axis=0, return_inverse=True)
+    used, table[:, 0] = np.unique(table[:, 0], return_inverse=True)
+    names = [_short(trace.strings[int(i)]) for i in used]
+    return inverse.reshape(-1)[row_inverse].astype(np.int64), table, names
 
 
 _REFRESH_JS = """
@@ -199,12 +205,29 @@ let L = 0;
 for (let i = 0; i < lv_all.length; i++) { if (span / lv_all[i].tiles >= vw / 2) L = i; }
 const lv = lv_all[L], w = span / lv.tiles, offs = tiles.data.offsets;
 const a = Math.max(0, Math.floor(v0 / w)), b = Math.min(lv.tiles - 1, Math.floor(v1 / w));
-const left = [], right = [], bottom = [], top = [], name = [], detail = [], dur = [], at = [], lane = [],
-      color = [], seen = new Set();
+const left = [], right = [], bottom = [], top = [], name = [], detail = [], dur = [],
+      at = [], lane = [], color = [], seen = new Set();
 function fmt(ms) {
   const ns = ms * 1e6, units = [[1e9, " s"], [1e6, " ms"], [1e3, " us"], [1, " ns"]];
   for (const [s, u] of units) { if (Math.abs(ns) >= s) return (ns / s).toPrecision(3) + u; }
   return ns.toPrecision(3) + " ns";
+}
+const lt = labels.data;
+function bytes(n) {
+  const u = [[1099511627776, " TiB"], [1073741824, " GiB"], [1048576, " MiB"], [1024, " KiB"]];
+  for (const [s, x] of u) { if (n >= s) return (n / s).toPrecision(3) + x; }
+  return n + " B";
+}
+function describe(lab) {
+  const parts = [meta.kinds[lt.kind[lab]] || "other"];
+  const dims = (p) => "(" + [lt[p + "x"][lab], lt[p + "y"][lab], lt[p + "z"][lab]].join(", ") + ")";
+  if (lt.grid_x[lab] >= 0) parts.push("grid " + dims("grid_"));
+  if (lt.block_x[lab] >= 0) parts.push("block " + dims("block_"));
+  if (lt.registers[lab] >= 0) parts.push(lt.registers[lab] + " registers/thread");
+  if (lt.shared_mem[lab] > 0) parts.push(bytes(lt.shared_mem[lab]) + " shared/block");
+  if (lt.direction[lab] >= 0) parts.push(meta.directions[lt.direction[lab]] || "?");
+  if (lt.bytes[lab] >= 0) parts.push(bytes(lt.bytes[lab]));
+  return parts.join(", ");
 }
 for (let t = a; t <= b; t++) {
   const r0 = offs[lv.tile_base + t], r1 = offs[lv.tile_base + t + 1];
@@ -214,11 +237,11 @@ for (let t = a; t <= b; t++) {
     const key = l.toFixed(6) + ":" + d.lane[r];
     if (seen.has(key)) continue;
     seen.add(key);
-    const lab = d.label[r];
+    const lab = d.label[r], kind = lt.kind[lab];
     left.push(l); right.push(Math.max(rr, l + vw * 1e-4));
     bottom.push(d.lane[r] + 0.38); top.push(d.lane[r] - 0.38);
-    name.push(meta.names[lab]); detail.push(meta.details[lab]);
-    color.push(meta.colors[meta.kinds[lab]]);
+    name.push(meta.names[lt.name[lab]]); detail.push(describe(lab));
+    color.push(meta.colors[kind] || "#bab0ac");
     dur.push(fmt(d.dur[r])); at.push(fmt(l)); lane.push(meta.lanes[d.lane[r]]);
   }
 }
@@ -264,8 +287,9 @@ class Timeline:
         return target
 
 
-def timeline(trace: Trace, *, row_budget: int = 150_000, width: int = 1100,
-             title: str | None = None) -> Timeline:
+def timeline(
+    trace: Trace, *, row_budget: int = 150_000, width: int = 1100, title: str | None = None
+) -> Timeline:
     """The interactive timeline of ``trace`` (``trace.timeline()``)."""
     if len(trace) == 0:
         raise ValueError("the trace has no events to draw")
@@ -273,97 +297,211 @@ def timeline(trace: Trace, *, row_budget: int = 150_000, width: int = 1100,
     start = trace.start_ns.astype(np.float64)
     end = start + trace.dur_ns
     gpu_lanes = np.flatnonzero(lanes.gpu)
-    pyramid = build_pyramid(start, end, lanes.of_event, len(lanes.labels),
-                            summary_lanes=gpu_lanes if gpu_lanes.size else None,
-                            row_budget=row_budget)
+    pyramid = build_pyramid(
+        start,
+        end,
+        lanes.of_event,
+        len(lanes.labels),
+        summary_lanes=gpu_lanes if gpu_lanes.size else None,
+        row_budget=row_budget,
+    )
     enc = encode(trace, lanes, pyramid)
-    layout = _figure(enc, lanes, pyramid, width, title or trace.describe())
+    if title is None:
+        source = Path(str(trace.meta.get("source") or "trace")).name
+        title = f"{source}: {len(trace)} events, {len(lanes.labels)} lanes"
+    layout = _figure(enc, lanes, pyramid, width, title)
     return Timeline(layout, timeline_text(trace, lanes, pyramid))
 
 
 def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     span = pyramid.t1 - pyramid.t0
     lines = [trace.describe(), f"{len(lanes.labels)} lanes:"]
-    lines += [f"  {'GPU' if g else 'CPU'}  {label}" for label, g in
-              zip(lanes.labels, lanes.gpu.tolist(), strict=True)]
-    lines.append(f"levels of detail: {len(pyramid.levels)} (finest tile "
-                 f"{format_ns(span / pyramid.levels[-1].tiles)}), "
-                 f"{pyramid.total_rows} drawable rows")
+    lines += [
+        f"  {'GPU' if g else 'CPU'}  {label}"
+        for label, g in zip(lanes.labels, lanes.gpu.tolist(), strict=True)
+    ]
+    lines.append(
+        f"levels of detail: {len(pyramid.levels)} (finest tile "
+        f"{format_ns(span / pyramid.levels[-1].tiles)}), "
+        f"{pyramid.total_rows} drawable rows"
+    )
     return "\n".join(lines)
 
 
 def _figure(enc: Encoded, lanes: Lanes, pyramid: Pyramid, width: int, title: str) -> Any:
+    from bokeh.document import Document
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, CustomJS, FixedTicker, HoverTool, Range1d
     from bokeh.plotting import figure
 
     span_ms = (pyramid.t1 - pyramid.t0) / 1e6
     nl = len(lanes.labels)
-    store = ColumnDataSource({"start": enc.start, "dur": enc.dur, "lane": enc.lane,
-                              "label": enc.label})
+    store = ColumnDataSource(
+        {"start": enc.start, "dur": enc.dur, "lane": enc.lane, "label": enc.label}
+    )
     tiles = ColumnDataSource({"offsets": enc.tile_offsets})
     busy = ColumnDataSource({"cells": enc.busy})
-    shown = ColumnDataSource({k: [] for k in ("left", "right", "bottom", "top", "name",
-                                              "detail", "color", "dur", "at", "lane")})
+    shown = ColumnDataSource(
+        {
+            k: []
+            for k in (
+                "left",
+                "right",
+                "bottom",
+                "top",
+                "name",
+                "detail",
+                "color",
+                "dur",
+                "at",
+                "lane",
+            )
+        }
+    )
     cover = ColumnDataSource({k: [] for k in ("left", "right", "bottom", "top")})
     summary = ColumnDataSource({k: [] for k in ("left", "right", "top")})
-    x_range = Range1d(0, span_ms, bounds=(-span_ms * 0.02, span_ms * 1.02),
-                      min_interval=max(span_ms * 1e-7, 1e-6))
+    x_range = Range1d(
+        start=0,
+        end=span_ms,
+        bounds=(-span_ms * 0.02, span_ms * 1.02),
+        min_interval=max(span_ms * 1e-7, 1e-6),
+    )
     height = max(160, nl * LANE_PX + 60)
-    main = figure(width=width, height=height, x_range=x_range, title=_short(title)[:150],
-                  y_range=Range1d(nl - 0.5, -0.5), tools="xpan,xwheel_zoom,xbox_zoom,reset,tap",
-                  active_scroll="xwheel_zoom", x_axis_label="ms since trace start",
-                  output_backend="canvas")
+    main = figure(
+        width=width,
+        height=height,
+        x_range=x_range,
+        title=_short(title)[:150],
+        y_range=Range1d(start=nl - 0.5, end=-0.5),
+        tools="xpan,xwheel_zoom,xbox_zoom,reset,tap",
+        active_scroll="xwheel_zoom",
+        x_axis_label="ms since trace start",
+        output_backend="canvas",
+    )
     for k in np.flatnonzero(lanes.gpu).tolist():  # idle GPU time shows as this background
-        main.quad(left=-span_ms, right=2 * span_ms, bottom=k - 0.45, top=k + 0.45,
-                  fill_color="#eef2f7", line_color=None)
-    main.quad(left="left", right="right", bottom="bottom", top="top", source=cover,
-              fill_color="#9db4cf", fill_alpha=0.8, line_color=None)
-    bars = main.quad(left="left", right="right", bottom="bottom", top="top", source=shown,
-                     fill_color="color", line_color="color", line_width=0.5)
-    main.add_tools(HoverTool(renderers=[bars], tooltips=[
-        ("name", "@name"), ("kind/details", "@detail"), ("duration", "@dur"),
-        ("start", "@at"), ("lane", "@lane")]))
+        main.quad(
+            left=-span_ms,
+            right=2 * span_ms,
+            bottom=k - 0.45,
+            top=k + 0.45,
+            fill_color="#eef2f7",
+            line_color=None,
+        )
+    main.quad(
+        left="left",
+        right="right",
+        bottom="bottom",
+        top="top",
+        source=cover,
+        fill_color="#9db4cf",
+        fill_alpha=0.8,
+        line_color=None,
+    )
+    bars = main.quad(
+        left="left",
+        right="right",
+        bottom="bottom",
+        top="top",
+        source=shown,
+        fill_color="color",
+        line_color="color",
+        line_width=0.5,
+    )
+    main.add_tools(
+        HoverTool(
+            renderers=[bars],
+            tooltips=[
+                ("name", "@name"),
+                ("kind/details", "@detail"),
+                ("duration", "@dur"),
+                ("start", "@at"),
+                ("lane", "@lane"),
+            ],
+        )
+    )
     main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
-    main.yaxis.major_label_overrides = {i: _short(label)[:60] for i, label in
-                                        enumerate(lanes.labels)}
+    main.yaxis.major_label_overrides = {
+        i: _short(label)[:60] for i, label in enumerate(lanes.labels)
+    }
     main.ygrid.grid_line_color = None
-    strip = figure(width=width, height=70, x_range=x_range, y_range=Range1d(0, 1),
-                   tools="", toolbar_location=None, title="GPU busy fraction")
-    strip.quad(left="left", right="right", bottom=0, top="top", source=summary,
-               fill_color="#4c78a8", line_color=None)
+    strip = figure(
+        width=width,
+        height=70,
+        x_range=x_range,
+        y_range=Range1d(start=0, end=1),
+        tools="",
+        toolbar_location=None,
+        title="GPU busy fraction",
+    )
+    strip.quad(
+        left="left",
+        right="right",
+        bottom=0,
+        top="top",
+        source=summary,
+        fill_color="#4c78a8",
+        line_color=None,
+    )
     strip.xaxis.visible = False
     strip.yaxis.ticker = FixedTicker(ticks=[0, 1])
-    meta = {"levels": enc.levels, "span": span_ms, "names": enc.label_name,
-            "details": [_kind_text(k, d) for k, d in zip(enc.label_kind, enc.label_detail,
-                                                          strict=True)],
-            "kinds": enc.label_kind, "colors": list(KIND_COLORS) + ["#bab0ac"],
-            "lanes": lanes.labels, "max_bins": 1500, "title": _short(title)[:150]}
-    refresh = CustomJS(args={"store": store, "tiles": tiles, "busy": busy, "shown": shown,
-                             "cover": cover, "summary": summary, "xr": x_range, "meta": meta,
-                             "main": main}, code=_REFRESH_JS)
+    lt = enc.label_table
+    labels = ColumnDataSource(
+        {
+            "name": lt[:, 0].astype(np.int32),
+            "kind": lt[:, 1].astype(np.int8),
+            **{
+                c: lt[:, 2 + j].astype(np.float64 if c in ("shared_mem", "bytes") else np.int32)
+                for j, c in enumerate(DETAIL_COLUMNS)
+            },
+        }
+    )
+    meta = {
+        "levels": enc.levels,
+        "span": span_ms,
+        "names": enc.names,
+        "kinds": [k.name.lower() for k in EventKind],
+        "colors": list(KIND_COLORS),
+        "directions": list(MEMCPY_DIRECTIONS),
+        "lanes": lanes.labels,
+        "max_bins": 1500,
+        "title": _short(title)[:150],
+    }
+    refresh = CustomJS(
+        args={
+            "store": store,
+            "tiles": tiles,
+            "busy": busy,
+            "shown": shown,
+            "cover": cover,
+            "summary": summary,
+            "xr": x_range,
+            "meta": meta,
+            "main": main,
+            "labels": labels,
+        },
+        code=_REFRESH_JS,
+    )
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)
     layout = column(strip, main)
-    layout.js_on_event("document_ready", refresh)
+    doc = Document()
+    doc.add_root(layout)
+    doc.js_on_event("document_ready", refresh)  # first fill, without waiting for a zoom
     return layout
-
-
-def _kind_text(kind: int, detail: str) -> str:
-    names = [k.name.lower() for k in EventKind]
-    base = names[kind] if 0 <= kind < len(names) else "other"
-    return f"{base}: {detail}" if detail else base
 
 
 def notebook_html(layout: Any, text: str) -> str:
     """HTML for a notebook output: the bokeh runtime inlined once per page (no network),
     then the plot. Viewers that run no JavaScript show the text view instead."""
     from bokeh.embed import components
+
     script, div = components(layout)
     runtime = "\n".join(_core_js())
-    fallback = f'<noscript><pre>{esc(text)}</pre></noscript>'
-    return wrap(f"<script>if (typeof window.Bokeh === 'undefined') {{\n{runtime}\n}}</script>"
-                f"{div}{script}{fallback}")
+    fallback = f"<noscript><pre>{esc(text)}</pre></noscript>"
+    return wrap(
+        f"<script>if (typeof window.Bokeh === 'undefined') {{\n{runtime}\n}}</script>"
+        f"{div}{script}{fallback}"
+    )
 
 
 def _core_js() -> list[str]:

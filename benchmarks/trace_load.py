@@ -1,0 +1,324 @@
+"""Trace loading + summary: perflab against what users run instead, on the same files.
+
+Contenders, each in a fresh subprocess (time and peak RSS of that process):
+
+- ``perflab``: ``load_trace(path).summary()``
+- ``floor``: gunzip + msgspec's typed decode of the same fields (no analysis at all)
+- ``pandas``: ``json.load`` + ``pandas.DataFrame`` + the same busy/idle/kernel numbers
+- ``hta``: Holistic Trace Analysis ``TraceAnalysis`` + temporal and kernel breakdowns, run by
+  the Python given with ``--hta-python`` (HTA pins its own dependencies, so it lives in its
+  own virtualenv: ``python -m venv V && V/bin/pip install HolisticTraceAnalysis``)
+
+Inputs: the real Kineto traces in ../shared/data/kineto and a generated deterministic trace
+(``--events``, default about one million: kernels on four streams, each with its cpu_op,
+launch and flow events). Ratios are printed; results go to benchmarks/results/trace_load.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "kineto"
+RESULTS = ROOT / "benchmarks" / "results" / "trace_load.json"
+
+KERNEL_NAMES = [
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)",
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(ReduceOp)",
+    "triton_poi_fused_add_mul_0",
+    "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4>>",
+]
+
+
+def generate(path: Path, n_events: int, seed: int = 0) -> None:
+    """A Kineto-shaped trace: per kernel a cpu_op, a cudaLaunchKernel, two flow events and
+    the kernel itself (5 events), spread over 4 streams; every 50th GPU op is a memcpy."""
+    rng = random.Random(seed)
+    pid, tid = 4242, 4243
+    events = []
+    t_cpu = 1_700_000_000_000_000.0
+    stream_free = {7: t_cpu, 20: t_cpu, 24: t_cpu, 28: t_cpu}
+    for i in range(n_events // 5):
+        corr = 1000 + i
+        op_dur = rng.uniform(5, 30)
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"aten::op{i % 40}",
+                "pid": pid,
+                "tid": tid,
+                "ts": round(t_cpu, 3),
+                "dur": round(op_dur, 3),
+                "args": {"External id": corr, "Sequence number": i, "Ev Idx": i},
+            }
+        )
+        launch_ts = t_cpu + op_dur * 0.3
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": pid,
+                "tid": tid,
+                "ts": round(launch_ts, 3),
+                "dur": 4.5,
+                "args": {"External id": corr, "cbid": 211, "correlation": corr},
+            }
+        )
+        stream = (7, 20, 24, 28)[i % 4]
+        start = max(stream_free[stream], launch_ts + rng.uniform(2, 20))
+        dur = rng.uniform(1, 60)
+        stream_free[stream] = start + dur
+        copy = i % 50 == 0
+        gpu = {
+            "ph": "X",
+            "cat": "gpu_memcpy" if copy else "kernel",
+            "name": "Memcpy HtoD (Pinned -> Device)" if copy else KERNEL_NAMES[i % 6],
+            "pid": 0,
+            "tid": stream,
+            "ts": round(start, 3),
+            "dur": round(dur, 3),
+            "args": {"External id": corr, "device": 0, "stream": stream, "correlation": corr},
+        }
+        if copy:
+            gpu["args"]["bytes"] = 1 << 20
+        else:
+            gpu["args"].update(
+                {
+                    "registers per thread": 64,
+                    "shared memory": 0,
+                    "grid": [128, 1, 1],
+                    "block": [256, 1, 1],
+                    "est. achieved occupancy %": 50,
+                }
+            )
+        events.append(gpu)
+        events.append(
+            {
+                "ph": "s",
+                "id": corr,
+                "pid": pid,
+                "tid": tid,
+                "ts": round(launch_ts, 3),
+                "cat": "ac2g",
+                "name": "ac2g",
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "id": corr,
+                "pid": 0,
+                "tid": stream,
+                "ts": round(start, 3),
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
+        t_cpu += op_dur + rng.uniform(0, 3)
+    doc = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "deviceProperties": [{"id": 0, "name": "synthetic"}],
+        "traceEvents": events,
+    }
+    with gzip.open(path, "wt", compresslevel=1) as fh:
+        json.dump(doc, fh)
+
+
+CONTENDERS = {
+    "perflab": """
+from perflab.io import load_trace
+s = load_trace(PATH).summary().to_dict()
+busy = sum(d["busy_us"] for d in s["devices"].values())
+result = {"kernels": s["kernels"]["count"], "busy_us": busy}
+""",
+    "floor": """
+import gzip, msgspec
+from perflab.io.kineto import _File
+data = gzip.decompress(open(PATH, "rb").read())
+doc = msgspec.json.Decoder(_File).decode(data)
+result = {"events": len(doc.traceEvents)}
+""",
+    "pandas": """
+import gzip, json
+import pandas as pd
+with gzip.open(PATH, "rt") as fh:
+    doc = json.load(fh)
+df = pd.DataFrame(doc["traceEvents"])
+df = df[df["ph"] == "X"]
+gpu = df[df["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"])].copy()
+gpu["end"] = gpu["ts"] + gpu["dur"]
+gpu = gpu.sort_values("ts")
+gpu["reach"] = gpu["end"].cummax()
+new = gpu["ts"] > gpu["reach"].shift(fill_value=-1e300)
+block = new.cumsum()
+g = gpu.groupby(block).agg(s=("ts", "min"), e=("reach", "max"))
+kernels = gpu[gpu["cat"] == "kernel"]
+by_name = kernels.groupby("name")["dur"].agg(["count", "sum"])
+result = {"kernels": int(len(kernels)), "busy_us": float((g["e"] - g["s"]).sum())}
+""",
+    "hta": """
+import os, shutil, tempfile
+from hta.trace_analysis import TraceAnalysis
+d = tempfile.mkdtemp()
+shutil.copy(PATH, os.path.join(d, "rank-0.json.gz"))
+ta = TraceAnalysis(trace_dir=d)
+temporal = ta.get_temporal_breakdown(visualize=False)
+kernels = ta.get_gpu_kernel_breakdown(visualize=False)
+result = {"temporal_rows": int(len(temporal))}
+""",
+}
+
+RUNNER = """
+import json, resource, sys, time
+PATH = sys.argv[1]
+t0 = time.perf_counter()
+exec(compile(sys.argv[2], "contender", "exec"))
+elapsed = time.perf_counter() - t0
+# VmHWM belongs to this process image (ru_maxrss would include the parent's before exec)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = int(hwm[0].split()[1]) * 1024 if hwm else maxrss * 1024
+print("RESULT " + json.dumps({"seconds": elapsed, "peak_bytes": peak, "result": result}))
+"""
+
+
+def run_contender(python: str, name: str, path: Path, timeout: float) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run(
+            [python, "-c", RUNNER, str(path), CONTENDERS[name]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:]))
+    return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+
+
+def versions(hta_python: str | None) -> dict[str, str]:
+    import importlib.metadata as md
+
+    found = {"python": platform.python_version()}
+    for dist in ("numpy", "msgspec", "pandas"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            found[dist] = md.version(dist)
+    if hta_python:
+        out = subprocess.run(
+            [
+                hta_python,
+                "-c",
+                "import importlib.metadata as m; "
+                "print(m.version('HolisticTraceAnalysis'), m.version('pandas'))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        parts = out.stdout.split()
+        if len(parts) == 2:
+            found["HolisticTraceAnalysis"], found["pandas (hta venv)"] = parts
+    return found
+
+
+def machine() -> dict[str, object]:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="generated trace size")
+    ap.add_argument(
+        "--hta-python",
+        default=os.environ.get("HTA_PYTHON"),
+        help="python of a virtualenv with HolisticTraceAnalysis",
+    )
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per contender")
+    ap.add_argument("--output", type=Path, default=RESULTS)
+    args = ap.parse_args()
+
+    inputs = sorted(DATA.glob("*.json.gz")) if DATA.is_dir() else []
+    names = ["perflab", "floor", "pandas"] + (["hta"] if args.hta_python else [])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        generated = Path(tmp) / f"generated_{args.events}.json.gz"
+        t0 = time.perf_counter()
+        generate(generated, args.events)
+        print(
+            f"generated {generated.name} ({generated.stat().st_size >> 20} MiB gzip) in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        for path in [*inputs, generated]:
+            row: dict[str, object] = {"input": path.name}
+            for name in names:
+                python = args.hta_python if name == "hta" else sys.executable
+                row[name] = run_contender(python, name, path, args.timeout)
+            rows.append(row)
+            print(_line(row, names))
+    doc = {
+        "benchmark": "trace_load",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(args.hta_python),
+        "events_generated": args.events,
+        "note": "seconds and peak RSS of a fresh process per contender; ratios are "
+        "contender / perflab (time) and perflab / contender (memory)",
+        "rows": rows,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _line(row: dict[str, object], names: list[str]) -> str:
+    base = row["perflab"]
+    parts = [f"{row['input']}:"]
+    for name in names:
+        r = row[name]
+        assert isinstance(r, dict)
+        assert isinstance(base, dict)
+        if "error" in r:
+            parts.append(f"{name} error ({r['error']})")
+            continue
+        text = f"{name} {r['seconds']:.2f} s {r['peak_bytes'] / 2**20:.0f} MiB"
+        if name != "perflab" and "seconds" in base:
+            text += f" (time {r['seconds'] / base['seconds']:.2f}x perflab's)"
+        parts.append(text)
+    return "  ".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""Goodput analyses over a :class:`Trace`: idle gaps and their causes, per-stream
+utilisation, launch statistics, kernel tables, MFU and achieved bandwidth. Pure and vectorised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
+from perflab.model.optable import OpTable
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+
+GAP_CAUSES = ("host launch delay", "synchronization", "data transfer", "other")
+
+
+@dataclass
+class Frame:
+    """A small columnar result (dict of equal-length lists/arrays) with ``to_pandas()``."""
+
+    columns: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        return {k: np.asarray(v).tolist() for k, v in self.columns.items()}
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(self.columns)
+
+
+def launch_start(trace: Trace) -> npt.NDArray[np.int64]:
+    """Per event: start of the runtime call that launched it (same rank and correlation),
+    or -1. Runtime calls themselves and CPU events get -1."""
+    rank = trace.tracks["rank"][trace.track].astype(np.int64)
+    corr = trace.correlation
+    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (corr >= 0))
+    out = np.full(len(trace), -1, dtype=np.int64)
+    gpu = np.flatnonzero(trace.mask(*GPU_WORK_KINDS) & (corr >= 0))
+    if len(runtime) == 0 or len(gpu) == 0:
+        return out
+    # composite key (rank, correlation), sorted, then a binary search per GPU event
+    key_rt = rank[runtime] * (1 << 40) + corr[runtime]
+    order = np.argsort(key_rt, kind="stable")
+    key_sorted = key_rt[order]
+    key_gpu = rank[gpu] * (1 << 40) + corr[gpu]
+    pos = np.clip(np.searchsorted(key_sorted, key_gpu), 0, len(key_sorted) - 1)
+    found = key_sorted[pos] == key_gpu
+    out[gpu[found]] = trace.start_ns[runtime[order[pos[found]]]]
+    return out
+
+
+def launch_stats(trace: Trace) -> dict[str, Any]:
+    """Launch-to-start delay of kernels (kernel start - start of its launch call) and how many
+    kernels run for less time than their launch call took."""
+    is_kernel = trace.kind == EventKind.KERNEL
+    launched = launch_start(trace)
+    rows = np.flatnonzero(is_kernel & (launched >= 0))
+    delay = trace.start_ns[rows] - launched[rows]
+    launch_dur = _launch_duration(trace, rows)
+    shorter = int((trace.dur_ns[rows] < launch_dur).sum())
+    pct = np.percentile(delay, [50, 90, 99]) if len(delay) else np.full(3, np.nan)
+    return {
+        "kernels": int(is_kernel.sum()),
+        "linked": len(rows),
+        "delay_us": {
+            "p50": float(pct[0]) / 1e3,
+            "p90": float(pct[1]) / 1e3,
+            "p99": float(pct[2]) / 1e3,
+            "mean": float(delay.mean()) / 1e3 if len(delay) else float("nan"),
+        },
+        "shorter_than_launch": shorter,
+        "launch_total_us": float(launch_dur.sum()) / 1e3,
+    }
+
+
+def _launch_duration(trace: Trace, rows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    rank = trace.tracks["rank"][trace.track].astype(np.int64)
+    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (trace.correlation >= 0))
+    key_rt = rank[runtime] * (1 << 40) + trace.correlation[runtime]
+    order = np.argsort(key_rt, kind="stable")
+    if len(order) == 0:
+        return np.zeros(len(rows), np.int64)
+    key = rank[rows] * (1 << 40) + trace.correlation[rows]
+    pos = np.clip(np.searchsorted(key_rt[order], key), 0, len(order) - 1)
+    return np.asarray(trace.dur_ns[runtime[order[pos]]], dtype=np.int64)
+
+
+def stream_utilisation(trace: Trace) -> Frame:
+    """Per GPU track: busy time of the stream (union of its kernels, copies and memsets) and
+    that as a share of its device's span."""
+    work = trace.mask(*GPU_WORK_KINDS)
+    tracks = trace.tracks
+    start, end = trace.start_ns, trace.end_ns
+    dev_of_track = tracks["rank"].astype(np.int64) * (1 << 32) + tracks["device"]
+    cols: dict[str, list[Any]] = {k: [] for k in ("track", "label", "busy_us", "share")}
+    for t in np.flatnonzero(tracks["kind"] == TrackKind.GPU).tolist():
+        on = work & (trace.track == t)
+        if not on.any():
+            continue
+        same_dev = np.isin(trace.track, np.flatnonzero(dev_of_track == dev_of_track[t])) & work
+        span = int(end[same_dev].max() - start[same_dev].min())
+        busy = union_length(start[on], end[on])
+        cols["track"].append(t)
+        cols["label"].append(trace.track_label(t))
+        cols["busy_us"].append(busy / 1e3)
+        cols["share"].append(busy / span if span else 0.0)
+    return Frame(cols)
+
+
+def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
+    """Every gap in a device's busy time (longer than ``min_ns``), with what preceded it:
+    a data transfer (the work before or after it is a copy), synchronization (a sync event
+    covers part of the gap), a host launch delay (the next work was launched after the gap
+    began) or other."""
+    work = trace.mask(*GPU_WORK_KINDS) & (trace.event_device() >= 0)
+    tracks = trace.tracks
+    dev_key = (tracks["rank"].astype(np.int64) * (1 << 32) + tracks["device"])[trace.track]
+    syncs = merge(*_sync_intervals(trace))
+    launched = launch_start(trace)
+    cols: dict[str, list[Any]] = {
+        k: [] for k in ("device", "start_ns", "dur_ns", "cause", "before", "after")
+    }
+    for key in np.unique(dev_key[work]).tolist():
+        rows = np.flatnonzero(work & (dev_key == key))
+        rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
+        s, e = trace.start_ns[rows], trace.end_ns[rows]
+        reach = np.maximum.accumulate(e)
+        gap = s[1:] - reach[:-1]
+        at = np.flatnonzero(gap > min_ns)
+        if len(at) == 0:
+            continue
+        g0, g1 = reach[at], s[at + 1]
+        prev = rows[_last_ending(e, reach, at)]
+        nxt = rows[at + 1]
+        copy = (trace.kind[prev] == EventKind.MEMCPY) | (trace.kind[nxt] == EventKind.MEMCPY)
+        synced = overlap_per_interval(g0, g1, syncs) > 0
+        late = launched[nxt] > g0
+        cause = np.select([copy, synced, late], [2, 1, 0], default=3)
+        label = f"{int(key >> 32)}:{int(key & 0xFFFFFFFF)}" if key >> 32 else str(key)
+        cols["device"] += [label] * len(at)
+        cols["start_ns"] += g0.tolist()
+        cols["dur_ns"] += (g1 - g0).tolist()
+        cols["cause"] += [GAP_CAUSES[c] for c in cause.tolist()]
+        cols["before"] += trace.names_of(prev)
+        cols["after"] += trace.names_of(nxt)
+    return Frame(cols)
+
+
+def idle_breakdown(trace: Trace, min_ns: int = 0) -> dict[str, float]:
+    """Total idle microseconds per cause (see :func:`idle_gaps`)."""
+    gaps = idle_gaps(trace, min_ns)
+    out = dict.fromkeys(GAP_CAUSES, 0.0)
+    for cause, dur in zip(gaps.columns["cause"], gaps.columns["dur_ns"], strict=True):
+        out[cause] += dur / 1e3
+    return out
+
+
+def _last_ending(e: npt.NDArray[Any], reach: npt.NDArray[Any], at: npt.NDArray[Any]) -> Any:
+    """Index (within the sorted rows) of the event whose end defines ``reach[at]``."""
+    # reach is non-decreasing: where it first took its value is the event that set it
+    return np.searchsorted(reach, reach[at], side="left")
+
+
+def _sync_intervals(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Sync events and runtime calls that wait (cudaStreamSynchronize, cudaDeviceSynchronize,
+    cudaEventSynchronize, cuStreamWaitEvent...)."""
+    waits = np.array(
+        ["synchronize" in s.lower() or "wait" in s.lower() for s in trace.strings], dtype=bool
+    )
+    waiting_call = (trace.kind == EventKind.RUNTIME) & waits[trace.name] if len(trace) else False
+    is_wait = (trace.kind == EventKind.SYNC) | waiting_call
+    return trace.start_ns[is_wait], trace.end_ns[is_wait]
+
+
+def kernel_table(trace: Trace) -> OpTable:
+    """Kernels by name (calls, total time), longest first; with no kernels in the trace,
+    CPU ops by self time instead (kind ``"cpu_op"``)."""
+    is_kernel = trace.kind == EventKind.KERNEL
+    if is_kernel.any():
+        return _by_name(trace, np.flatnonzero(is_kernel), trace.dur_ns, "kernel")
+    rows = np.flatnonzero(trace.kind == EventKind.CPU_OP)
+    return _by_name(trace, rows, cpu_self_time(trace), "cpu_op")
+
+
+def _by_name(
+    trace: Trace, rows: npt.NDArray[Any], dur: npt.NDArray[np.int64], kind: str
+) -> OpTable:
+    ids = trace.name[rows]
+    calls = np.bincount(ids, minlength=len(trace.strings))
+    total = np.bincount(ids, weights=dur[rows], minlength=len(trace.strings))
+    present = np.flatnonzero(calls)
+    return OpTable.from_rows(
+        ((trace.strings[i], int(calls[i]), round(float(total[i]))) for i in present.tolist()),
+        kind=kind,
+    )
+
+
+def cpu_self_time(trace: Trace) -> npt.NDArray[np.int64]:
+    """Per event: for CPU ops, duration minus that of direct child CPU ops on the same
+    thread (nesting by time); other events keep their duration."""
+    self_ns = trace.dur_ns.copy()
+    ops = np.flatnonzero(trace.kind == EventKind.CPU_OP)
+    # sort by thread, then start, longer first so a parent precedes the children it encloses
+    order = ops[np.lexsort((-trace.dur_ns[ops], trace.start_ns[ops], trace.track[ops]))]
+    stack: list[tuple[int, int, int]] = []  # (track, end, event)
+    for i, t, s, e in zip(
+        order.tolist(),
+        trace.track[order].tolist(),
+        trace.start_ns[order].tolist(),
+        trace.end_ns[order].tolist(),
+        strict=True,
+    ):
+        while stack and (stack[-1][0] != t or stack[-1][1] <= s):
+            stack.pop()
+        if stack:
+            self_ns[stack[-1][2]] -= e - s
+        stack.append((t, e, i))
+    return np.maximum(self_ns, 0)
+
+
+def mfu(flops: float, seconds: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved FLOP/s over the device's peak FLOP/s."""
+    if seconds <= 0 or peak_flops <= 0:
+        raise ValueError("seconds and peak_flops must be positive")
+    return flops / seconds / peak_flops
+
+
+def achieved_bandwidth(
+    nbytes: float, seconds: float, peak_bytes_per_s: float | None = None
+) -> dict[str, float]:
+    """Bytes per second, and the fraction of ``peak_bytes_per_s`` when given."""
+    if seconds <= 0:
+        raise ValueError("seconds must be positive")
+    bw = nbytes / seconds
+    out = {"bytes_per_s": bw}
+    if peak_bytes_per_s:
+        out["fraction_of_peak"] = bw / peak_bytes_per_s
+    return out
+
+
+def trace_mfu(trace: Trace, peak_flops: float) -> dict[str, float]:
+    """MFU from the FLOPs torch.profiler recorded on ops (``with_flops=True``) over the
+    GPU span of the trace (first start to last end of GPU work)."""
+    flops = trace.ops["flops"]
+    total = float(np.nansum(flops)) if len(flops) else 0.0
+    work = trace.mask(*GPU_WORK_KINDS)
+    if not work.any() or total == 0.0:
+        return {"flops": total, "seconds": 0.0, "mfu": float("nan")}
+    seconds = float(trace.end_ns[work].max() - trace.start_ns[work].min()) / 1e9
+    return {"flops": total, "seconds": seconds, "mfu": mfu(total, seconds, peak_flops)}

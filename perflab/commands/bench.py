@@ -1,0 +1,154 @@
+"""``perflab bench NAME``: run a microbenchmark of the machine (or replay a saved one)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from perflab.commands._common import print_json
+from perflab.errors import InputError
+from perflab.model.units import parse_size
+
+SWEEPS = ("latency", "bandwidth", "launch", "matmul", "h2d")
+COLLECTIVE_KEYS = ("op", "bytes", "world_size", "backend", "time_us", "algbw_GBps", "busbw_GBps")
+HELP = {
+    "latency": "pointer-chase latency over working sets (L1/L2/L3 or HBM plateaus)",
+    "bandwidth": "copy and triad GB/s over working sets",
+    "launch": "per-kernel launch cost: stream, sync after each, CUDA graph",
+    "matmul": "matmul GFLOP/s per dtype over sizes",
+    "h2d": "host<->device copies, pinned vs pageable (GPU only)",
+    "collectives": "torch.distributed collectives with nccl-tests' algbw/busbw",
+    "topology": "what links the GPUs (nvidia-smi topo -m, NCCL transports)",
+}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure the machine: latency, bandwidth, launch, matmul, h2d, collectives, topology",
+        description="Run a microbenchmark and print its sweep and plateaus. Without a GPU "
+        "the CPU analogs run (and say so).",
+    )
+    names = p.add_subparsers(dest="bench", metavar="NAME", required=True)
+    for name in (*SWEEPS, "collectives", "topology"):
+        q = names.add_parser(name, help=HELP[name], description=HELP[name])
+        q.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        if name == "topology":
+            q.add_argument(
+                "--nccl-log",
+                type=Path,
+                metavar="FILE",
+                help="NCCL_DEBUG=INFO output to read NCCL's transports from",
+            )
+            q.set_defaults(handler=run_topology)
+            continue
+        q.add_argument("--save", type=Path, metavar="FILE", help="save the result as JSON")
+        q.add_argument(
+            "--replay", type=Path, metavar="FILE", help="show a saved result instead of measuring"
+        )
+        q.add_argument("--no-progress", action="store_true", help="no progress bar")
+        if name == "collectives":
+            _collective_options(q)
+            q.set_defaults(handler=run_collectives)
+        else:
+            q.add_argument(
+                "--backend",
+                default="auto",
+                choices=("auto", "cpu", "cuda"),
+                help="where to run (default: cuda when a GPU is there)",
+            )
+            q.add_argument("--quick", action="store_true", help="fewer, smaller points")
+            q.set_defaults(handler=run_sweep)
+
+
+def _collective_options(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--backend",
+        default="gloo",
+        choices=("gloo", "nccl"),
+        help="torch.distributed backend (default gloo, on CPU processes)",
+    )
+    q.add_argument("--world-size", type=int, default=2, help="ranks to spawn (default 2)")
+    q.add_argument(
+        "--ops",
+        default="all_reduce,all_gather",
+        help="comma-separated: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast",
+    )
+    q.add_argument("--sizes", default="1K,64K,1M", help="message sizes S, e.g. 1K,1M")
+    q.add_argument("--timeout", type=float, default=120.0, help="seconds per collective")
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [parse_size(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise InputError(str(exc), source="--sizes") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"need positive sizes, got {text!r}", source="--sizes")
+    return sizes
+
+
+def _finish(args: argparse.Namespace, result: Any, as_json: Any) -> int:
+    if args.save and result.replayed_from is None:
+        result.save(args.save)
+    if args.json:
+        print_json(as_json)
+    else:
+        print(result)
+    return 0
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    import importlib
+
+    from perflab.bench._common import result_json
+    from perflab.model.bench import BenchResult
+
+    if args.replay:
+        result = BenchResult.load(args.replay)
+    else:
+        module = importlib.import_module(f"perflab.bench.{args.bench}")
+        result = module.run(
+            backend=args.backend,
+            quick=args.quick,
+            show_progress=False if args.json or args.no_progress else None,
+        )
+    return _finish(args, result, result_json(result))
+
+
+def run_collectives(args: argparse.Namespace) -> int:
+    from perflab.bench import collectives
+    from perflab.model.bench import CollectiveResult
+
+    if args.replay:
+        result = CollectiveResult.load(args.replay)
+    else:
+        ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+        result = collectives.run(
+            backend=args.backend,
+            world_size=args.world_size,
+            ops=ops,
+            sizes=parse_sizes(args.sizes),
+            timeout_s=args.timeout,
+            show_progress=False if args.json or args.no_progress else None,
+        )
+    rows = [{k: row.to_dict()[k] for k in COLLECTIVE_KEYS} for row in result.rows]
+    return _finish(args, result, rows)
+
+
+def run_topology(args: argparse.Namespace) -> int:
+    from perflab.bench import topology
+
+    log = None
+    if args.nccl_log:
+        try:
+            log = args.nccl_log.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", source=str(args.nccl_log)) from None
+    result = topology.run(nccl_log=log)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(result)
+    return 0

@@ -1,0 +1,45 @@
+"""``perflab timeline FILE -o OUT.html``: a standalone interactive timeline of a trace."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from perflab.errors import InputError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "timeline",
+        help="write an interactive timeline of a trace as a standalone HTML file",
+        description="Read a trace (Kineto/torch.profiler JSON, Nsight Systems SQLite export "
+        "or a saved perflab trace) and write a self-contained HTML timeline: zoom, pan and "
+        "hover work offline, with levels of detail so millions of events stay interactive.",
+    )
+    p.add_argument("file", help="trace file to read")
+    p.add_argument("-o", "--output", required=True, help="HTML file to write")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=150_000,
+        help="events kept for drawing across all levels of detail (default "
+        "150000; more shows more detail when zoomed in, and a bigger file)",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perflab.io import load_trace
+    from perflab.render.timeline import save_timeline
+
+    if args.rows < 1000:
+        raise InputError(f"--rows must be at least 1000, not {args.rows}")
+    trace = load_trace(args.file)
+    if len(trace) == 0:
+        raise InputError("the trace has no events to draw", source=args.file)
+    try:
+        out = save_timeline(trace, args.output, row_budget=args.rows)
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", source=args.output) from None
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(trace)} events)")
+    return 0

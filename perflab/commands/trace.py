@@ -1,0 +1,70 @@
+"""``perflab trace``: summarise, list kernels of, and export trace files."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from perflab.commands._common import print_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="analyse torch.profiler, Nsight Systems or saved perflab traces",
+        description="Read a trace (Kineto/torch.profiler JSON, plain or gzip; Nsight Systems "
+        "SQLite export; saved perflab .npz) and say where the GPU time went.",
+    )
+    tsub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+
+    s = tsub.add_parser("summary", help="busy/idle per device, kernels, comm overlap, memcpy")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    s.set_defaults(handler=run_summary)
+
+    k = tsub.add_parser("kernels", help="top kernels by total time")
+    k.add_argument("file")
+    k.add_argument("-n", "--top", type=int, default=25, help="rows to show (default 25)")
+    k.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    k.set_defaults(handler=run_kernels)
+
+    e = tsub.add_parser("export", help="write Chrome/Perfetto JSON (opens in ui.perfetto.dev)")
+    e.add_argument("file")
+    e.add_argument("-o", "--output", required=True, help="output .json file")
+    e.set_defaults(handler=run_export)
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    from perflab.io import load_trace
+
+    summary = load_trace(args.file).summary()
+    if args.json:
+        print_json(summary.to_dict())
+    else:
+        print(summary.text())
+    return 0
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    from perflab.analysis.trace_stats import kernel_table
+    from perflab.errors import InputError
+    from perflab.io import load_trace
+    from perflab.render.tables import optable_text
+
+    if args.top < 1:
+        raise InputError(f"--top must be at least 1, not {args.top}")
+    table = kernel_table(load_trace(args.file))
+    if args.json:
+        print_json(table.top(args.top).to_dict())
+    else:
+        print(optable_text(table, limit=args.top))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from perflab.io import export_chrome, load_trace
+
+    trace = load_trace(args.file)
+    out = export_chrome(trace, args.output)
+    print(f"wrote {out} ({len(trace)} events); open it in https://ui.perfetto.dev")
+    return 0

@@ -1,0 +1,132 @@
+"""Export a :class:`Trace` as Chrome trace-event JSON, which ui.perfetto.dev and
+chrome://tracing open. Kineto-style ``cat`` names are used, so perflab reads it back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
+
+_CAT = {
+    EventKind.KERNEL: "kernel",
+    EventKind.MEMCPY: "gpu_memcpy",
+    EventKind.MEMSET: "gpu_memset",
+    EventKind.CPU_OP: "cpu_op",
+    EventKind.RUNTIME: "cuda_runtime",
+    EventKind.ANNOTATION: "user_annotation",
+    EventKind.SYNC: "cuda_sync",
+    EventKind.OTHER: "other",
+    EventKind.PYTHON: "python_function",
+}
+GPU_PID_BASE = 1 << 40  # keeps GPU "processes" apart from host pids in the viewer
+
+
+def chrome_events(trace: Trace) -> list[dict[str, Any]]:
+    """The trace-event list: metadata naming every track, then one "X" event per row."""
+    tracks = trace.tracks
+    is_gpu = tracks["kind"] == TrackKind.GPU
+    pid = np.where(
+        is_gpu, tracks["device"] + tracks["rank"].astype(np.int64) * 1000, tracks["device"]
+    )
+    out: list[dict[str, Any]] = []
+    for t in range(len(tracks)):
+        label = trace.track_label(t)
+        if tracks["rank"][t]:
+            label = f"rank {int(tracks['rank'][t])} {label}"
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": int(pid[t]),
+                "tid": int(tracks["stream"][t]),
+                "args": {"name": label},
+            }
+        )
+    extra = _extra_args(trace)
+    # times relative to the first event: absolute epochs in float microseconds would lose
+    # nanoseconds (the offset is kept in otherData.start_ns)
+    start_us = (trace.start_ns - _origin(trace)) / 1000.0
+    dur_us = trace.dur_ns / 1000.0
+    names = trace.strings
+    for i, (s, d, k, tr, n, c, x) in enumerate(
+        zip(
+            start_us.tolist(),
+            dur_us.tolist(),
+            trace.kind.tolist(),
+            trace.track.tolist(),
+            trace.name.tolist(),
+            trace.correlation.tolist(),
+            trace.external_id.tolist(),
+            strict=True,
+        )
+    ):
+        args: dict[str, Any] = {}
+        if c >= 0:
+            args["correlation"] = c
+        if x >= 0:
+            args["External id"] = x
+        if bool(is_gpu[tr]):
+            args["device"] = int(tracks["device"][tr])
+            args["stream"] = int(tracks["stream"][tr])
+        args.update(extra.get(i, {}))
+        out.append(
+            {
+                "ph": "X",
+                "cat": _CAT[EventKind(k)],
+                "name": names[n],
+                "pid": int(pid[tr]),
+                "tid": int(tracks["stream"][tr]),
+                "ts": s,
+                "dur": d,
+                "args": args,
+            }
+        )
+    return out
+
+
+def _origin(trace: Trace) -> int:
+    return int(trace.start_ns.min()) if len(trace) else 0
+
+
+def _extra_args(trace: Trace) -> dict[int, dict[str, Any]]:
+    extra: dict[int, dict[str, Any]] = {}
+    kt = trace.kernels
+    for row in range(len(kt)):
+        ev = int(kt["event"][row])
+        a = extra.setdefault(ev, {})
+        if kt["grid_x"][row] >= 0:
+            a["grid"] = [int(kt[c][row]) for c in ("grid_x", "grid_y", "grid_z")]
+            a["block"] = [int(kt[c][row]) for c in ("block_x", "block_y", "block_z")]
+        if kt["registers"][row] >= 0:
+            a["registers per thread"] = int(kt["registers"][row])
+        if kt["shared_mem"][row] >= 0:
+            a["shared memory"] = int(kt["shared_mem"][row])
+    mt = trace.memcpy
+    for row in range(len(mt)):
+        a = extra.setdefault(int(mt["event"][row]), {})
+        a["bytes"] = int(mt["bytes"][row])
+        a["direction"] = MEMCPY_DIRECTIONS[int(mt["direction"][row])]
+    return extra
+
+
+def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    target = Path(path)
+    doc = {
+        "traceEvents": chrome_events(trace),
+        "displayTimeUnit": "ns",
+        "deviceProperties": trace.meta.get("devices", []),
+        "otherData": {
+            "exported_by": "perflab",
+            "source": str(trace.meta.get("source", "")),
+            "start_ns": _origin(trace),
+        },
+    }
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+    tmp.replace(target)
+    return target

@@ -1,0 +1,233 @@
+"""Nsight Compute results: ``ncu --csv`` output and ``.ncu-rep`` (via ``ncu_report``).
+
+An :class:`NcuReport` holds, per profiled kernel, its launch (name, grid, block, device,
+compute capability), every metric (section, name, unit, value) and the rule advice
+(rule, type, description, estimated speedup).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflab.errors import InputError
+from perflab.io._common import read_bytes
+
+REQUIRED = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
+_LAUNCH = ("Kernel Name", "Block Size", "Grid Size", "Device", "CC", "Process Name", "Stream")
+
+
+@dataclass
+class NcuMetric:
+    kernel: int
+    section: str
+    name: str
+    unit: str
+    value: float | None  # None when the value is text
+    text: str
+
+
+@dataclass
+class NcuRule:
+    kernel: int
+    section: str
+    rule: str
+    type: str
+    description: str
+    speedup_type: str
+    speedup: float | None
+
+
+@dataclass
+class NcuReport:
+    source: str
+    kernels: list[dict[str, str]] = field(default_factory=list)  # one per "ID", in order
+    metrics: list[NcuMetric] = field(default_factory=list)
+    rules: list[NcuRule] = field(default_factory=list)
+
+    def metric(self, name: str, kernel: int = 0) -> NcuMetric:
+        for m in self.metrics:
+            if m.kernel == kernel and m.name == name:
+                return m
+        raise KeyError(f"no metric {name!r} for kernel {kernel}")
+
+    def to_pandas(self) -> Any:
+        """One row per metric: kernel, section, name, unit, value (float or NaN), text."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [m.__dict__ for m in self.metrics],
+            columns=["kernel", "section", "name", "unit", "value", "text"],
+        )
+
+    def rules_to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([r.__dict__ for r in self.rules], columns=list(NcuRule.__annotations__))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kernels": self.kernels,
+            "metrics": [m.__dict__ for m in self.metrics],
+            "rules": [r.__dict__ for r in self.rules],
+        }
+
+    def text(self) -> str:
+        lines = []
+        for k, launch in enumerate(self.kernels):
+            n = sum(1 for m in self.metrics if m.kernel == k)
+            lines.append(
+                f"kernel {k}: {launch.get('Kernel Name', '?')[:100]} "
+                f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')}"
+                f" ({n} metrics)"
+            )
+            for r in self.rules:
+                if r.kernel == k and r.type in ("OPT", "WRN"):
+                    gain = f" (est. speedup {r.speedup:g}%)" if r.speedup is not None else ""
+                    lines.append(f"  [{r.type}] {r.rule}{gain}: {r.description[:160]}")
+        return "\n".join(lines) or "no kernels"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.html import esc, wrap
+
+        body = "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines())
+        return {"text/plain": self.text(), "text/html": wrap(body)}
+
+
+def load_ncu(path: str | os.PathLike[str]) -> NcuReport:
+    source = str(path)
+    if source.endswith(".ncu-rep"):
+        return _load_report(path)
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
+    return parse_ncu_csv(text, source)
+
+
+def _number(text: str) -> float | None:
+    """ncu prints "4,963,609,951.19" or "61.84"; text values give None."""
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def parse_ncu_csv(text: str, source: str = "<csv>") -> NcuReport:
+    lines = [line for line in text.splitlines() if not line.startswith("==")]  # ==PROF== logs
+    reader = csv.reader(io.StringIO("\n".join(lines)))
+    try:
+        header = next(reader, [])
+    except csv.Error as exc:
+        raise InputError(f"not CSV: {exc}", source=source, position="line 1") from None
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise InputError(
+            "not Nsight Compute CSV output (run ncu --csv --page details); missing columns "
+            + ", ".join(missing),
+            source=source,
+        )
+    col = {name: i for i, name in enumerate(header)}
+    report = NcuReport(source)
+    kernel_of: dict[str, int] = {}
+    try:
+        for row in reader:
+            _add_row(report, row, col, kernel_of, source, reader.line_num)
+    except csv.Error as exc:
+        raise InputError(
+            f"broken CSV: {exc}", source=source, position=f"line {reader.line_num}"
+        ) from None
+    return report
+
+
+def _add_row(
+    report: NcuReport,
+    row: list[str],
+    col: dict[str, int],
+    kernel_of: dict[str, int],
+    source: str,
+    line: int,
+) -> None:
+    if not row:
+        return
+    # ncu leaves trailing empty rule columns out; anything else is a broken row
+    if not len(REQUIRED) <= len(row) <= len(col) or len(row) <= col["Metric Value"]:
+        raise InputError(
+            f"row has {len(row)} fields, the header has {len(col)}",
+            source=source,
+            position=f"line {line}",
+        )
+    row = row + [""] * (len(col) - len(row))
+
+    def get(name: str) -> str:
+        return row[col[name]] if name in col else ""
+
+    kid = get("ID")
+    if kid not in kernel_of:
+        kernel_of[kid] = len(report.kernels)
+        report.kernels.append({k: get(k) for k in ("ID", *_LAUNCH) if k in col})
+    k = kernel_of[kid]
+    if get("Metric Name"):
+        value = get("Metric Value")
+        report.metrics.append(
+            NcuMetric(
+                k,
+                get("Section Name"),
+                get("Metric Name"),
+                get("Metric Unit"),
+                _number(value),
+                value,
+            )
+        )
+    if get("Rule Name"):
+        report.rules.append(
+            NcuRule(
+                k,
+                get("Section Name"),
+                get("Rule Name"),
+                get("Rule Type"),
+                get("Rule Description"),
+                get("Estimated Speedup Type"),
+                _number(get("Estimated Speedup")),
+            )
+        )
+
+
+def _load_report(path: str | os.PathLike[str]) -> NcuReport:
+    """``.ncu-rep`` through NVIDIA's ``ncu_report`` module (ships with Nsight Compute)."""
+    source = str(path)
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+    except ImportError:
+        raise InputError(
+            "reading .ncu-rep needs NVIDIA's ncu_report module (in Nsight Compute's "
+            "extras/python), which is not importable here; export the report instead with "
+            "`ncu --csv --page details --import FILE > FILE.csv`",
+            source=source,
+        ) from None
+    try:
+        ctx = ncu_report.load_report(source)
+    except Exception as exc:  # the module raises its own types
+        raise InputError(f"ncu_report cannot read it: {exc}", source=source) from None
+    report = NcuReport(source)
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            k = len(report.kernels)
+            report.kernels.append({"ID": str(k), "Kernel Name": action.name()})
+            for name in action.metric_names():
+                m = action[name]
+                shown = str(m.as_string()) if hasattr(m, "as_string") else ""
+                report.metrics.append(
+                    NcuMetric(k, "", name, str(m.unit() or ""), _number(shown), shown)
+                )
+    return report

@@ -1,0 +1,338 @@
+"""A CompileResult as text and as HTML: resources, occupancy, instruction mix and insights
+above three panes (Source | PTX | SASS) whose lines are coloured by source line.
+
+Hovering a line highlights its counterparts in every pane with CSS alone (``:has``), so
+it works in JupyterLab, in static nbconvert HTML and where scripts do not run; a small
+inline script adds click-to-pin and scrolls the other panes to the counterparts. The
+directive/label filters are CSS checkboxes. Every string from the compiler or the user
+goes through :func:`esc`; nothing is loaded from outside.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perflab.analysis.insights import Insight, KernelDiff, diff_kernels, kernel_insights
+from perflab.analysis.occupancy import Occupancy, kernel_occupancy
+from perflab.analysis.ptx import line_kind
+from perflab.errors import InputError
+from perflab.model.kernel import CompileResult, KernelArtifacts
+from perflab.model.units import format_bytes
+from perflab.render.html import esc, table, text_table, wrap
+
+PANES = ("source", "ptx", "sass")
+STAGES = ("ttir", "ttgir", "llir")
+MIX_ROWS = 12
+DEFAULT_BLOCK = 256
+
+_CSS = """<style>
+.pv-panes{display:grid;gap:6px;margin-top:6px}
+.pv-pane{border:1px solid #ccc;border-radius:3px;min-width:0}
+.pv-pane h4{margin:0;padding:2px 6px;background:#f3f3f3;font-size:12px;font-weight:600}
+.pv-code{max-height:480px;overflow:auto;font-family:var(--jp-code-font-family,monospace);
+ font-size:12px;line-height:1.35;white-space:pre}
+.pv-code div{padding:0 6px;cursor:default}
+.pv-code .n{color:#999;display:inline-block;min-width:3.5em;user-select:none}
+.pv-code .k-directive,.pv-code .k-comment{color:#777}.pv-code .k-label{color:#7a3e9d}
+.pv-code .pin{outline:2px solid #d62728}.pv-code .pinp{box-shadow:inset 4px 0 #d62728}
+.pv-filters{font-size:12px;margin:4px 0}.pv-filters label{margin-right:12px}
+.pv-ins li{margin:1px 0}.pv-ins .good{color:#2a7a2a}
+.pv-diff .add{color:#2a7a2a}.pv-diff .del{color:#b22222}
+</style>"""
+
+_SCRIPT = """<script>(function(){var r=document.getElementById("%s");if(!r)return;
+r.addEventListener("click",function(e){var t=e.target.closest("[data-l],[data-p]");
+r.querySelectorAll(".pin,.pinp").forEach(function(x){x.classList.remove("pin","pinp")});
+if(!t)return;var l=t.getAttribute("data-l"),p=t.getAttribute("data-p");
+function mark(sel,c){r.querySelectorAll(sel).forEach(function(x,i){x.classList.add(c);
+if(x!==t&&!x.parentNode.dataset.done){x.parentNode.dataset.done=1;
+x.parentNode.scrollTop=x.offsetTop-x.parentNode.offsetTop-40}})}
+if(l)mark('[data-l="'+l+'"]',"pin");if(p)mark('[data-p="'+p+'"]',"pinp");
+r.querySelectorAll("[data-done]").forEach(function(x){delete x.dataset.done})});})();
+</script>"""
+
+
+@dataclass
+class ViewOptions:
+    kernel: str | None = None  # None: every kernel
+    show: Sequence[str] = PANES
+    block_size: int | None = None  # None: Triton's num_warps * 32, else DEFAULT_BLOCK
+    dynamic_shared: int | None = None
+    diff_with: CompileResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_show(text: str, lang: str) -> tuple[str, ...]:
+    allowed = PANES + (STAGES if lang == "triton" else ())
+    parts = tuple(p.strip().lower() for p in text.split(",") if p.strip())
+    bad = [p for p in parts if p not in allowed]
+    if bad or not parts:
+        raise InputError(f"--show: {', '.join(bad) or 'nothing'} not one of {', '.join(allowed)}")
+    return parts
+
+
+def _kernels(result: CompileResult, opts: ViewOptions) -> list[KernelArtifacts]:
+    return [result.kernel(opts.kernel)] if opts.kernel else list(result.kernels)
+
+
+def block_size(result: CompileResult, opts: ViewOptions) -> int:
+    """The block size asked for; a Triton kernel's own (num_warps x 32) by default."""
+    if opts.block_size is not None:
+        return opts.block_size
+    for flag in result.flags:
+        name, _, value = flag.partition("=")
+        if name == "num_warps" and value.isdigit():
+            return int(value) * 32
+    return DEFAULT_BLOCK
+
+
+def _occupancy(
+    result: CompileResult, kernel: KernelArtifacts, opts: ViewOptions
+) -> Occupancy | str:
+    try:
+        return kernel_occupancy(kernel, block_size(result, opts), opts.dynamic_shared)
+    except InputError as exc:
+        return str(exc)
+
+
+def _resource_rows(kernel: KernelArtifacts) -> list[list[str]]:
+    r = kernel.resources
+    return [
+        ["registers / thread", str(r.registers)],
+        ["spill stores / loads", f"{format_bytes(r.spill_stores)} / {format_bytes(r.spill_loads)}"],
+        [
+            "shared (static + dynamic)",
+            f"{format_bytes(r.shared_static)} + {format_bytes(r.shared_dynamic)}",
+        ],
+        ["stack frame", format_bytes(r.stack)],
+        ["constant bank 0", format_bytes(r.constant)],
+        ["barriers", str(r.barriers)],
+        ["SASS instructions", str(kernel.instruction_count)],
+    ]
+
+
+# ---- text ---------------------------------------------------------------------------------
+
+
+def compile_text(result: CompileResult, opts: ViewOptions | None = None) -> str:
+    opts = opts or ViewOptions()
+    out = [result.summary_line(), *opts.notes]
+    out += [f"warning: {w}" for w in result.warnings]
+    for kernel in _kernels(result, opts):
+        out += [
+            "",
+            f"kernel {kernel.name} [{kernel.arch}]",
+            text_table(["resource", "value"], _resource_rows(kernel)),
+        ]
+        occ = _occupancy(result, kernel, opts)
+        out.append(f"occupancy: {occ}")
+        mix = list(kernel.instruction_mix.items())[:MIX_ROWS]
+        out.append("instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix))
+        out += [str(i) for i in kernel_insights(kernel, source=result.source, lang=result.lang)]
+        if opts.diff_with is not None:
+            out.append(_diff_text(_diff(opts.diff_with, kernel)))
+    out.append("(Source | PTX | SASS panes in the HTML view)")
+    return "\n".join(out)
+
+
+def _diff(other: CompileResult, kernel: KernelArtifacts) -> KernelDiff:
+    before = next((k for k in other.kernels if k.mangled == kernel.mangled), None)
+    if before is None:
+        before = other.kernel(None)
+    return diff_kernels(before, kernel)
+
+
+def _diff_text(d: KernelDiff) -> str:
+    if d.identical:
+        return "diff: identical SASS and resources"
+    res = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in d.resources.items()) or "same"
+    mix = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in d.mix.items()) or "same"
+    return "\n".join([f"diff resources: {res}", f"diff instruction mix: {mix}", *d.sass_diff])
+
+
+# ---- HTML ---------------------------------------------------------------------------------
+
+
+def _hue(line: int) -> int:
+    return int(line * 137.508) % 360  # golden angle: neighbouring lines get distant hues
+
+
+def _line_css(root: str, lines: set[int]) -> str:
+    rules = []
+    for n in sorted(lines):
+        sel = f'[data-l="{n}"]'
+        rules.append(f"#{root} {sel}{{background:hsl({_hue(n)},75%,91%)}}")
+        rules.append(f"#{root}:has({sel}:hover) {sel}{{background:hsl({_hue(n)},85%,78%)}}")
+    return "<style>" + "".join(rules) + "</style>"
+
+
+def _row(
+    number: str,
+    text: str,
+    *,
+    line: int | None = None,
+    ptx: int | None = None,
+    kind: str = "instruction",
+) -> str:
+    attrs = f' class="k-{esc(kind)}"'
+    if line is not None:
+        attrs += f' data-l="{line}"'
+    if ptx is not None:
+        attrs += f' data-p="{ptx}"'
+    return f'<div{attrs}><span class="n">{esc(number)}</span>{esc(text)}</div>'
+
+
+def _source_pane(result: CompileResult, used: set[int]) -> str:
+    rows = [
+        _row(str(n), text, line=n if n in used else None)
+        for n, text in enumerate(result.source.splitlines(), start=1)
+    ]
+    return "".join(rows)
+
+
+def _ptx_pane(kernel: KernelArtifacts) -> str:
+    first = kernel.ptx_span[0]
+    rows = []
+    for i, text in enumerate(kernel.ptx.splitlines()):
+        src = kernel.ptx_lines_source[i] if i < len(kernel.ptx_lines_source) else None
+        rows.append(_row(str(first + i), text, line=src, ptx=first + i, kind=line_kind(text)))
+    return "".join(rows)
+
+
+def _sass_pane(kernel: KernelArtifacts) -> str:
+    rows = []
+    for s in kernel.sass_lines:
+        if s.is_label:
+            rows.append(_row("", s.text, kind="label"))
+        else:
+            rows.append(_row(f"{s.offset:04x}", s.text, line=s.line, ptx=s.ptx_line))
+    return "".join(rows)
+
+
+def _pane(title: str, body: str) -> str:
+    return f'<div class="pv-pane"><h4>{esc(title)}</h4><div class="pv-code">{body}</div></div>'
+
+
+def _mix_html(kernel: KernelArtifacts) -> str:
+    mix = list(kernel.instruction_mix.items())
+    top = max((n for _, n in mix), default=1)
+    rows = [
+        [op, str(n), f'<span class="bar" style="width:{80 * n / top:.0f}px"></span>']
+        for op, n in mix[:MIX_ROWS]
+    ]
+    hidden = len(mix) - MIX_ROWS
+    more = f'<div class="note">{hidden} more families</div>' if hidden > 0 else ""
+    return table(["opcode", "count", ""], rows, raw_cols=1) + more
+
+
+def _insights_html(insights: list[Insight]) -> str:
+    items = "".join(
+        f'<li class="{esc(i.level)}"><b>{esc(i.topic)}</b>: {esc(i.text)}</li>' for i in insights
+    )
+    return f'<ul class="pv-ins">{items}</ul>'
+
+
+def _diff_html(d: KernelDiff) -> str:
+    if d.identical:
+        return '<div class="note">diff: identical SASS and resources</div>'
+    res = (
+        table(
+            ["resource", "before", "after"],
+            [[k, str(a), str(b)] for k, (a, b) in d.resources.items()],
+        )
+        if d.resources
+        else ""
+    )
+    mix = table(
+        ["opcode", "before", "after", "delta"],
+        [[k, str(a), str(b), f"{b - a:+d}"] for k, (a, b) in d.mix.items()],
+    )
+    lines = "".join(
+        f'<div class="{"add" if t.startswith("+") else "del" if t.startswith("-") else ""}">'
+        f"{esc(t)}</div>"
+        for t in d.sass_diff
+    )
+    return (
+        f"<details open><summary><b>diff</b> against the earlier result</summary>{res}{mix}"
+        f'<div class="pv-code pv-diff">{lines}</div></details>'
+    )
+
+
+def kernel_html(result: CompileResult, kernel: KernelArtifacts, opts: ViewOptions) -> str:
+    root = f"perflab-pv-{uuid.uuid4().hex[:12]}"
+    used = {s.line for s in kernel.sass_lines if s.line is not None}
+    used |= {n for n in kernel.ptx_lines_source if n is not None}
+    occ = _occupancy(result, kernel, opts)
+    resources = table(["resource", "value"], _resource_rows(kernel))
+    header = (
+        f"<div><b>{esc(kernel.name)}</b> <code>{esc(kernel.mangled)}</code> "
+        f"[{esc(kernel.arch)}]</div><div>occupancy: {esc(occ)}</div>"
+        f'<div style="display:flex;gap:24px;flex-wrap:wrap"><div>{resources}</div>'
+        f'<div>{_mix_html(kernel)}</div><div style="flex:1;min-width:280px">'
+        f"{_insights_html(kernel_insights(kernel, source=result.source, lang=result.lang))}"
+        "</div></div>"
+    )
+    panes = []
+    for what in opts.show:
+        if what == "source":
+            panes.append(_pane(f"Source ({result.source_name})", _source_pane(result, used)))
+        elif what == "ptx":
+            panes.append(_pane("PTX", _ptx_pane(kernel)))
+        elif what == "sass":
+            panes.append(_pane("SASS", _sass_pane(kernel)))
+        elif what in result.stages:
+            rows = "".join(
+                _row(str(n), t, kind="instruction")
+                for n, t in enumerate(result.stages[what].splitlines(), start=1)
+            )
+            panes.append(_pane(what.upper(), rows))
+    filters = (
+        '<div class="pv-filters">hide: <label><input type="checkbox" class="f-dir" checked> '
+        'directives</label><label><input type="checkbox" class="f-lab"> labels</label>'
+        '<label><input type="checkbox" class="f-cmt" checked> comments</label>'
+        '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
+    )
+    hide = (
+        f"<style>#{root}:has(.f-dir:checked) .k-directive,"
+        f"#{root}:has(.f-lab:checked) .k-label,"
+        f"#{root}:has(.f-cmt:checked) .k-comment,"
+        f"#{root}:has(.f-cmt:checked) .k-blank{{display:none}}"
+        f"#{root} .pv-panes{{grid-template-columns:repeat({max(len(panes), 1)},minmax(0,1fr))}}"
+        "</style>"
+    )
+    diff = _diff_html(_diff(opts.diff_with, kernel)) if opts.diff_with is not None else ""
+    return (
+        f'<div id="{root}">{_line_css(root, used)}{hide}{header}{diff}{filters}'
+        f'<div class="pv-panes">{"".join(panes)}</div></div>{_SCRIPT % root}'
+    )
+
+
+def compile_html(result: CompileResult, opts: ViewOptions | None = None) -> str:
+    opts = opts or ViewOptions()
+    notes = "".join(f'<div class="note">{esc(n)}</div>' for n in opts.notes)
+    warns = "".join(f'<div class="warn">{esc(w)}</div>' for w in result.warnings)
+    body = "".join(kernel_html(result, k, opts) for k in _kernels(result, opts))
+    if not result.kernels:
+        body = '<div class="warn">no kernels in this source</div>'
+    return wrap(f"{_CSS}<div><b>{esc(result.summary_line())}</b></div>{notes}{warns}{body}")
+
+
+def compile_bundle(result: CompileResult, opts: ViewOptions | None = None) -> dict[str, str]:
+    return {"text/plain": compile_text(result, opts), "text/html": compile_html(result, opts)}
+
+
+@dataclass
+class CompileView:
+    """A CompileResult shown with options (kernel, panes, block size, diff)."""
+
+    result: CompileResult
+    options: ViewOptions = field(default_factory=ViewOptions)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return compile_bundle(self.result, self.options)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(compile_text(self.result, self.options))

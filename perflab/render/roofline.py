@@ -1,0 +1,467 @@
+"""Roofline charts: ``perflab.roofline(points, device=...)`` (bokeh, imported lazily).
+
+Ceilings come from measured ceilings (``perflab ceilings``) when the device has them, else
+from the spec table (:mod:`perflab.analysis.specs`), and the chart says which. Points come
+from TimingResults with ``flops``/``bytes``, from Nsight Compute reports (one point per
+memory level) or from ``(name, flops, bytes, seconds)`` tuples.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perflab.analysis.roofline import Point, Roof, Verdict, assess_all
+from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
+from perflab.errors import InputError
+from perflab.model.units import format_ns
+from perflab.render.html import esc, table, text_table, wrap
+
+MIN_INTENSITY = 1e-3  # where points with no FLOPs are drawn (log axes cannot show 0)
+LEVEL_ALIASES = {
+    "dram": "hbm",
+    "hbm": "hbm",
+    "gddr": "hbm",
+    "l2": "l2",
+    "l1": "l1_shared",
+    "l1_shared": "l1_shared",
+    "shared": "l1_shared",
+    "l1tex": "l1_shared",
+}
+HEADERS = ("kernel", "level", "time", "FLOP/s", "bytes/s", "FLOP/B", "bound by", "of ceiling")
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _match_level(level: str, roof: Roof) -> str:
+    """``level`` as ``roof`` names it: case-insensitive, and device memory (HBM, GDDR,
+    DRAM) matches whichever of those the roof has."""
+    key = level.strip().lower()
+    if key in roof.memory:
+        return key
+    alias = LEVEL_ALIASES.get(key, key)
+    if alias == "hbm":
+        return next((k for k in ("hbm", "dram", "gddr") if k in roof.memory), alias)
+    return alias
+
+
+def roof_for(device: str, ceilings: Any = None) -> Roof:
+    """Measured ceilings of ``device`` if known (or given), else its spec-sheet values."""
+    if ceilings is None:
+        ceilings = _measured(device)
+    if ceilings is not None:
+        roof = Roof.from_ceilings(
+            device, ceilings, f"measured on {device} ({getattr(ceilings, 'date', '?')})"
+        )
+        memory = {k.strip().lower(): v for k, v in roof.memory.items()}
+        return Roof(roof.device, roof.compute, memory, roof.source, measured=True)
+    spec = find_spec(device)
+    if spec is None:
+        raise InputError(
+            f"no ceilings for device {device!r}: not measured (run "
+            f"`perflab ceilings` on it) and not in the spec table "
+            f"({', '.join(spec_names())})"
+        )
+    return Roof.from_spec(spec)
+
+
+def _measured(device: str) -> Any:
+    try:
+        from perflab.model.ceilings import load_ceilings
+    except ImportError:  # measured ceilings are optional
+        return None
+    return load_ceilings(device)
+
+
+# --- points ------------------------------------------------------------------------------
+
+
+def to_points(items: Iterable[Any]) -> list[Point]:
+    """Points from TimingResults (with flops/bytes), Points, or
+    ``(name, flops, bytes, seconds)`` tuples."""
+    out: list[Point] = []
+    for i, item in enumerate(items):
+        try:
+            out.append(_to_point(item))
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"roofline point {i}: {exc}") from None
+    return out
+
+
+def _to_point(item: Any) -> Point:
+    if isinstance(item, Point):
+        return item
+    if hasattr(item, "samples_ns") and hasattr(item, "flops"):
+        if item.flops is None and item.bytes is None:
+            raise ValueError(f"{item.name}: needs flops and/or bytes (--flops, --bytes)")
+        return Point(
+            str(item.name),
+            float(item.flops or 0),
+            float(item.bytes or 0),
+            item.median_ns / 1e9,
+            extra={"device": item.device},
+        )
+    if isinstance(item, tuple | list) and len(item) == 4:
+        name, flops, nbytes, seconds = item
+        return Point(str(name), float(flops), float(nbytes), float(seconds))
+    raise TypeError(
+        f"expected a TimingResult, a Point or (name, flops, bytes, seconds), "
+        f"not {type(item).__name__}"
+    )
+
+
+_NCU_FLOPS = {  # raw metric -> FLOPs per instruction
+    "sm__sass_thread_inst_executed_op_dfma_pred_on.sum": 2,
+    "sm__sass_thread_inst_executed_op_dadd_pred_on.sum": 1,
+    "sm__sass_thread_inst_executed_op_dmul_pred_on.sum": 1,
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum": 2,
+    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum": 1,
+    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum": 1,
+    "sm__sass_thread_inst_executed_op_hfma_pred_on.sum": 2,
+    "sm__sass_thread_inst_executed_op_hadd_pred_on.sum": 1,
+    "sm__sass_thread_inst_executed_op_hmul_pred_on.sum": 1,
+}
+_NCU_BYTES = {"dram__bytes.sum": "hbm", "lts__t_bytes.sum": "l2", "l1tex__t_bytes.sum": "l1_shared"}
+
+
+def points_from_ncu(report: Any) -> list[Point]:
+    """One point per kernel and memory level from an ``NcuReport``: bytes from the raw
+    ``dram__/lts__/l1tex__ bytes`` metrics (or DRAM throughput x duration), FLOPs from the
+    SASS FP instruction counters (0 when the report has none: such points sit at the left
+    edge of the chart and are compared on bandwidth)."""
+    points: list[Point] = []
+    for k, launch in enumerate(report.kernels):
+        values = {
+            m.name: (m.value, m.unit)
+            for m in report.metrics
+            if m.kernel == k and m.value is not None
+        }
+        seconds = _ncu_seconds(values)
+        if seconds is None:
+            continue
+        flops = sum(values[m][0] * n for m, n in _NCU_FLOPS.items() if m in values)
+        per_level = {lvl: values[m][0] for m, lvl in _NCU_BYTES.items() if m in values}
+        if "hbm" not in per_level and values.get("Memory Throughput", (0, ""))[1] == "byte/s":
+            per_level["hbm"] = values["Memory Throughput"][0] * seconds
+        name = str(launch.get("Kernel Name", f"kernel {k}"))
+        for level, nbytes in per_level.items():
+            if nbytes > 0 or flops > 0:
+                points.append(
+                    Point(
+                        name,
+                        float(flops),
+                        float(nbytes),
+                        seconds,
+                        level=level,
+                        extra={"source": "ncu"},
+                    )
+                )
+    return points
+
+
+def _ncu_seconds(values: dict[str, tuple[float, str]]) -> float | None:
+    for metric in ("gpu__time_duration.sum", "Duration"):
+        if metric in values:
+            value, unit = values[metric]
+            scale = {
+                "ns": 1e-9,
+                "nsecond": 1e-9,
+                "us": 1e-6,
+                "usecond": 1e-6,
+                "ms": 1e-3,
+                "msecond": 1e-3,
+                "s": 1.0,
+                "second": 1.0,
+            }.get(unit.lower())
+            if scale and value > 0:
+                return value * scale
+    return None
+
+
+def count_flops_bytes(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Run ``fn`` once and count its FLOPs (torch ``FlopCounterMode``) and a minimum byte
+    count: every tensor it reads that it did not create, plus what it returns, once each.
+    Real traffic is at least this (caches and re-reads only add to it)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.flop_counter import FlopCounterMode
+
+    created: set[int] = set()
+    read: dict[int, int] = {}
+
+    def storage(t: torch.Tensor) -> tuple[int, int]:
+        s = t.untyped_storage()
+        return s.data_ptr(), s.nbytes()
+
+    class Reads(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            for t in tree_flatten((args, kwargs or {}))[0]:
+                if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                    ptr, nbytes = storage(t)
+                    if ptr not in created:
+                        read[ptr] = nbytes
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    created.add(storage(t)[0])
+            return out
+
+    counter = FlopCounterMode(display=False)
+    with counter, Reads():  # type: ignore[no-untyped-call]
+        result = fn()
+    written = {
+        storage(t)[0]: storage(t)[1] for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)
+    }
+    return float(counter.get_total_flops()), float(sum(read.values()) + sum(written.values()))
+
+
+# --- the chart ---------------------------------------------------------------------------
+
+
+@dataclass
+class Roofline:
+    """Points under a roof, with a chart, a table and a text view."""
+
+    roof: Roof
+    verdicts: list[Verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"roof": self.roof.to_dict(), "points": [v.to_dict() for v in self.verdicts]}
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([v.to_dict() for v in self.verdicts])
+
+    def text(self) -> str:
+        head = f"Roofline on {self.roof.device}: {self.roof.source}"
+        ceilings = "; ".join(
+            [f"{COMPUTE_LABELS.get(k, k)} {_si(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
+            + [f"{BANDWIDTH_LABELS.get(k, k)} {_si(v, 'B/s')}" for k, v in self.roof.memory.items()]
+        )
+        rows = [_row(v) for v in self.verdicts]
+        body = text_table(HEADERS, rows) if rows else "no points"
+        return f"{head}\nceilings: {ceilings}\n{body}"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return roofline_bundle(self)
+
+    def figure(self, width: int = 760, height: int = 480) -> Any:
+        return _figure(self, width, height)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """A standalone HTML file (bokeh inlined; no server, no network)."""
+        from perflab.render.timeline import standalone_html
+
+        target = Path(path)
+        target.write_text(
+            standalone_html(_with_table(self), f"roofline: {self.roof.device}"), encoding="utf-8"
+        )
+        return target
+
+
+def _row(v: Verdict) -> list[str]:
+    p = v.point
+    intensity = "no FLOPs" if p.flops == 0 else f"{p.intensity:.3g}"
+    return [
+        p.name[:60],
+        BANDWIDTH_LABELS.get(v.memory_key, v.memory_key),
+        format_ns(p.seconds * 1e9),
+        _si(p.flops_per_s, "FLOP/s"),
+        _si(p.bytes_per_s, "B/s"),
+        intensity,
+        v.ceiling,
+        f"{100 * v.fraction:.1f}%",
+    ]
+
+
+def roofline(points: Iterable[Any], device: str = "H200", *, ceilings: Any = None) -> Roofline:
+    """Place ``points`` under the ceilings of ``device`` (measured ones when known)."""
+    roof = roof_for(device, ceilings)
+    pts = [
+        Point(
+            p.name,
+            p.flops,
+            p.bytes,
+            p.seconds,
+            _match_level(p.level, roof) if p.level else None,
+            p.dtype,
+            p.extra,
+        )
+        for p in to_points(points)
+    ]
+    for p in pts:
+        if p.level is not None and p.level not in roof.memory:
+            raise InputError(
+                f"{p.name}: no {p.level!r} bandwidth ceiling for {roof.device} "
+                f"(known: {', '.join(roof.memory)})"
+            )
+        if p.dtype is not None and p.dtype not in roof.compute:
+            raise InputError(
+                f"{p.name}: no {p.dtype!r} compute ceiling for {roof.device} "
+                f"(known: {', '.join(roof.compute)})"
+            )
+    return Roofline(roof, assess_all(pts, roof))
+
+
+def _figure(r: Roofline, width: int, height: int) -> Any:
+    import numpy as np
+    from bokeh.models import ColumnDataSource, HoverTool, Range1d
+    from bokeh.models.annotations import Label
+    from bokeh.plotting import figure
+
+    roof = r.roof
+    top = max(roof.compute.values())
+    x_lo = MIN_INTENSITY / 2
+    ridge_max = top / min(roof.memory.values())
+    x_hi = max(
+        [ridge_max * 20]
+        + [v.point.intensity * 4 for v in r.verdicts if math.isfinite(v.point.intensity)]
+    )
+    fig = figure(
+        width=width,
+        height=height,
+        x_axis_type="log",
+        y_axis_type="log",
+        x_range=Range1d(start=x_lo, end=x_hi),
+        x_axis_label="arithmetic intensity (FLOP/byte)",
+        y_axis_label="performance (FLOP/s)",
+        tools="pan,wheel_zoom,box_zoom,reset",
+        title=f"{roof.device}: {_provenance(roof)}",
+    )
+    xs = np.geomspace(x_lo, x_hi, 200)
+    for i, (level, bw) in enumerate(roof.memory.items()):
+        fig.line(
+            xs,
+            np.minimum(bw * xs, top),
+            line_width=2,
+            line_dash="solid" if i == 0 else "dashed",
+            color="#555555",
+            legend_label=f"{BANDWIDTH_LABELS.get(level, level)} {_si(bw, 'B/s')}",
+        )
+    same_peak: dict[float, list[str]] = {}  # equal peaks share one line and one label
+    for key, peak in roof.compute.items():
+        same_peak.setdefault(peak, []).append(COMPUTE_LABELS.get(key, key))
+    for peak, labels in same_peak.items():
+        fig.line(
+            [peak / max(roof.memory.values()), x_hi],
+            [peak, peak],
+            color="#e45756",
+            line_width=1.5,
+            alpha=0.7,
+        )
+        fig.add_layout(
+            Label(
+                x=x_hi,
+                y=peak,
+                text=f"{' = '.join(labels)} {_si(peak, 'FLOP/s')}",
+                text_font_size="9pt",
+                text_align="right",
+                y_offset=2,
+            )
+        )
+    if r.verdicts:
+        src = ColumnDataSource(_point_columns(r.verdicts))
+        dots = fig.scatter(
+            "x", "y", source=src, size=10, color="color", line_color="black", marker="marker"
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[dots],
+                tooltips=[
+                    ("kernel", "@name"),
+                    ("level", "@level"),
+                    ("time", "@time"),
+                    ("achieved", "@flops_s"),
+                    ("bandwidth", "@bw"),
+                    ("intensity", "@ai"),
+                    ("bound by", "@bound"),
+                    ("of ceiling", "@fraction"),
+                ],
+            )
+        )
+    fig.legend.location = "bottom_right"
+    fig.legend.label_text_font_size = "9pt"
+    return fig
+
+
+def _provenance(roof: Roof) -> str:
+    return "measured ceilings" if roof.measured else "spec-sheet ceilings (not measured)"
+
+
+def _point_columns(verdicts: list[Verdict]) -> dict[str, list[Any]]:
+    palette = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b")
+    names = list(dict.fromkeys(v.point.name for v in verdicts))
+    markers = {"hbm": "circle", "l2": "square", "l1_shared": "triangle", "dram": "circle"}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "x",
+            "y",
+            "name",
+            "level",
+            "time",
+            "flops_s",
+            "bw",
+            "ai",
+            "bound",
+            "fraction",
+            "color",
+            "marker",
+        )
+    }
+    for v in verdicts:
+        p = v.point
+        no_flops = p.flops == 0
+        cols["x"].append(MIN_INTENSITY if no_flops else p.intensity)
+        # a pure copy is drawn where its bandwidth would meet the memory roof line
+        cols["y"].append(v.bandwidth * MIN_INTENSITY * v.fraction if no_flops else p.flops_per_s)
+        cols["name"].append(p.name)
+        cols["level"].append(BANDWIDTH_LABELS.get(v.memory_key, v.memory_key))
+        cols["time"].append(format_ns(p.seconds * 1e9))
+        cols["flops_s"].append(_si(p.flops_per_s, "FLOP/s"))
+        cols["bw"].append(_si(p.bytes_per_s, "B/s"))
+        cols["ai"].append("no FLOPs counted" if no_flops else f"{p.intensity:.3g} FLOP/B")
+        cols["bound"].append(f"{v.ceiling} ({v.headroom:.3g}x headroom)")
+        cols["fraction"].append(f"{100 * v.fraction:.1f}%")
+        cols["color"].append(palette[names.index(p.name) % len(palette)])
+        cols["marker"].append(markers.get(v.memory_key, "diamond"))
+    return cols
+
+
+def _with_table(r: Roofline) -> Any:
+    from bokeh.layouts import column
+    from bokeh.models.widgets import Div
+
+    # Div text is HTML: every value goes through esc() (via table()).
+    rows = [_row(v) for v in r.verdicts]
+    note = f"<p>{esc(r.roof.source)}</p>"
+    return column(r.figure(), Div(text=wrap(note + table(HEADERS, rows))))
+
+
+def roofline_html(r: Roofline) -> str:
+    from perflab.render.timeline import notebook_html
+
+    rows = [_row(v) for v in r.verdicts]
+    listing = wrap(f'<div class="note">{esc(r.roof.source)}</div>' + table(HEADERS, rows))
+    return notebook_html(r.figure(), r.text()) + listing
+
+
+def roofline_bundle(r: Roofline) -> dict[str, str]:
+    """MIME bundle (text/html + text/plain) of a :class:`Roofline`."""
+    return {"text/plain": r.text(), "text/html": roofline_html(r)}

@@ -1,0 +1,300 @@
+"""Microbenchmarks on this machine's real hardware (the CPU analogs), their model objects,
+views and CLI; the CUDA paths are gpu-marked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perflab.bench import bandwidth, h2d, latency, launch, matmul, topology
+from perflab.bench._common import size_sweep
+from perflab.capture import env
+from perflab.cli import main
+from perflab.errors import InputError, NoGPUError, SchemaError
+from perflab.model.bench import BenchResult, Level, Series, load_result
+
+KIB, MIB = 1 << 10, 1 << 20
+
+
+@pytest.fixture(scope="module")
+def cpu_latency() -> BenchResult:
+    # 4 KiB .. 64 MiB, one point per octave: L1, L2 and memory on any CPU
+    return latency.run(backend="cpu", quick=True, show_progress=False)
+
+
+def test_compiled_chase_follows_the_permutation():
+    links = latency.cyclic_permutation(1000, 8, seed=5)
+    starts = np.flatnonzero(links[::8] != links[::8] + 1)  # every line is linked
+    assert starts.size == 1000
+    # one cycle through all lines: 1000 hops come back to the start, fewer do not
+    assert latency.follow(links, 0, 1000) == 0
+    assert all(latency.follow(links, 0, k) != 0 for k in (1, 17, 999))
+    chain = latency._HostChain(1000 * 64, 64, seed=5)
+    try:
+        assert chain.walk(123) == latency.follow(chain.links, 0, 123)
+        assert chain.walk(877) == 0  # the state carried over: 123 + 877 = a full cycle
+    finally:
+        chain.close()
+
+
+def test_cpu_latency_levels_are_found_and_ordered(cpu_latency):
+    chase = cpu_latency.get("chase")
+    assert cpu_latency.backend == "cpu" and cpu_latency.benchmark == "latency"
+    assert np.all(chase.y > 0)
+    assert np.all(np.diff(chase.x) > 0)
+    # latency grows with the working set: memory is far slower than the first cache
+    assert chase.y[-1] > 5 * chase.y[0]
+    levels = chase.levels
+    assert len(levels) >= 2, chase.points()
+    assert [lv.value for lv in levels] == sorted(lv.value for lv in levels)
+    assert levels[0].name == "L1"
+    assert any("no GPU" in w for w in cpu_latency.warnings)
+
+
+def test_latency_json_shape(cpu_latency):
+    from perflab.bench._common import result_json
+
+    doc = json.loads(json.dumps(result_json(cpu_latency), allow_nan=False))
+    assert {"points", "levels"} <= set(doc)
+    assert all(set(p) == {"bytes", "ns"} for p in doc["points"])  # no cycles on a CPU
+    assert all(isinstance(p["bytes"], int) for p in doc["points"])
+    assert all(set(lv) == {"name", "bytes_max", "ns"} for lv in doc["levels"])
+    ns = [lv["ns"] for lv in doc["levels"]]
+    assert ns == sorted(ns)  # fastest first
+
+
+def test_save_replay_and_views(cpu_latency, tmp_path):
+    path = cpu_latency.save(tmp_path / "lat.json")
+    again = load_result(path)
+    assert isinstance(again, BenchResult)
+    assert again.replayed_from == str(path)
+    assert np.array_equal(again.get("chase").y, cpu_latency.get("chase").y)
+    assert [lv.to_dict() for lv in again.get("chase").levels] == [
+        lv.to_dict() for lv in cpu_latency.get("chase").levels
+    ]
+    bundle = again._repr_mimebundle_()
+    assert "replayed from" in bundle["text/plain"] and "<svg" in bundle["text/html"]
+    frame = again.to_pandas()
+    assert list(frame.columns[:3]) == ["series", "bytes", "ns"]
+    assert len(frame) == len(again.get("chase"))
+
+
+def test_cli_latency_json_and_replay(tmp_path, capsys):
+    saved = tmp_path / "lat.json"
+    assert main(["bench", "latency", "--quick", "--json", "--save", str(saved)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["backend"] == "cpu" and len(doc["levels"]) >= 2
+    assert main(["bench", "latency", "--replay", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "plateaus:" in out and "replayed from" in out
+
+
+def test_cpu_bandwidth_positive_and_memory_slower_than_caches():
+    result = bandwidth.run(
+        backend="cpu", quick=True, min_bytes=64 * KIB, max_bytes=128 * MIB, show_progress=False
+    )
+    assert [s.name for s in result.series] == ["copy", "triad"]
+    for s in result.series:
+        assert s.y_unit == "GBps" and np.all(s.y > 0) and np.all(np.isfinite(s.y))
+        # working sets past every cache move data slower than those that fit in L2
+        in_l2 = s.y[(s.x >= 128 * KIB) & (s.x <= 512 * KIB)]
+        in_dram = s.y[s.x >= 128 * MIB]
+        assert np.median(in_dram) < np.median(in_l2)
+
+
+def test_cpu_launch_and_matmul_small():
+    lr = launch.run(backend="cpu", batches=(10, 100), budget_ms=10, show_progress=False)
+    assert [s.name for s in lr.series] == ["python call", "torch op"]
+    costs = launch.steady_us(lr)
+    assert all(v > 0 for v in costs.values())
+    assert costs["torch op"] > costs["python call"]  # a torch op does a Python call and more
+    mr = matmul.run(
+        backend="cpu",
+        dtypes=("numpy-fp64", "torch-fp32"),
+        sizes=(64, 128),
+        budget_ms=10,
+        show_progress=False,
+    )
+    best = matmul.best_gflops(mr)
+    assert set(best) == {"numpy-fp64", "torch-fp32"} and all(v > 0 for v in best.values())
+
+
+def test_bad_options_are_perflab_errors():
+    with pytest.raises(InputError, match="unknown matmul dtype"):
+        matmul.run(backend="cpu", dtypes=("fp4",))
+    with pytest.raises(InputError, match="unknown bandwidth kernel"):
+        bandwidth.run(backend="cpu", kernels=("scale",))
+    with pytest.raises(InputError, match="backend"):
+        latency.run(backend="tpu")
+    with pytest.raises(InputError, match="size range"):
+        size_sweep(1024, 512)
+
+
+@pytest.mark.skipif(env.cuda_available(), reason="a GPU is present")
+def test_gpu_only_benchmarks_say_no_gpu(capsys):
+    with pytest.raises(NoGPUError, match="no GPU"):
+        h2d.run()
+    with pytest.raises(NoGPUError, match="no GPU"):
+        latency.run(backend="cuda")
+    assert main(["bench", "h2d"]) == 2
+    assert "no GPU" in capsys.readouterr().err
+
+
+def test_size_sweep_is_log_spaced_and_aligned():
+    sizes = size_sweep(4 * KIB, 1 * MIB, per_octave=2)
+    assert sizes[0] == 4 * KIB and sizes[-1] == 1 * MIB
+    assert len(sizes) == 17 and all(s % 64 == 0 for s in sizes)
+
+
+# --- model files ----------------------------------------------------------------------
+
+
+def make_result(name: str = "copy") -> BenchResult:
+    s = Series(
+        name,
+        np.array([1024, 2048]),
+        np.array([10.0, 20.0]),
+        "bytes",
+        "GBps",
+        levels=[Level("L1", 1024, 2048, 15.0, 2)],
+    )
+    return BenchResult(benchmark="bandwidth", device="dev", backend="cpu", series=[s])
+
+
+def test_series_columns_must_match():
+    with pytest.raises(ValueError, match="column y has 1 values"):
+        Series("s", np.array([1, 2]), np.array([1.0]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{not json",
+        json.dumps({"perflab": "TimingResult", "schema_version": 1}),
+        json.dumps({"perflab": "BenchResult", "schema_version": 99}),
+        json.dumps({"perflab": "BenchResult", "schema_version": 1, "benchmark": "x"}),
+        json.dumps(
+            {
+                "perflab": "BenchResult",
+                "schema_version": 1,
+                "benchmark": "x",
+                "device": "d",
+                "backend": "cpu",
+                "series": [{"name": "s", "x": [1, 2], "y": [1]}],
+            }
+        ),
+        json.dumps(
+            {
+                "perflab": "BenchResult",
+                "schema_version": 1,
+                "benchmark": "x",
+                "device": "d",
+                "backend": "cpu",
+                "series": "nope",
+            }
+        ),
+    ],
+)
+def test_damaged_files_raise_schema_error(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SchemaError) as info:
+        load_result(path)
+    assert str(path) in str(info.value)
+
+
+def test_mutated_saved_result_never_crashes_otherwise(tmp_path):
+    """Byte-level mutations of a saved file: it loads, or it is a SchemaError."""
+    good = make_result().save(tmp_path / "good.json").read_bytes()
+    rng = np.random.default_rng(0)
+    outcomes: list[str] = []
+    for i in range(200):
+        data = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(len(data)))] = int(rng.integers(32, 127))
+        path = tmp_path / f"m{i}.json"
+        path.write_bytes(bytes(data))
+        try:
+            load_result(path)
+            outcomes.append("loaded")
+        except SchemaError:
+            outcomes.append("rejected")
+    # anything else (KeyError, TypeError...) would have escaped and failed the test
+    assert "rejected" in outcomes
+
+
+def test_html_escapes_names():
+    r = make_result("<script>alert(1)</script>")
+    r.device = "<b>dev</b>"
+    r.warnings.append("<img src=x>")
+    html = r._repr_mimebundle_()["text/html"]
+    assert "<script>" not in html and "<b>dev</b>" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html
+
+
+# --- topology -------------------------------------------------------------------------
+
+# The layout of `nvidia-smi topo -m` (header indented by a tab, one row per device, then
+# the legend); written here for the test, link codes as nvidia-smi documents them.
+TOPO_SAMPLE = (
+    "\t\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+    "GPU0\t X \tNV18\tNV18\tNV18\tPIX\t0-47\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tNV18\tNV18\tPXB\t0-47\t0\t\tN/A\n"
+    "GPU2\tNV18\tNV18\t X \tNV18\tSYS\t48-95\t1\t\tN/A\n"
+    "GPU3\tNV18\tNV18\tNV18\t X \tSYS\t48-95\t1\t\tN/A\n"
+    "NIC0\tPIX\tPXB\tSYS\tSYS\t X \t\t\t\t\n"
+    "\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+)
+NCCL_SAMPLE = (
+    "host:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+    "host:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+    "host:2:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0\n"
+    "host:1:1 [0] NCCL INFO Using network IB\n"
+)
+
+
+def test_topology_parsers():
+    topo = topology.from_text(TOPO_SAMPLE, NCCL_SAMPLE)
+    assert topo.devices == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0"]
+    assert topo.link("GPU0", "GPU3") == "NV18" and topo.link("GPU2", "NIC0") == "SYS"
+    assert topology.describe_link("NV18") == "18 bonded NVLinks"
+    assert topo.nccl_transports == {"P2P/CUMEM/read": 2, "NET/IB/0": 1}
+    assert topo.nccl_network == "IB"
+    assert "NV18" in str(topo)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "no matrix here\n", "\tGPU0\tGPU1\nGPU0\t X \n", "\tGPU0\tGPU1\nGPU0\t X \tNV4\n"],
+)
+def test_topology_bad_text_is_input_error(text):
+    with pytest.raises(InputError):
+        topology.parse_topo_matrix(text)
+
+
+# --- CUDA paths -----------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_cuda_latency_has_cycles_and_levels():
+    r = latency.run(backend="cuda", quick=True, max_bytes=256 * MIB, show_progress=False)
+    chase = r.get("chase")
+    assert np.all(chase.extra["cycles"] > 0) and np.all(chase.y > 0)
+    assert chase.y[-1] > 3 * chase.y[0]
+    assert len(chase.levels) >= 2
+
+
+@pytest.mark.gpu
+def test_cuda_bandwidth_launch_matmul_h2d_run():
+    bw = bandwidth.run(backend="cuda", quick=True, max_bytes=256 * MIB, show_progress=False)
+    assert all(np.all(s.y > 0) for s in bw.series)
+    lr = launch.run(backend="cuda", batches=(10, 100), show_progress=False)
+    costs = launch.steady_us(lr)
+    assert costs["empty/sync"] > costs["empty/graph"] > 0
+    mm = matmul.run(backend="cuda", dtypes=("fp32", "bf16"), sizes=(1024,), show_progress=False)
+    assert all(v > 0 for v in matmul.best_gflops(mm).values())
+    hd = h2d.run(quick=True, max_bytes=16 * MIB, show_progress=False)
+    assert len(hd.series) == 4 and all(np.all(s.y > 0) for s in hd.series)

@@ -1,0 +1,339 @@
+"""Real compilation with the nvcc/nvdisasm wheels and Triton ahead of time (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from perflab.analysis.insights import kernel_insights
+from perflab.capture.compile import (
+    CompileError,
+    TritonSpec,
+    cache_root,
+    check_flags,
+    compile_cuda,
+    compile_triton,
+    parse_diagnostics,
+)
+from perflab.errors import InputError, ToolchainError
+from perflab.model.kernel import CompileResult
+
+DATA = Path(__file__).parent / "data" / "ptx"
+KERNELS = (DATA / "kernels.cu").read_text()
+SOURCE_LINES = KERNELS.splitlines()
+
+SPILLY = """
+__global__ void heavy(const float* __restrict__ in, float* __restrict__ out) {
+  float acc[64];
+  #pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = in[threadIdx.x + i * 128];
+  #pragma unroll
+  for (int r = 0; r < 8; ++r)
+    #pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = acc[i] * acc[(i + r + 1) % 64] + 1.0f;
+  float s = 0.f;
+  #pragma unroll
+  for (int i = 0; i < 64; ++i) s += acc[i];
+  out[threadIdx.x] = s;
+}
+"""
+
+CUB = """
+#include <cub/cub.cuh>
+__global__ void block_reduce(const int* in, int* out) {
+  using Reduce = cub::BlockReduce<int, 128>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int total = Reduce(tmp).Sum(in[blockIdx.x * 128 + threadIdx.x]);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+
+
+def line_of(text: str) -> int:
+    hits = [n for n, line in enumerate(SOURCE_LINES, start=1) if text in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def kernels() -> CompileResult:
+    return compile_cuda(KERNELS, cache=False)
+
+
+@pytest.fixture(scope="module")
+def spilly() -> CompileResult:
+    return compile_cuda(SPILLY, flags="-maxrregcount=32", cache=False)
+
+
+def test_every_kernel_is_found_and_demangled(kernels: CompileResult) -> None:
+    names = {k.name.split("(")[0] for k in kernels.kernels}
+    assert names == {"copy4", "block_sum", "wmma_tile", "wgmma_tile"}
+    k = kernels.kernel("copy4")
+    assert k.mangled == "_Z5copy4PK6float4PS_i" and k.arch == "sm_90a"
+    assert k.ptx.lstrip().startswith(".visible .entry _Z5copy4PK6float4PS_i")
+    assert len(k.ptx_lines_source) == len(k.ptx.splitlines())
+    assert kernels.cubin[:4] == b"\x7fELF"
+
+
+def test_float4_copy_uses_128_bit_loads(kernels: CompileResult) -> None:
+    k = kernels.kernel("copy4")
+    assert any(op.startswith("LDG.E.128") for op in k.opcodes)
+    assert k.instruction_mix["LDG"] == 1
+    loads = next(i for i in kernel_insights(k) if i.topic == "global loads")
+    assert loads.level == "good" and "128-bit" in loads.text
+
+
+def test_shared_memory_barrier_and_shuffles(kernels: CompileResult) -> None:
+    k = kernels.kernel("block_sum")
+    assert k.resources.shared_static == 1024 and k.resources.barriers == 1
+    assert k.instruction_mix["SHFL"] == 5 and k.instruction_mix["BAR"] == 1
+    bar = [s.line for s in k.sass_lines if s.mnemonic == "BAR"]
+    assert bar == [line_of("__syncthreads")]
+    topics = {i.topic for i in kernel_insights(k)}
+    assert {"barriers", "shuffles"} <= topics
+
+
+def test_tensor_cores_from_wmma_and_wgmma(kernels: CompileResult) -> None:
+    wmma = kernels.kernel("wmma_tile")
+    assert "HMMA" in wmma.instruction_mix
+    assert {s.line for s in wmma.sass_lines if s.mnemonic == "HMMA"} == {line_of("mma_sync")}
+    wgmma = kernels.kernel("wgmma_tile")
+    assert "HGMMA" in wgmma.instruction_mix
+    tc = kernel_insights(wgmma, source=KERNELS)[0]
+    assert tc.level == "good" and "HGMMA" in tc.text
+
+
+def test_sass_lines_agree_with_ptx_loc(kernels: CompileResult) -> None:
+    k = kernels.kernel("block_sum")
+    first = k.ptx_span[0]
+    checked = 0
+    for s in k.sass_lines:
+        if s.mnemonic in ("BAR", "SHFL") and s.ptx_line is not None:
+            assert k.ptx_lines_source[s.ptx_line - first] == s.line
+            checked += 1
+    assert checked == 6
+
+
+def test_forced_spills_are_reported(spilly: CompileResult) -> None:
+    k = spilly.kernel("heavy")
+    assert k.resources.registers <= 32
+    assert k.resources.spill_stores > 0 and k.resources.spill_loads > 0
+    assert "STL" in k.instruction_mix and "LDL" in k.instruction_mix
+    spills = next(i for i in kernel_insights(k) if i.topic == "spills")
+    assert spills.level == "warn" and "spilled" in spills.text
+    assert spilly.flags == ["-maxrregcount=32"]
+
+
+def test_cub_headers_compile() -> None:
+    result = compile_cuda(CUB, cache=False)
+    k = result.kernel("block_reduce")
+    assert k.resources.shared_static > 0
+    # sm_90 reduces integers within a warp with REDUX, then across warps through shared memory
+    assert {"REDUX", "BAR", "STS", "LDS"} <= set(k.instruction_mix)
+    # code inlined from CUB maps to the user's line that called it
+    lines = {s.line for s in k.sass_lines if s.mnemonic in ("REDUX", "BAR", "STS", "LDS")}
+    assert lines == {6}
+
+
+def test_compile_error_points_at_the_users_line() -> None:
+    source = "__global__ void f(int* x) {\n  int a = 1;\n  x[0] = undefined_name;\n}\n"
+    with pytest.raises(CompileError) as info:
+        compile_cuda(source, source_name="demo.cu", cache=False)
+    errors = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert errors and errors[0].file == "demo.cu" and errors[0].line == 3
+    assert "undefined_name" in errors[0].message
+    assert str(info.value).startswith("nvcc failed:\ndemo.cu:3: error:")
+
+
+def test_scratch_folders_are_removed() -> None:
+    before = set(Path(tempfile.gettempdir()).glob("perflab-*"))
+    with pytest.raises(CompileError):
+        compile_cuda("__global__ void f() { oops }", cache=False)
+    compile_cuda("__global__ void g() {}", cache=False).kernel().sass_lines  # noqa: B018
+    assert set(Path(tempfile.gettempdir()).glob("perflab-*")) == before
+
+
+def test_timeout_gives_a_clear_message() -> None:
+    with pytest.raises(ToolchainError, match=r"nvcc timed out after 0\.01 s"):
+        compile_cuda("__global__ void f() {}", timeout=0.01, cache=False)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "-o /tmp/evil",
+        "; rm -rf /",
+        "$(touch /tmp/pwned)",
+        "--compiler-bindir=/tmp",
+        "-ccbin /tmp",
+        "-Xptxas -o,/tmp/x",
+        "--options-file x",
+        "-Xptxas",
+        "'unbalanced",
+    ],
+)
+def test_hostile_flags_are_refused_before_anything_runs(flags: str) -> None:
+    with pytest.raises(InputError, match="--flags"):
+        compile_cuda("__global__ void f() {}", flags=flags, cache=False)
+
+
+def test_allowed_flags_pass_through() -> None:
+    assert check_flags("-DN=4 -I /tmp -Xptxas -v,-warn-spills --use_fast_math") == [
+        "-DN=4",
+        "-I",
+        "/tmp",
+        "-Xptxas",
+        "-v,-warn-spills",
+        "--use_fast_math",
+    ]
+
+
+def test_unsupported_arch_and_std() -> None:
+    with pytest.raises(InputError, match="sm_70 is not supported"):
+        compile_cuda("__global__ void f() {}", arch="sm_70", cache=False)
+    with pytest.raises(InputError, match="std must be one of"):
+        compile_cuda("__global__ void f() {}", std="c++98", cache=False)
+    with pytest.raises(InputError, match="empty"):
+        compile_cuda("  \n", cache=False)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_100a"])
+def test_other_architectures(arch: str) -> None:
+    result = compile_cuda(
+        "__global__ void f(float* x) { x[threadIdx.x] *= 2.f; }", arch=arch, cache=False
+    )
+    assert result.arch == arch and result.kernel().arch == arch
+    assert "STG" in result.kernel().instruction_mix
+
+
+def test_results_are_cached_on_disk_as_json_and_text() -> None:
+    src = "__global__ void cached_kernel(float* x) { x[threadIdx.x] += 1.f; }"
+    first = compile_cuda(src)
+    sass = first.kernel().sass
+    assert not first.cached
+    again = compile_cuda(src)
+    assert again.cached and again.kernel().sass == sass
+    assert again.kernel().resources == first.kernel().resources
+    entries = list(cache_root().rglob("*.json"))
+    assert entries and all(json.loads(p.read_text())["perflab"] == "compile" for p in entries)
+    assert list(cache_root().rglob("*.sass"))
+    assert not compile_cuda(src, flags="-DX=1").cached  # flags are part of the key
+
+
+def test_corrupt_cache_entry_is_recompiled() -> None:
+    src = "__global__ void corrupt_me(float* x) { x[0] = 3.f; }"
+    compile_cuda(src)
+    for path in cache_root().rglob("*.json"):
+        if "corrupt_me" in path.read_text():
+            path.write_text("{not json")
+    result = compile_cuda(src)
+    assert not result.cached and result.kernel().name == "corrupt_me(float*)"
+
+
+def test_save_and_load_round_trip(kernels: CompileResult, tmp_path: Path) -> None:
+    path = kernels.save(tmp_path / "k.json")
+    loaded = CompileResult.load(path)
+    assert loaded.cubin == kernels.cubin
+    for a, b in zip(loaded.kernels, kernels.kernels, strict=True):
+        assert a.sass_lines == b.sass_lines and a.resources == b.resources
+        assert a.opcodes == b.opcodes
+
+
+def test_parse_diagnostics_formats() -> None:
+    log = (
+        '/tmp/x/cell.cu(7): error: expected a ";"\n'
+        'cell.cu(2): warning #177-D: variable "y" was declared but never referenced\n'
+        "/tmp/x/cell.cu:4:10: fatal error: cub/nope.cuh: No such file or directory\n"
+        "ptxas error   : Entry function 'k' uses too much shared data\n"
+        "random noise\n"
+    )
+    diags = parse_diagnostics(log, {"/tmp/x/cell.cu": "cell", "cell.cu": "cell"})
+    assert [(d.file, d.line, d.severity) for d in diags] == [
+        ("cell", 7, "error"),
+        ("cell", 2, "warning"),
+        ("cell", 4, "error"),
+        ("ptxas", None, "error"),
+    ]
+    assert "nvidia-cuda-cccl" in diags[2].message
+
+
+# ---- Triton ---------------------------------------------------------------------------
+
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+
+@triton.jit
+def matmul_tile(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], c)
+
+
+DOT_LINE = matmul_tile.fn.__code__.co_firstlineno + 7  # the "c = tl.dot(a, b)" line
+
+
+@pytest.fixture(scope="module")
+def tdot() -> CompileResult:
+    return compile_triton(
+        matmul_tile,
+        signature=["*fp16", "*fp16", "*fp32"],
+        constexprs={"BM": 64, "BN": 64, "BK": 32},
+        cache=False,
+    )
+
+
+def test_triton_dot_on_sm90a_uses_hgmma(tdot: CompileResult) -> None:
+    k = tdot.kernel()
+    assert tdot.lang == "triton" and k.name == "matmul_tile" and tdot.arch == "sm_90a"
+    assert "HGMMA" in k.instruction_mix
+    assert {s.line for s in k.sass_lines if s.mnemonic == "HGMMA"} == {DOT_LINE}
+    assert Path(__file__).read_text().splitlines()[DOT_LINE - 1].strip() == "c = tl.dot(a, b)"
+    assert {"ttir", "ttgir", "llir"} <= set(tdot.stages)
+    assert k.resources.registers > 0 and k.resources.shared_dynamic > 0
+
+
+def test_triton_spec_and_signature_forms(tdot: CompileResult) -> None:
+    spec = TritonSpec(
+        matmul_tile,
+        signature={"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32"},
+        constexprs={"BM": 64, "BN": 64, "BK": 32},
+    )
+    again = spec.compile(arch="sm_90a")
+    assert again.kernel().opcodes == tdot.kernel().opcodes
+
+
+@pytest.mark.parametrize(
+    ("signature", "constexprs", "message"),
+    [
+        (["*fp16"], {"BM": 64, "BN": 64, "BK": 32}, "signature has 1 types"),
+        (["*fp16"] * 3, {"BX": 1}, "not parameters"),
+        ({"a_ptr": "*fp16"}, {"BM": 64, "BN": 64, "BK": 32}, "missing"),
+    ],
+)
+def test_triton_bad_specs(signature: object, constexprs: dict[str, int], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        compile_triton(
+            matmul_tile,
+            signature=signature,
+            constexprs=constexprs,  # type: ignore[arg-type]
+            cache=False,
+        )
+
+
+def test_triton_compile_error_is_a_perflab_error() -> None:
+    # BK=8 is below tl.dot's minimum of 16
+    with pytest.raises(CompileError, match="triton failed"):
+        compile_triton(
+            matmul_tile,
+            signature=["*fp16", "*fp16", "*fp32"],
+            constexprs={"BM": 64, "BN": 64, "BK": 8},
+            cache=False,
+        )

@@ -1,0 +1,91 @@
+"""``perflab ptx FILE.cu`` (alias ``perflab compile``) and the HTML view's escaping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perflab.capture.compile import compile_cuda
+from perflab.cli import main
+from perflab.render.ptx_view import ViewOptions, compile_bundle
+
+KERNEL = """#include "helper.cuh"
+__global__ void twice(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = twice_of(x[i]);
+}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "helper.cuh").write_text("__device__ float twice_of(float v) { return 2.f * v; }\n")
+    (tmp_path / "k.cu").write_text(KERNEL)
+    return tmp_path / "k.cu"
+
+
+def test_json_output(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", str(project), "--arch", "sm_90a", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["arch"] == "sm_90a"
+    (k,) = doc["kernels"]
+    assert k["name"] == "twice(float*, int)"
+    assert {
+        "registers",
+        "spill_stores",
+        "spill_loads",
+        "shared_bytes",
+        "opcodes",
+        "instruction_mix",
+        "sass",
+    } <= set(k)
+    stores = [s for s in k["sass"] if s["text"].startswith(("STG", "@P0 STG", "@!P0 STG"))]
+    # the multiply is inlined from the user's header: it maps to line 4 of k.cu
+    assert stores and {s["line"] for s in stores} == {4}
+    assert all({"offset", "text", "line"} == set(s) for s in k["sass"])
+
+
+def test_text_output_and_ptx_alias(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ptx", str(project), "--block", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel twice(float*, int) [sm_90a]" in out and "512-thread blocks" in out
+
+
+def test_compile_error_exits_1_with_file_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.cu"
+    bad.write_text("__global__ void f(float* x) {\n\n  x[0] = missing;\n}\n")
+    assert main(["compile", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f'{bad}:3: error: identifier "missing" is undefined' in err
+    assert "Traceback" not in err
+
+
+def test_missing_file_and_bad_arch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ptx", str(tmp_path / "none.cu")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    (tmp_path / "k.cu").write_text("__global__ void f() {}\n")
+    assert main(["ptx", str(tmp_path / "k.cu"), "--arch", "sm_60"]) == 2
+    assert "sm_60 is not supported" in capsys.readouterr().err
+
+
+HOSTILE = """// </style><script>alert("src")</script>
+__global__ void k(float* x) {
+  x[0] = 1.f; // <img src=x onerror=alert(1)>
+}
+"""
+
+
+def test_view_escapes_everything() -> None:
+    result = compile_cuda(HOSTILE, source_name='<b>"name"</b>')
+    bundle = compile_bundle(result, ViewOptions(show=("source", "ptx", "sass")))
+    html = bundle["text/html"]
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&quot;src&quot;)&lt;/script&gt;" in html
+    assert "&lt;b&gt;&quot;name&quot;&lt;/b&gt;" in html
+    assert html.count("<script>") == 1  # only the view's own click handler
+    assert "http" not in html  # nothing is loaded from outside
+    assert "k(float*)" in bundle["text/plain"]

@@ -1,0 +1,216 @@
+"""Golden and fuzz tests of the PTX/SASS/ptxas parsers on samples in tests/data/ptx/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perflab.analysis.ptx import line_kind, parse_files, parse_ptx
+from perflab.analysis.sass import opcode_of, parse_ptxas_resources, parse_res_usage, parse_sass
+from perflab.errors import PerflabError
+
+DATA = Path(__file__).parent / "data" / "ptx"
+PTX = (DATA / "kernels.ptx").read_text()
+SASS = (DATA / "kernels.sass").read_text()
+SOURCE = (DATA / "kernels.cu").read_text().splitlines()
+USER = parse_files(PTX)[1]  # the scratch path nvcc saw for kernels.cu
+ENTRIES = {
+    "_Z5copy4PK6float4PS_i",
+    "_Z9block_sumPKfPf",
+    "_Z9wmma_tilePK6__halfS1_Pf",
+    "_Z10wgmma_tilePfyy",
+}
+
+
+def line_of(text: str) -> int:
+    """1-based line of the only source line containing ``text``."""
+    hits = [n for n, line in enumerate(SOURCE, start=1) if text in line]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def test_ptx_entries_and_files() -> None:
+    module = parse_ptx(PTX, user_files={USER})
+    assert set(module.entries) == ENTRIES
+    assert USER.endswith("/cell.cu")
+    for first, last in module.entries.values():
+        assert module.lines[first - 1].text.lstrip().startswith(".visible .entry")
+        assert module.lines[last - 1].text.strip() == "}"
+
+
+def test_ptx_loc_maps_instructions_to_source_lines() -> None:
+    module = parse_ptx(PTX, user_files={USER})
+    body = module.entry_lines("_Z9block_sumPKfPf")
+    bar = [pl for pl in body if pl.text.strip().startswith("bar.sync")]
+    assert [pl.source_line for pl in bar] == [line_of("__syncthreads")]
+    # shfl comes from a CUDA header, inlined at the user's line
+    shfl = [pl for pl in body if "shfl.sync" in pl.text]
+    assert shfl and {pl.source_line for pl in shfl} == {line_of("__shfl_down_sync")}
+    assert all(pl.source_line is None for pl in body if pl.kind != "instruction")
+
+
+def test_ptx_without_user_files_uses_every_file() -> None:
+    # header lines are kept as they are when no user file is named
+    lines = {pl.source_line for pl in parse_ptx(PTX).lines if "shfl.sync" in pl.text}
+    assert line_of("__shfl_down_sync") not in lines
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("\t.reg .b32 %r<5>;", "directive"),
+        ("$L__BB0_2:", "label"),
+        ("\tret;", "instruction"),
+        ("\t// comment", "comment"),
+        ("", "blank"),
+        ("}", "directive"),
+        ("\t@%p1 bra $L__BB0_2;", "instruction"),
+    ],
+)
+def test_line_kinds(text: str, kind: str) -> None:
+    assert line_kind(text) == kind
+
+
+def test_sass_golden() -> None:
+    functions = parse_sass(SASS, user_files={USER})
+    assert set(functions) == ENTRIES
+    copy = functions["_Z5copy4PK6float4PS_i"]
+    assert [s.opcode for s in copy if s.mnemonic == "LDG"] == ["LDG.E.128.CONSTANT"]
+    assert [s.opcode for s in copy if s.mnemonic == "STG"] == ["STG.E.128"]
+    assert copy[0].offset == 0 and all(s.offset is None or s.offset % 16 == 0 for s in copy)
+    assert any(s.is_label for s in copy)
+    block = functions["_Z9block_sumPKfPf"]
+    assert {s.line for s in block if s.mnemonic == "BAR"} == {line_of("__syncthreads")}
+    # inlined from sm_30_intrinsics.hpp: mapped to the user's call
+    assert {s.line for s in block if s.mnemonic == "SHFL"} == {line_of("__shfl_down_sync")}
+    assert len([s for s in block if s.mnemonic == "SHFL"]) == 5
+    wmma = functions["_Z9wmma_tilePK6__halfS1_Pf"]
+    assert {s.line for s in wmma if s.mnemonic == "HMMA"} == {line_of("wmma::mma_sync")}
+    wgmma = functions["_Z10wgmma_tilePfyy"]
+    assert [s.opcode for s in wgmma if s.mnemonic == "HGMMA"] == ["HGMMA.64x8x16.F32"]
+
+
+def test_sass_ptx_lines_point_at_matching_ptx() -> None:
+    ptx_lines = PTX.splitlines()
+    functions = parse_sass(SASS, user_files={USER})
+    load = next(s for s in functions["_Z5copy4PK6float4PS_i"] if s.mnemonic == "LDG")
+    assert load.ptx_line is not None
+    assert "ld.global" in ptx_lines[load.ptx_line - 1]
+    bar = next(s for s in functions["_Z9block_sumPKfPf"] if s.mnemonic == "BAR")
+    assert "bar.sync" in ptx_lines[bar.ptx_line - 1]  # type: ignore[operator]
+
+
+def test_ptxas_and_res_usage_golden() -> None:
+    res = parse_ptxas_resources((DATA / "ptxas.log").read_text())
+    assert set(res) == ENTRIES
+    assert res["_Z9block_sumPKfPf"].shared_static == 1024
+    assert res["_Z9block_sumPKfPf"].barriers == 1
+    assert res["_Z5copy4PK6float4PS_i"].registers == 14
+    assert not any(r.spills for r in res.values())
+    usage = parse_res_usage((DATA / "res_usage.txt").read_text())
+    assert set(usage) == ENTRIES
+    assert usage["_Z5copy4PK6float4PS_i"]["REG"] == 14
+    assert usage["_Z5copy4PK6float4PS_i"]["CONSTANT[0]"] > 0
+
+
+def test_ptxas_spill_report() -> None:
+    log = (
+        "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90a'\n"
+        "ptxas info    : Function properties for _Z1kPf\n"
+        "    952 bytes stack frame, 1904 bytes spill stores, 1940 bytes spill loads\n"
+        "ptxas info    : Used 32 registers, used 0 barriers, 952 bytes cumulative stack size,"
+        " 360 bytes cmem[0]\n"
+    )
+    r = parse_ptxas_resources(log)["_Z1kPf"]
+    assert (r.registers, r.stack, r.spill_stores, r.spill_loads, r.constant) == (
+        32,
+        952,
+        1904,
+        1940,
+        360,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "opcode"),
+    [
+        ("@!P0 LDG.E.128 R4, desc[UR6][R2.64]", "LDG.E.128"),
+        ("EXIT", "EXIT"),
+        ("@P1 BRA `(.L_x_1)", "BRA"),
+        ("", ""),
+    ],
+)
+def test_opcode_of(text: str, opcode: str) -> None:
+    assert opcode_of(text) == opcode
+
+
+# ---- fuzz: mutated samples give results or perflab errors, never anything else ----------
+
+_PTX_LINES = PTX.splitlines()
+_SASS_LINES = SASS.splitlines()
+
+
+def _mutate(lines: list[str], data: st.DataObject) -> str:
+    out = list(lines)
+    for _ in range(data.draw(st.integers(1, 8))):
+        op = data.draw(st.sampled_from(["drop", "dup", "cut", "junk", "swap"]))
+        i = data.draw(st.integers(0, len(out) - 1))
+        if op == "drop":
+            del out[i]
+        elif op == "dup":
+            out.insert(i, out[i])
+        elif op == "cut":
+            out[i] = out[i][: data.draw(st.integers(0, len(out[i])))]
+        elif op == "junk":
+            out[i] = data.draw(st.text(max_size=40))
+        else:
+            j = data.draw(st.integers(0, len(out) - 1))
+            out[i], out[j] = out[j], out[i]
+        if not out:
+            out = [""]
+    return "\n".join(out)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_ptx_parser_survives_mutation(data: st.DataObject) -> None:
+    text = _mutate(_PTX_LINES, data)
+    try:
+        module = parse_ptx(text, user_files={USER})
+    except PerflabError:
+        return
+    assert len(module.lines) == len(text.splitlines())
+    for first, last in module.entries.values():
+        assert 1 <= first <= last <= len(module.lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_sass_parser_survives_mutation(data: st.DataObject) -> None:
+    text = _mutate(_SASS_LINES, data)
+    try:
+        functions = parse_sass(text, user_files={USER})
+        parse_ptxas_resources(text)
+        parse_res_usage(text)
+    except PerflabError:
+        return
+    for lines in functions.values():
+        assert all(s.offset is None or s.offset >= 0 for s in lines)
+
+
+@given(st.text(max_size=300))
+def test_parsers_take_any_text(text: str) -> None:
+    parse_ptx(text)
+    parse_sass(text)
+    parse_ptxas_resources(text)
+    parse_res_usage(text)
+
+
+def test_non_text_is_a_perflab_error() -> None:
+    with pytest.raises(PerflabError, match="must be text"):
+        parse_ptx(b"\x00")  # type: ignore[arg-type]
+    with pytest.raises(PerflabError, match="must be text"):
+        parse_sass(None)  # type: ignore[arg-type]

@@ -1,0 +1,184 @@
+"""Roofline maths, points from every source, rendering and the CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perflab.analysis.roofline import Point, Roof, assess, attainable
+from perflab.cli import main as cli
+from perflab.errors import InputError
+from perflab.model.timing import TimingResult
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOF = Roof("toy", {"fp32": 100e12, "bf16_tensor": 1000e12}, {"hbm": 2e12, "l2": 8e12}, "toy")
+
+
+def test_attainable_is_the_lower_roof() -> None:
+    assert attainable(10, 100e12, 2e12) == 20e12
+    assert attainable(1000, 100e12, 2e12) == 100e12
+    assert attainable(math.inf, 100e12, 2e12) == 100e12
+
+
+def test_memory_bound_point_names_its_level_and_headroom() -> None:
+    v = assess(Point("axpy", 2e9, 12e9, 12e-3), ROOF)  # 1 TB/s at 1/6 FLOP/B
+    assert v.bound == "memory" and v.ceiling == "HBM bandwidth"
+    assert v.fraction == pytest.approx(0.5) and v.headroom == pytest.approx(2.0)
+    at_l2 = assess(Point("axpy", 2e9, 12e9, 12e-3, level="l2"), ROOF)
+    assert at_l2.ceiling == "L2 bandwidth" and at_l2.fraction == pytest.approx(0.125)
+
+
+def test_compute_bound_point_uses_its_dtype() -> None:
+    v = assess(Point("gemm", 2e12, 1e9, 0.04, dtype="fp32"), ROOF)  # 50 TFLOP/s, AI 2000
+    assert v.bound == "compute" and v.ceiling == "FP32 peak"
+    assert v.fraction == pytest.approx(0.5) and v.ridge == pytest.approx(50)
+    best = assess(Point("gemm", 2e12, 1e9, 0.04), ROOF)  # no dtype: the highest peak
+    assert best.compute_key == "bf16_tensor" and best.fraction == pytest.approx(0.05)
+
+
+def test_pure_copies_compare_bandwidth() -> None:
+    v = assess(Point("copy", 0, 1e9, 1e-3), ROOF)
+    assert v.bound == "memory" and v.fraction == pytest.approx(0.5)
+
+
+@given(st.floats(1e3, 1e15), st.floats(1e3, 1e13), st.floats(1e-7, 10))
+@settings(max_examples=200, deadline=None)
+def test_verdicts_are_consistent(flops: float, nbytes: float, seconds: float) -> None:
+    v = assess(Point("k", flops, nbytes, seconds), ROOF)
+    assert v.attainable <= v.peak * (1 + 1e-12)
+    assert v.attainable <= v.bandwidth * v.point.intensity * (1 + 1e-12)
+    assert v.fraction * v.headroom == pytest.approx(1.0)
+    assert (v.bound == "compute") == (v.point.intensity >= v.ridge)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [("k", -1, 1, 1), ("k", 1, 1, 0), ("k", 0, 0, 1), ("k", math.nan, 1, 1), ("k", 1, 1, math.inf)],
+)
+def test_bad_points_are_input_errors(bad: tuple[str, float, float, float]) -> None:
+    from perflab.render.roofline import roofline
+
+    with pytest.raises(InputError, match="roofline point 0"):
+        roofline([bad], device="H200")
+
+
+def test_points_from_timing_results() -> None:
+    from perflab.render.roofline import roofline
+
+    r = TimingResult(np.full(5, 1e6), "cpu", "cpu", name="mm", flops=2e9, bytes=3e6)
+    chart = roofline([r], device="H100 SXM")
+    (v,) = chart.verdicts
+    assert v.point.seconds == pytest.approx(1e-3) and v.point.flops_per_s == pytest.approx(2e12)
+    assert "spec sheet" in chart.text() and "mm" in chart.text()
+    with pytest.raises(InputError, match="needs flops"):
+        roofline([TimingResult(np.ones(3), "cpu", "cpu")], device="H200")
+
+
+def test_measured_ceilings_replace_the_spec_sheet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ceilings = pytest.importorskip("perflab.model.ceilings")
+    from perflab.render.roofline import roofline
+
+    monkeypatch.setenv(ceilings.CACHE_ENV, str(tmp_path))
+    ceilings.save_ceilings(
+        ceilings.Ceilings(
+            "NVIDIA H200",
+            "cuda",
+            flops={"bf16": 700_000.0},
+            bandwidth={"HBM": 4000.0, "L2": 9000.0},
+        )
+    )
+    chart = roofline([("k", 1e9, 1e9, 1e-3)], device="NVIDIA H200")
+    assert chart.roof.measured and chart.roof.memory == {"hbm": 4e12, "l2": 9e12}
+    assert "measured" in chart.text()
+    spec_only = roofline([("k", 1e9, 1e9, 1e-3)], device="H200")  # not measured under this name
+    assert not spec_only.roof.measured
+
+
+def test_hierarchical_points_from_ncu() -> None:
+    path = DATA / "ncu" / "copy_blocked.csv"
+    if not path.exists():
+        pytest.skip(f"shared data missing: {path}")
+    from perflab.io import load_ncu
+    from perflab.render.roofline import points_from_ncu, roofline
+
+    report = load_ncu(path)
+    (p,) = points_from_ncu(report)  # this report has DRAM throughput only, no FLOP counters
+    duration = report.metric("Duration").value
+    rate = next(
+        m.value for m in report.metrics if m.name == "Memory Throughput" and m.unit == "byte/s"
+    )
+    assert p.seconds == pytest.approx(duration * 1e-9)
+    assert p.bytes == pytest.approx(rate * duration * 1e-9) and p.level == "hbm"
+    assert roofline([p], device="H100 PCIe").verdicts[0].bound == "memory"
+
+
+def test_ncu_raw_metrics_give_one_point_per_level() -> None:
+    from perflab.io.ncu import NcuMetric, NcuReport
+    from perflab.render.roofline import points_from_ncu
+
+    metrics = [
+        NcuMetric(0, "s", name, unit, value, str(value))
+        for name, unit, value in (
+            ("gpu__time_duration.sum", "usecond", 10.0),
+            ("dram__bytes.sum", "byte", 1e6),
+            ("lts__t_bytes.sum", "byte", 4e6),
+            ("l1tex__t_bytes.sum", "byte", 9e6),
+            ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", 1e6),
+        )
+    ]
+    pts = points_from_ncu(NcuReport("x", [{"Kernel Name": "k"}], metrics))
+    assert {p.level: p.bytes for p in pts} == {"hbm": 1e6, "l2": 4e6, "l1_shared": 9e6}
+    assert all(p.flops == 2e6 and p.seconds == pytest.approx(1e-5) for p in pts)
+
+
+def test_count_flops_bytes_of_a_matmul() -> None:
+    torch = pytest.importorskip("torch")
+    from perflab.render.roofline import count_flops_bytes
+
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    flops, nbytes = count_flops_bytes(lambda: a @ b)
+    assert flops == 2 * 64 * 32 * 16
+    assert nbytes == (64 * 32 + 32 * 16 + 64 * 16) * 4  # read a, b once; write the result
+
+
+def test_bundle_and_saved_file_escape_kernel_names(tmp_path: Path) -> None:
+    from perflab.render.roofline import roofline
+
+    name = '<img src=x onerror="window.__pwned=1">'
+    chart = roofline([(name, 1e9, 1e8, 1e-4)], device="A100")
+    bundle = chart._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}
+    for html in (bundle["text/html"], chart.save(tmp_path / "r.html").read_text("utf-8")):
+        assert name not in html and "&lt;img src=x" in html
+    assert chart.to_pandas().loc[0, "bound"] in ("memory", "compute")
+
+
+def test_cli_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.html"
+    assert (
+        cli(
+            [
+                "roofline",
+                "--device",
+                "L4",
+                "--point",
+                "gemm,1e12,1e9,0.05",
+                "-o",
+                str(out),
+                "--text",
+            ]
+        )
+        == 0
+    )
+    assert "gemm" in capsys.readouterr().out and out.stat().st_size > 100_000
+    assert cli(["roofline", "--device", "Tesla T4", "-o", str(out)]) == 2
+    assert cli(["roofline", "--device", "H200", "--point", "x,1,2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "not in the spec table" in err and "NAME,FLOPS,BYTES,SECONDS" in err

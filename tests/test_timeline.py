@@ -1,0 +1,218 @@
+"""Timeline: level-of-detail maths, lanes, rendering on real traces and at a million events."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perflab.analysis import lod
+from perflab.cli import main as cli
+from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, EventKind, Table, Trace
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+PAYLOAD = '<img src=x onerror="window.__pwned=1">'
+
+
+def synthetic_trace(n: int):
+    spec = importlib.util.spec_from_file_location(
+        "bench_timeline", ROOT / "benchmarks" / "timeline.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.synthetic_trace(n)
+
+
+def small_trace(names: list[str]) -> Trace:
+    """Two lanes (a CPU thread and a GPU stream) with one event per name on each."""
+    n = len(names)
+    strings = [*names, "thread <b>1</b>", "GPU 0 stream 7"]
+    events = Table(
+        EVENT_COLUMNS,
+        {
+            "start_ns": np.tile(np.arange(n) * 1000, 2),
+            "dur_ns": np.full(2 * n, 600),
+            "kind": np.repeat([EventKind.CPU_OP, EventKind.KERNEL], n).astype(np.int8),
+            "track": np.repeat([0, 1], n),
+            "name": np.tile(np.arange(n), 2),
+        },
+    )
+    tracks = Table(
+        TRACK_COLUMNS,
+        {"rank": [0, 0], "device": [99, 0], "stream": [1, 7], "kind": [1, 0], "label": [n, n + 1]},
+    )
+    return Trace(events, tracks, strings, meta={"source": "small"})
+
+
+# --- level of detail ---------------------------------------------------------------------
+
+intervals = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 300)), min_size=0, max_size=40)
+
+
+@given(intervals)
+@settings(max_examples=200, deadline=None)
+def test_merge_intervals_is_the_union(items: list[tuple[int, int]]) -> None:
+    s = np.array([a for a, _ in items], dtype=float)
+    e = np.array([a + d for a, d in items], dtype=float)
+    ms, me = lod.merge_intervals(s, e)
+    assert np.all(ms[1:] > me[:-1])  # disjoint and sorted
+    grid = np.arange(0, 1400) + 0.5
+    covered = np.zeros(grid.size, bool)
+    for a, b in zip(s, e, strict=True):
+        covered |= (grid >= a) & (grid < b)
+    merged = np.zeros(grid.size, bool)
+    for a, b in zip(ms, me, strict=True):
+        merged |= (grid >= a) & (grid < b)
+    assert np.array_equal(covered, merged)
+
+
+@given(intervals, st.integers(1, 50))
+@settings(max_examples=200, deadline=None)
+def test_coverage_matches_a_fine_sampling(items: list[tuple[int, int]], bins: int) -> None:
+    s = np.array([a for a, _ in items], dtype=float)
+    e = np.array([a + d for a, d in items], dtype=float)
+    frac = lod.coverage(s, e, 0.0, 1300.0, bins)
+    assert frac.shape == (bins,) and np.all((frac >= 0) & (frac <= 1))
+    ms, me = lod.merge_intervals(s, e)
+    busy = float(np.sum(np.clip(me, 0, 1300) - np.clip(ms, 0, 1300)))
+    assert frac.sum() * 1300 / bins == pytest.approx(busy, abs=1e-6)
+
+
+def test_largest_visible_keeps_the_longest_in_view() -> None:
+    s = np.array([0, 10, 20, 30, 500.0])
+    e = np.array([5, 40, 22, 90, 900.0])
+    idx = lod.largest_visible(s, e, 15, 60, 2)
+    assert idx.tolist() == [1, 3]  # visible parts 25 and 30 beat 2; 0 and 4 are outside
+
+
+def test_pyramid_tiles_hold_their_longest_intervals() -> None:
+    rng = np.random.default_rng(1)
+    s = np.sort(rng.uniform(0, 1e6, 5000))
+    e = s + rng.lognormal(5, 1, 5000)
+    lane = rng.integers(0, 3, 5000)
+    p = lod.build_pyramid(s, e, lane, 3, row_budget=4000, max_per_tile=100)
+    assert p.total_rows <= 4000 + 100
+    span = p.t1 - p.t0
+    for level in p.levels[1:]:
+        w = span / level.tiles
+        for t in (0, level.tiles // 2, level.tiles - 1):
+            rows = level.rows[level.offsets[t] : level.offsets[t + 1]]
+            touch = np.flatnonzero((e >= p.t0 + t * w) & (s <= p.t0 + (t + 1) * w))
+            assert set(rows.tolist()) <= set(touch.tolist())
+            if rows.size == level.per_tile:  # dropped some: kept ones are the longest
+                longest = np.sort(e[touch] - s[touch])[-level.per_tile :]
+                assert np.allclose(np.sort(e[rows] - s[rows]), longest)
+    assert p.levels[0].busy.shape[0] == 4  # 3 lanes + the summary row
+
+
+def test_pyramid_stops_when_every_interval_is_drawn() -> None:
+    s = np.arange(50.0)
+    p = lod.build_pyramid(s, s + 0.5, np.zeros(50, int), 1, max_per_tile=100)
+    assert len(p.levels) == 1 and p.levels[0].rows.size == 50
+
+
+def test_pyramid_rejects_bad_lanes() -> None:
+    with pytest.raises(ValueError, match="lane indices"):
+        lod.build_pyramid([0.0], [1.0], [3], 2)
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+
+def kineto(name: str) -> Path:
+    path = DATA / "kineto" / name
+    if not path.exists():
+        pytest.skip(f"shared data missing: {path}")
+    return path
+
+
+def test_lanes_of_a_real_trace_group_cpu_then_gpu() -> None:
+    from perflab.io import load_trace
+    from perflab.render.timeline import assign_lanes, timeline
+
+    trace = load_trace(kineto("nccl_2ranks_a100.json.gz"))
+    lanes = assign_lanes(trace)
+    assert len(lanes.of_event) == len(trace) and lanes.of_event.min() >= 0
+    assert lanes.gpu.tolist() == sorted(lanes.gpu.tolist())  # CPU lanes first
+    assert any("stream 7" in label for label in lanes.labels)
+    assert any("ranges" in label for label in lanes.labels)
+    notes = trace.kind == EventKind.ANNOTATION
+    assert not set(lanes.of_event[notes]) & set(lanes.of_event[~notes])
+    view = timeline(trace)
+    assert "stream 40" in view.text and "levels of detail" in view.text
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"}
+    assert "Bokeh" in bundle["text/html"]
+
+
+def test_hover_details_come_from_the_kernel_table() -> None:
+    from perflab.io import load_trace
+    from perflab.render.timeline import DETAIL_COLUMNS, _labels, _short
+
+    trace = load_trace(kineto("alexnet_a100.json.gz"))
+    k = trace.kernels
+    rows = k["event"][:5]
+    label, table, names = _labels(trace, rows)
+    for j, row in enumerate(rows.tolist()):
+        entry = table[label[j]]
+        assert names[entry[0]] == _short(trace.strings[trace.name[row]])
+        assert entry[2 + DETAIL_COLUMNS.index("grid_x")] == k["grid_x"][j]
+        assert entry[2 + DETAIL_COLUMNS.index("registers")] == k["registers"][j]
+
+
+def test_payload_names_are_escaped_in_the_html(tmp_path: Path) -> None:
+    from perflab.render.timeline import timeline
+
+    view = timeline(small_trace([PAYLOAD, "<script>window.__pwned=2</script>", "ok"]))
+    for html in (
+        view._repr_mimebundle_()["text/html"],
+        view.save(tmp_path / "t.html").read_text(encoding="utf-8"),
+    ):
+        assert PAYLOAD not in html and "<script>window.__pwned" not in html
+        assert "<b>1</b>" not in html
+        assert "&lt;img src=x onerror" in html  # present, as escaped data
+
+
+def test_million_events_fit_the_size_goal(tmp_path: Path) -> None:
+    from perflab.render.timeline import timeline
+
+    trace = synthetic_trace(1_000_000)
+    out = timeline(trace).save(tmp_path / "m.html")
+    size = out.stat().st_size
+    assert size <= 4 * 1024 * 1024, f"{size / 1e6:.1f} MB"
+    html = out.read_text(encoding="utf-8")
+    doc = json.loads(
+        re.search(
+            r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>', html, re.S
+        ).group(1)
+    )
+    assert doc  # the document is inline: no server
+    assert "cdn.bokeh.org" not in html and "https://" not in html.split("<body>")[1][:2000]
+
+
+def test_cli_writes_a_standalone_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "t.html"
+    assert cli(["timeline", str(kineto("sampled_4streams.json.gz")), "-o", str(out)]) == 0
+    assert out.stat().st_size > 1_000_000  # bokeh runtime inlined
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"\x1f\x8b\x08garbage", b"[1, 2]"])
+def test_cli_bad_trace_is_a_clean_error(
+    tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    assert cli(["timeline", str(bad), "-o", str(tmp_path / "o.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perflab: error:") and "Traceback" not in err
