@@ -23,6 +23,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load_trace": ("perflab.io", "load_trace"),
     "compile_cuda": ("perflab.capture.compile", "compile_cuda"),
     "compile_triton": ("perflab.capture.compile", "compile_triton"),
+    "TritonSpec": ("perflab.capture.compile", "TritonSpec"),
     "roofline": ("perflab.render.roofline", "roofline"),
 }
 

@@ -203,6 +203,8 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
     result = bench(fn, opts)
     result.flops, result.bytes = args.flops, args.bytes
     run = TimedRun(result)
+    if getattr(args, "roofline", False) and args.flops is None and args.bytes is None:
+        run.notes.append(_count_work(fn, result))
     if args.trace:
         run.trace = _trace_once(fn, result)
     if args.record:
@@ -217,6 +219,17 @@ def _trace_once(fn: Callable[[], object], result: TimingResult) -> Any:
     trace = profile(fn, cuda=result.backend == "cuda")
     result.kernels = kernel_table(trace)
     return trace
+
+
+def _count_work(fn: Callable[[], object], result: TimingResult) -> str:
+    from perflab.model.units import format_bytes
+    from perflab.render.roofline import count_flops_bytes
+
+    result.flops, result.bytes = count_flops_bytes(fn)
+    return (
+        f"counted per call: {result.flops:.4g} FLOP (torch FlopCounterMode), "
+        f"at least {format_bytes(result.bytes)} moved (tensor sizes)"
+    )
 
 
 def _record(result: TimingResult, path: str) -> str:

@@ -148,12 +148,13 @@ def test_compile_error_points_at_the_users_line() -> None:
     assert str(info.value).startswith("nvcc failed:\ndemo.cu:3: error:")
 
 
-def test_scratch_folders_are_removed() -> None:
-    before = set(Path(tempfile.gettempdir()).glob("perflab-*"))
+def test_scratch_folders_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a private temp root, so other processes' scratch folders cannot interfere
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(CompileError):
         compile_cuda("__global__ void f() { oops }", cache=False)
     compile_cuda("__global__ void g() {}", cache=False).kernel().sass_lines  # noqa: B018
-    assert set(Path(tempfile.gettempdir()).glob("perflab-*")) == before
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_timeout_gives_a_clear_message() -> None:

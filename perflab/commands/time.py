@@ -15,7 +15,7 @@ from perflab.frontend import add_timing_arguments, timed_run, user_frames
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "time",
-        help="time a Python statement (the %%gpuprofile engine from the shell)",
+        help="time a Python statement (the %%%%gpuprofile engine from the shell)",
         description="Time STATEMENT soundly: CUDA events on a GPU (host clock otherwise), "
         "warm-up, cache flush, every sample kept, median with a 95% CI.",
         epilog="example: perflab time -s 'import torch; a = torch.randn(1024, 1024)' 'a @ a'",

@@ -331,6 +331,12 @@ class Trace:
         return summarize(self)
 
     # -- several ranks -----------------------------------------------------------------------
+    def timeline(self, **options: Any) -> Any:
+        """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""
+        from perflab.render.timeline import timeline
+
+        return timeline(self, **options)
+
     @classmethod
     def merge(cls, traces: Sequence[Trace], ranks: Sequence[int] | None = None) -> Trace:
         """One trace from several (typically one per rank). The rank of each input is
