@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perflab.capture import env
+from perflab.capture.toolchain import tool_output
 from perflab.errors import NoGPUError
 from perflab.model.timing import now_iso
 
@@ -31,15 +31,8 @@ def _driver_version() -> str | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=SMI_TIMEOUT_S,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    out = tool_output([smi, "--query-gpu=driver_version", "--format=csv,noheader"], SMI_TIMEOUT_S)
+    if out is None:
         return None
     lines = out.strip().splitlines()
     return lines[0].strip() if lines else None

@@ -89,16 +89,19 @@ def find_tool(name: str) -> Tool | None:
     return Tool(name, Path(found), "path") if found else None
 
 
-def tool_version(path: Path) -> str | None:
+def tool_output(argv: list[str], timeout: float = VERSION_TIMEOUT_S) -> str | None:
+    """Standard output of a short query command, or None when it cannot run or hangs."""
     try:
-        out = subprocess.run(
-            [str(path), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            check=False,
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def tool_version(path: Path) -> str | None:
+    out = tool_output([str(path), "--version"])
+    if out is None:
         return None
     full = re.search(r"release \d+\.\d+, V([\d.]+)", out)
     if full:
@@ -221,15 +224,8 @@ def parse_arch(text: str) -> Arch:
 @functools.lru_cache(maxsize=8)
 def _nvcc_codes(nvcc: Path) -> tuple[int, ...]:
     """The ``sm_XY`` targets this nvcc accepts (``nvcc --list-gpu-code``)."""
-    try:
-        out = subprocess.run(
-            [str(nvcc), "--list-gpu-code"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT_S,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    out = tool_output([str(nvcc), "--list-gpu-code"])
+    if out is None:
         return ()
     return tuple(sorted({int(m) for m in re.findall(r"sm_(\d+)", out)}))
 

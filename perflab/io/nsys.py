@@ -178,18 +178,8 @@ def _assemble(
                 "event": np.arange(first, first + len(k)),
                 **{
                     c: k[:, 6 + i]
-                    for i, c in enumerate(
-                        (
-                            "grid_x",
-                            "grid_y",
-                            "grid_z",
-                            "block_x",
-                            "block_y",
-                            "block_z",
-                            "registers",
-                            "shared_mem",
-                        )
-                    )
+                    # the SQL selects these in KERNEL_COLUMNS order, grid_x .. shared_mem
+                    for i, c in enumerate(list(KERNEL_COLUMNS)[1:9])
                 },
             },
         )
