@@ -1,0 +1,89 @@
+"""Nsight Compute results as plain data: per profiled kernel, its launch (name, grid, block,
+device, compute capability), every metric (section, name, unit, value) and the rule advice
+(rule, type, description, estimated speedup). Importers live in :mod:`perflab.io.ncu`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class NcuMetric:
+    kernel: int
+    section: str
+    name: str
+    unit: str
+    value: float | None  # None when the value is text
+    text: str
+
+
+@dataclass
+class NcuRule:
+    kernel: int
+    section: str
+    rule: str
+    type: str
+    description: str
+    speedup_type: str
+    speedup: float | None
+
+
+@dataclass
+class NcuReport:
+    source: str
+    kernels: list[dict[str, str]] = field(default_factory=list)  # one per "ID", in order
+    metrics: list[NcuMetric] = field(default_factory=list)
+    rules: list[NcuRule] = field(default_factory=list)
+
+    def metric(self, name: str, kernel: int = 0) -> NcuMetric:
+        for m in self.metrics:
+            if m.kernel == kernel and m.name == name:
+                return m
+        raise KeyError(f"no metric {name!r} for kernel {kernel}")
+
+    def to_pandas(self) -> Any:
+        """One row per metric: kernel, section, name, unit, value (float or NaN), text."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [m.__dict__ for m in self.metrics],
+            columns=["kernel", "section", "name", "unit", "value", "text"],
+        )
+
+    def rules_to_pandas(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([r.__dict__ for r in self.rules], columns=list(NcuRule.__annotations__))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kernels": self.kernels,
+            "metrics": [m.__dict__ for m in self.metrics],
+            "rules": [r.__dict__ for r in self.rules],
+        }
+
+    def text(self) -> str:
+        lines = []
+        for k, launch in enumerate(self.kernels):
+            n = sum(1 for m in self.metrics if m.kernel == k)
+            lines.append(
+                f"kernel {k}: {launch.get('Kernel Name', '?')[:100]} "
+                f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')}"
+                f" ({n} metrics)"
+            )
+            for r in self.rules:
+                if r.kernel == k and r.type in ("OPT", "WRN"):
+                    gain = f" (est. speedup {r.speedup:g}%)" if r.speedup is not None else ""
+                    lines.append(f"  [{r.type}] {r.rule}{gain}: {r.description[:160]}")
+        return "\n".join(lines) or "no kernels"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.html import esc, wrap
+
+        body = "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines())
+        return {"text/plain": self.text(), "text/html": wrap(body)}
