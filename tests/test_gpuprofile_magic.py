@@ -139,9 +139,25 @@ def test_trace_shows_op_table(ip: InteractiveShell, capsys: pytest.CaptureFixtur
     if not cuda_available():
         assert table.kind == "cpu_op"
         assert any("mm" in n for n in table.names), table.names
+    shown = capsys.readouterr().out
+    assert "Trace of torch.profiler" in shown  # the timeline sits under the table
 
 
 def test_keyboard_interrupt_cleans_up(ip: InteractiveShell) -> None:
     res = run(ip, FAST, "raise KeyboardInterrupt")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     assert run(ip, FAST, "x = 1").success  # the autouse fixture checks for leaks too
+
+
+def test_roofline_counts_flops_and_bytes(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_cell("import torch\nra = torch.randn(128, 128)")
+    res = run(ip, f"{FAST} --roofline -o", "rc = ra @ ra")
+    assert res.success, res.error_in_exec
+    assert res.result.flops == 2 * 128**3
+    assert res.result.bytes >= 128 * 128 * 4  # at least the input it read
+    captured = capsys.readouterr()
+    assert "counted per call" in captured.out
+    if not cuda_available():  # no measured ceilings for this CPU in the test cache
+        assert "roofline: no ceilings for device" in captured.err

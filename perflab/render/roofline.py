@@ -266,7 +266,7 @@ class Roofline:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """A standalone HTML file (bokeh inlined; no server, no network)."""
-        from perflab.render.timeline import standalone_html
+        from perflab.render.bokeh_embed import standalone_html
 
         target = Path(path)
         target.write_text(
@@ -455,7 +455,7 @@ def _with_table(r: Roofline) -> Any:
 
 
 def roofline_html(r: Roofline) -> str:
-    from perflab.render.timeline import notebook_html
+    from perflab.render.bokeh_embed import notebook_html
 
     rows = [_row(v) for v in r.verdicts]
     listing = wrap(f'<div class="note">{esc(r.roof.source)}</div>' + table(HEADERS, rows))
