@@ -338,3 +338,17 @@ def test_triton_compile_error_is_a_perflab_error() -> None:
             constexprs={"BM": 64, "BN": 64, "BK": 8},
             cache=False,
         )
+
+
+def test_ptxas_line_errors_are_shown() -> None:
+    # wgmma exists only on sm_90a: ptxas refuses it on sm_90 with a per-line PTX message
+    source = (
+        '__global__ void f() {\n  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n}\n'
+    )
+    with pytest.raises(CompileError) as info:
+        compile_cuda(source, arch="sm_90", cache=False)
+    message = str(info.value)
+    assert "wgmma.fence" in message and "sm_90" in message
+    ptx_errors = [d for d in info.value.diagnostics if d.file.endswith(".ptx")]
+    assert ptx_errors and ptx_errors[0].line is not None
+    assert "/tmp/" not in message  # scratch paths are not shown

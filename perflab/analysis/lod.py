@@ -80,6 +80,17 @@ def _merged_per_lane(
     ]
 
 
+def _lane_unions(
+    s: FloatArray, e: FloatArray, ln: IntArray, lanes: int, summary_lanes: npt.ArrayLike | None
+) -> list[tuple[FloatArray, FloatArray]]:
+    """Busy intervals of each lane, then of the union of ``summary_lanes`` (all if None)."""
+    merged = _merged_per_lane(s, e, ln, lanes)
+    chosen = np.arange(lanes) if summary_lanes is None else np.asarray(summary_lanes, np.int64)
+    mask = np.isin(ln, chosen)
+    merged.append(merge_intervals(s[mask], e[mask]))
+    return merged
+
+
 def lane_coverage(
     start: npt.ArrayLike,
     end: npt.ArrayLike,
@@ -229,10 +240,7 @@ def build_pyramid(
     span = t1 - t0
     by_length = np.argsort(-(e - s), kind="stable").astype(np.int64)
     depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))
-    merged = _merged_per_lane(s, e, ln, lanes)
-    chosen = np.arange(lanes) if summary_lanes is None else np.asarray(summary_lanes, np.int64)
-    mask = np.isin(ln, chosen)
-    merged.append(merge_intervals(s[mask], e[mask]))
+    merged = _lane_unions(s, e, ln, lanes, summary_lanes)
     levels: list[Level] = []
     budget_left = row_budget
     for depth_i in range(depth + 1):
@@ -247,3 +255,47 @@ def build_pyramid(
         if complete:
             break  # every interval is drawn at this level: finer levels add nothing
     return Pyramid(t0, t1, factor, levels)
+
+
+@dataclass
+class Window:
+    """What a live view draws for the visible range ``[t0, t1]``: the intervals with the
+    longest visible part (indices, in index order) and ``busy``, shaped ``(lanes + 1, bins)``
+    like :attr:`Level.busy`."""
+
+    t0: float
+    t1: float
+    rows: IntArray
+    busy: FloatArray
+
+
+class WindowIndex:
+    """Answers "what is visible in ``[t0, t1]``" from all intervals, for a live view that
+    refines on every range change: the intervals are sorted by start and each lane's busy
+    time merged once, so a query scans only the intervals that can touch the range."""
+
+    def __init__(
+        self,
+        start: npt.ArrayLike,
+        end: npt.ArrayLike,
+        lane: npt.ArrayLike,
+        lanes: int,
+        *,
+        summary_lanes: npt.ArrayLike | None = None,
+    ) -> None:
+        self.start = np.asarray(start, dtype=np.float64)
+        self.end = np.maximum(np.asarray(end, dtype=np.float64), self.start)
+        ln = np.asarray(lane, dtype=np.int64)
+        self._by_start = np.argsort(self.start, kind="stable")
+        self._sorted_start = self.start[self._by_start]
+        self._longest = float((self.end - self.start).max()) if self.start.size else 0.0
+        self._merged = _lane_unions(self.start, self.end, ln, lanes, summary_lanes)
+
+    def window(self, t0: float, t1: float, *, glyphs: int = 3000, bins: int = 1500) -> Window:
+        # an interval touching [t0, t1] starts in [t0 - longest, t1]
+        lo = np.searchsorted(self._sorted_start, t0 - self._longest, side="left")
+        hi = np.searchsorted(self._sorted_start, t1, side="right")
+        near = self._by_start[lo:hi]
+        picked = near[largest_visible(self.start[near], self.end[near], t0, t1, glyphs)]
+        busy = np.array([_fraction(m, t0, t1, bins) for m in self._merged])
+        return Window(t0, t1, np.sort(picked).astype(np.int64), busy)

@@ -144,6 +144,10 @@ _GCC_DIAG_RE = re.compile(
 _TOOL_DIAG_RE = re.compile(
     r"^(?P<file>ptxas|nvcc|nvlink|cicc|nvdisasm)\s+(?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
 )
+# ptxas reports PTX errors per line: "ptxas /tmp/x/cell.ptx, line 33; error   : ..."
+_PTXAS_LINE_RE = re.compile(
+    r"^ptxas (?P<file>\S+?), line (?P<line>\d+); (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
+)
 _SEVERITY = {"catastrophic error": "error", "fatal error": "error", "fatal": "error"}
 _MISSING_CCCL_RE = re.compile(r"(cub|thrust|cuda/std|cuda)/[\w/.]+: No such file")
 
@@ -156,7 +160,12 @@ def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for raw in log.splitlines():
         line = raw.rstrip()
-        m = _NVCC_DIAG_RE.match(line) or _GCC_DIAG_RE.match(line) or _TOOL_DIAG_RE.match(line)
+        m = (
+            _NVCC_DIAG_RE.match(line)
+            or _GCC_DIAG_RE.match(line)
+            or _PTXAS_LINE_RE.match(line)
+            or _TOOL_DIAG_RE.match(line)
+        )
         if m is None:
             continue
         fields = m.groupdict()
@@ -165,7 +174,8 @@ def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
         message = fields["msg"].strip()
         if _MISSING_CCCL_RE.search(message):
             message += " (CUB/Thrust/libcu++ headers: pip install nvidia-cuda-cccl)"
-        found.append(Diagnostic(paths.get(fields["file"], fields["file"]), number, sev, message))
+        shown = paths.get(fields["file"]) or paths.get(os.path.basename(fields["file"]))
+        found.append(Diagnostic(shown or os.path.basename(fields["file"]), number, sev, message))
     return found
 
 

@@ -1,24 +1,33 @@
 """Kineto / torch.profiler Chrome-trace JSON (plain or gzip) -> :class:`Trace`.
 
-The file is decoded by msgspec into compact typed records (only the fields perflab uses;
-everything else is skipped by the decoder), then turned into numpy columns one field at a
-time; no dict per event is built. Without msgspec the standard ``json`` module is used (slower,
-same result). ``ac2g`` flow events fill in a missing launch<->kernel correlation and are then
-dropped; ``python_function`` events are skipped unless ``python=True``.
+msgspec decodes the events into compact typed records that declare only the fields perflab
+uses (the decoder skips everything else), and each slice of records becomes numpy columns at
+once; no dict per event is built. Large files are streamed: decompressed and decoded a slice of
+``traceEvents`` at a time, so memory stays a small multiple of the columns (see
+:mod:`perflab.io._kineto_fast`); files with an unusual layout are decoded whole. Without
+msgspec the standard ``json`` module is used (slower, same result). ``ac2g`` flow events fill
+in a missing launch<->kernel correlation and are then dropped; ``python_function`` events are
+skipped unless ``python=True``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import Annotated, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
+from perflab.io import _kineto_fast
 from perflab.io._common import (
     StringTable,
     build_tracks,
@@ -60,19 +69,40 @@ SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 MAX_TS_US = 9.2e15  # microseconds that still fit in int64 nanoseconds
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
+_OTHER = (EventKind.OTHER, False)
+_LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
 
 
 def load_kineto(path: str | os.PathLike[str], *, python: bool = False) -> Trace:
     """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``)."""
     source = str(path)
-    data = read_bytes(path)
-    doc = _decode(data, source)
-    return _build(doc, source, python=python)
+    with _gc_paused():
+        if msgspec is not None:
+            try:
+                return _load_streaming(path, source, python)
+            except _kineto_fast.Unusual:
+                pass  # decoded whole below, which also explains what is wrong
+        doc = _decode(read_bytes(path), source)
+        return _build(doc, source, python=python)
 
 
 def loads_kineto(data: bytes, source: str = "<bytes>", *, python: bool = False) -> Trace:
     """Like :func:`load_kineto`, from bytes already in memory (not gzip)."""
-    return _build(_decode(data, source), source, python=python)
+    with _gc_paused():
+        return _build(_decode(data, source), source, python=python)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of small acyclic objects come and go; the cyclic collector would walk them
+    again and again for nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # -- decoding ------------------------------------------------------------------------------
@@ -80,16 +110,17 @@ def loads_kineto(data: bytes, source: str = "<bytes>", *, python: bool = False) 
 
 @dataclass
 class _Doc:
-    events: list[Any]  # typed records with the attributes of _Event
-    devices: list[dict[str, Any]]
-    distributed: dict[str, Any]
-    extra: dict[str, Any]
+    events: Iterable[list[Any]]  # slices of typed records with the attributes of _Event
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    distributed: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 if msgspec is not None:
     I64 = Annotated[int, msgspec.Meta(ge=_I64_MIN, le=_I64_MAX)]
+    _NO_RAW = msgspec.Raw(b"")
 
-    class _Args(msgspec.Struct, gc=False):
+    class _Args(msgspec.Struct, frozen=True, gc=False):
         correlation: I64 = -1
         external_id: I64 = msgspec.field(default=-1, name="External id")
         device: I64 = -1
@@ -103,8 +134,10 @@ if msgspec is not None:
         bytes: I64 = -1
         sequence: I64 = msgspec.field(default=-1, name="Sequence number")
         flops: float = math.nan
-        input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-        input_types: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+        input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+        input_types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+
+    _EMPTY_ARGS = _Args()
 
     class _Event(msgspec.Struct, gc=False):
         ph: str = ""
@@ -115,16 +148,17 @@ if msgspec is not None:
         ts: float = math.nan
         dur: float = math.nan
         id: I64 | str = -1
-        args: _Args | None = None
+        args: _Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
 
     class _File(msgspec.Struct):
         traceEvents: list[_Event]
-        deviceProperties: list[dict[str, Any]] = msgspec.field(default_factory=list)
-        distributedInfo: dict[str, Any] = msgspec.field(default_factory=dict)
+        # None when absent, so that a streamed file's head and tail can be merged
+        deviceProperties: list[dict[str, Any]] | None = None
+        distributedInfo: dict[str, Any] | None = None
         baseTimeNanoseconds: I64 | None = None
 
     _DECODER = msgspec.json.Decoder(_File)
-    _EMPTY_ARGS: Any = _Args()
+    _SLICE_DECODER = msgspec.json.Decoder(list[_Event])
 
 
 def _decode(data: bytes, source: str) -> _Doc:
@@ -140,8 +174,24 @@ def _decode(data: bytes, source: str) -> _Doc:
     except msgspec.DecodeError as exc:
         raise InputError(f"malformed JSON: {exc}", source=source) from None
     _check_utf8_strings(data, source)
-    extra = {"base_time_ns": f.baseTimeNanoseconds} if f.baseTimeNanoseconds is not None else {}
-    return _Doc(f.traceEvents, f.deviceProperties, f.distributedInfo, extra)
+    return _doc_of(f, f)
+
+
+def _doc_of(head: Any, tail: Any, events: Iterable[list[Any]] | None = None) -> _Doc:
+    """A _Doc from the decoded top level (the same object twice when decoded whole); a key
+    found in both head and tail takes the tail's value, as a whole-file decode would."""
+
+    def last(name: str) -> Any:
+        value = getattr(tail, name)
+        return getattr(head, name) if value is None else value
+
+    base = last("baseTimeNanoseconds")
+    return _Doc(
+        [head.traceEvents] if events is None else events,
+        last("deviceProperties") or [],
+        last("distributedInfo") or {},
+        {"base_time_ns": base} if base is not None else {},
+    )
 
 
 def _check_utf8_strings(data: bytes, source: str) -> None:
@@ -152,6 +202,47 @@ def _check_utf8_strings(data: bytes, source: str) -> None:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
+
+
+def _load_streaming(path: str | os.PathLike[str], source: str, python: bool) -> Trace:
+    stream = _kineto_fast.EventStream(
+        _kineto_fast.read_blocks(path), _decode_slice, _decode_top_level
+    )
+    columns = _Columns(source, python)
+    for events in stream:
+        columns.add(events)
+    return columns.finish(_doc_of(stream.head, stream.tail, events=()))
+
+
+def _decode_slice(piece: bytes) -> list[Any]:
+    """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path."""
+    try:
+        events: list[Any] = _SLICE_DECODER.decode(piece)
+    except msgspec.ValidationError:
+        raise _kineto_fast.Unusual("invalid event") from None
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc):
+            raise _kineto_fast.Truncated from None
+        raise _kineto_fast.Unusual("malformed JSON") from None
+    _check_slice_utf8(piece)
+    return events
+
+
+def _decode_top_level(piece: bytes) -> Any:
+    try:
+        top = _DECODER.decode(piece)
+    except msgspec.DecodeError:
+        raise _kineto_fast.Unusual("unusual top level") from None
+    _check_slice_utf8(piece)
+    return top
+
+
+def _check_slice_utf8(piece: bytes) -> None:
+    if not piece.isascii():
+        try:
+            piece.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _kineto_fast.Unusual("not UTF-8") from None
 
 
 class _DictArgs:
@@ -192,6 +283,9 @@ class _DictArgs:
         self.input_types = b"" if types is None else json.dumps(types).encode()
 
 
+_EMPTY_DICT_ARGS = _DictArgs({})
+
+
 class _DictEvent:
     __slots__ = ("args", "cat", "dur", "id", "name", "ph", "pid", "tid", "ts")
 
@@ -200,14 +294,15 @@ class _DictEvent:
             raise TypeError(f"an event must be an object, not {type(e).__name__}")
         self.ph = e.get("ph", "")
         self.cat = e.get("cat", "")
-        self.name = e.get("name", "")
+        name = e.get("name", "")
+        self.name = name if isinstance(name, str) else str(name)
         self.pid = e.get("pid", -1)
         self.tid = e.get("tid", -1)
         self.ts = e.get("ts", math.nan)
         self.dur = e.get("dur", math.nan)
         self.id = e.get("id", -1)
         args = e.get("args")
-        self.args = _DictArgs(args) if isinstance(args, dict) else None
+        self.args = _DictArgs(args) if isinstance(args, dict) else _EMPTY_DICT_ARGS
 
 
 def _decode_stdlib(data: bytes, source: str) -> _Doc:
@@ -237,121 +332,336 @@ def _decode_stdlib(data: bytes, source: str) -> _Doc:
     extra = {"base_time_ns": base} if isinstance(base, int) else {}
     if not isinstance(devices, list) or not isinstance(distributed, dict):
         raise InputError("deviceProperties/distributedInfo have the wrong type", source=source)
-    return _Doc(events, devices, distributed, extra)
+    return _Doc([events], devices, distributed, extra)
 
 
 # -- columns -------------------------------------------------------------------------------
 
 
 def _build(doc: _Doc, source: str, *, python: bool) -> Trace:
-    try:
-        return _build_columns(doc, source, python=python)
-    except InputError:
-        raise
-    except (OverflowError, ValueError, TypeError) as exc:
-        # only reachable through the fallback decoder, which does not type-check fields
-        raise InputError(
-            f"a field has the wrong type or does not fit in 64 bits: {exc}", source=source
-        ) from None
+    columns = _Columns(source, python)
+    for events in doc.events:
+        columns.add(events)
+    return columns.finish(doc)
 
 
-def _build_columns(doc: _Doc, source: str, *, python: bool) -> Trace:
-    skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
-    evs = [e for e in doc.events if e.ph == "X" and e.cat not in skip]
-    strings = StringTable()
-    other = (EventKind.OTHER, False)
-    kinds_gpu = [CATEGORIES.get(e.cat, other) for e in evs]
-    kind = np.array([k for k, _ in kinds_gpu], dtype=np.int8)
-    on_gpu_cat = np.array([g for _, g in kinds_gpu], dtype=bool)
-    ts = np.array([e.ts for e in evs], dtype=np.float64)
-    dur = np.array([e.dur for e in evs], dtype=np.float64)
-    _check_times(doc, ts, dur, source, skip)
-    args = [e.args or _empty_args() for e in evs]
-    correlation = _int_column([a.correlation for a in args])
-    external_id = _int_column([a.external_id for a in args])
-    device_arg = _int_column([a.device for a in args])
-    stream_arg = _int_column([a.stream for a in args])
-    pid = _id_column([e.pid for e in evs], strings)
-    tid = _id_column([e.tid for e in evs], strings)
-    name = strings.add_all(e.name if isinstance(e.name, str) else str(e.name) for e in evs)
+class _Ids(dict[Any, int]):
+    """Interns values: a new value gets the next id."""
 
-    # GPU work sits on (device, stream); a cuda_sync only when it names a device
-    on_gpu = on_gpu_cat & ((kind != EventKind.SYNC) | (device_arg >= 0))
-    device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
-    stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
-    track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-    tracks, track = build_tracks(device, stream, track_kind, strings)
+    def __missing__(self, key: Any) -> int:
+        self[key] = value = len(self)
+        return value
 
-    _link_flows(doc, evs, kind, correlation, pid, tid, ts, strings)
-    start_ns = _us_to_ns(ts)
-    events = events_table(
-        {
-            "start_ns": start_ns,
-            "dur_ns": np.rint(dur * 1000.0).astype(np.int64),
-            "kind": kind,
-            "track": track,
-            "name": name,
-            "correlation": correlation,
-            "external_id": external_id,
-        }
-    )
-    kernels = _kernel_table(args, kind)
-    memcpy = _memcpy_table(args, kind, name, strings)
-    ops = _op_table(args, kind, strings)
-    order = sort_order(start_ns, track)
-    new_row = renumber(order)
-    for side in (kernels, memcpy, ops):
-        side.columns["event"] = new_row[side["event"]]
-    meta = _meta(doc, source, python)
-    return Trace(
-        events.take(order),
-        tracks,
-        strings.strings,
-        kernels=kernels,
-        memcpy=memcpy,
-        ops=ops,
-        meta=meta,
-    )
+    def codes(self, values: Iterable[Any], n: int) -> npt.NDArray[np.int32]:
+        return np.fromiter(map(self.__getitem__, values), np.int32, count=n)
 
 
-def _empty_args() -> Any:
-    return _EMPTY_ARGS if msgspec is not None else _DictArgs({})
+_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ID, _ARGS = map(
+    attrgetter, ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args")
+)
+_EVENT_FIELDS = (
+    "kind",
+    "gpu_cat",
+    "ts",
+    "dur",
+    "correlation",
+    "external_id",
+    "device_arg",
+    "stream_arg",
+    "pid",
+    "tid",
+    "name",
+)
 
 
-def _check_times(
-    doc: _Doc,
-    ts: npt.NDArray[np.float64],
-    dur: npt.NDArray[np.float64],
-    source: str,
-    skip: frozenset[str],
-) -> None:
-    """Every complete event needs a finite ts and a finite, non-negative dur."""
-    problems = (
-        (~np.isfinite(ts), "missing or non-finite 'ts'"),
-        (np.abs(np.nan_to_num(ts)) > MAX_TS_US, "'ts' does not fit in 64-bit nanoseconds"),
-        (~np.isfinite(dur), "missing or non-finite 'dur'"),
-        (np.nan_to_num(dur) < 0, "negative duration"),
-        (np.nan_to_num(dur) > MAX_TS_US, "'dur' does not fit in 64-bit nanoseconds"),
-    )
-    for bad, what in problems:
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+class _Columns:
+    """Turns slices of decoded events into numpy columns (``add``), then one Trace
+    (``finish``). Only the kept events' columns stay alive between slices."""
+
+    def __init__(self, source: str, python: bool) -> None:
+        self.source = source
+        self.python = python
+        self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
+        self.strings = StringTable()
+        self.phs = _Ids()
+        self.cats = _Ids()
+        self.events_read = 0
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
+        self.kept = 0
+
+    def _put(self, **columns: npt.NDArray[Any]) -> None:
+        for key, values in columns.items():
+            self.parts.setdefault(key, []).append(values)
+
+    def _column(self, key: str, dtype: Any = None) -> npt.NDArray[Any]:
+        parts = self.parts.pop(key, [])
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    # -- one slice ---------------------------------------------------------------------
+    def add(self, events: list[Any]) -> None:
+        try:
+            self._add(events)
+        except InputError:
+            raise
+        except (OverflowError, ValueError, TypeError) as exc:
+            # only reachable through the fallback decoder, which does not type-check fields
             raise InputError(
-                f"{what} in a complete ('X') event",
-                source=source,
-                position=f"traceEvents[{_original_index(doc, k, skip)}]",
-            )
+                f"a field has the wrong type or does not fit in 64 bits: {exc}",
+                source=self.source,
+            ) from None
+
+    def _add(self, events: list[Any]) -> None:
+        offset, n = self.events_read, len(events)
+        self.events_read += n
+        if n == 0:
+            return
+        ph = self.phs.codes(map(_PH, events), n)
+        cat = self.cats.codes(map(_CAT, events), n)
+        self._add_flows(events, ph, cat)
+        keep = (ph == self.phs.get("X", -1)) & ~self._lookup(cat, self.skip.__contains__, bool)
+        kept = list(compress(events, keep.tolist()))
+        m = len(kept)
+        ts = np.fromiter(map(_TS, kept), np.float64, count=m)
+        dur = np.fromiter(map(_DUR, kept), np.float64, count=m)
+        self._check_times(ts, dur, lambda k: offset + int(np.flatnonzero(keep)[k]))
+        kind = self._lookup(cat[keep], lambda c: CATEGORIES.get(c, _OTHER)[0], np.int8)
+        args = list(map(_ARGS, kept))
+        self._add_side_tables(args, kind)
+        self._put(
+            kind=kind,
+            gpu_cat=self._lookup(cat[keep], lambda c: CATEGORIES.get(c, _OTHER)[1], bool),
+            ts=ts,
+            dur=dur,
+            correlation=_ints(args, "correlation"),
+            external_id=_ints(args, "external_id"),
+            device_arg=_ints(args, "device"),
+            stream_arg=_ints(args, "stream"),
+            pid=_id_column(list(map(_PID, kept)), self.strings),
+            tid=_id_column(list(map(_TID, kept)), self.strings),
+            name=self._name_ids(list(map(_NAME, kept))),
+        )
+        self.kept += m
+
+    def _lookup(
+        self, codes: npt.NDArray[np.int32], of_category: Any, dtype: Any
+    ) -> npt.NDArray[Any]:
+        """Per-event value of a per-category function, through the interned codes."""
+        return np.array([of_category(c) for c in self.cats], dtype=dtype)[codes]
+
+    def _name_ids(self, names: list[str]) -> npt.NDArray[np.int32]:
+        index = self.strings.index
+        self.strings.add_all(t for t in dict.fromkeys(names) if t not in index)
+        return np.fromiter(map(index.__getitem__, names), np.int32, count=len(names))
+
+    def _check_times(
+        self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
+    ) -> None:
+        """Every complete event needs a finite ts and a finite, non-negative dur."""
+        problems = (
+            (~np.isfinite(ts), "missing or non-finite 'ts'"),
+            (np.abs(np.nan_to_num(ts)) > MAX_TS_US, "'ts' does not fit in 64-bit nanoseconds"),
+            (~np.isfinite(dur), "missing or non-finite 'dur'"),
+            (np.nan_to_num(dur) < 0, "negative duration"),
+            (np.nan_to_num(dur) > MAX_TS_US, "'dur' does not fit in 64-bit nanoseconds"),
+        )
+        for bad, what in problems:
+            if bad.any():
+                raise InputError(
+                    f"{what} in a complete ('X') event",
+                    source=self.source,
+                    position=f"traceEvents[{position(int(np.flatnonzero(bad)[0]))}]",
+                )
+
+    def _add_flows(
+        self, events: list[Any], ph: npt.NDArray[np.int32], cat: npt.NDArray[np.int32]
+    ) -> None:
+        """``ac2g`` flow ends, kept as (pid, tid, ts, id) columns until linking."""
+        ends = np.isin(ph, [self.phs.get("s", -1), self.phs.get("f", -1)])
+        is_flow = ends & (cat == self.cats.get("ac2g", -1))
+        if not is_flow.any():
+            return
+        flows = list(compress(events, is_flow.tolist()))
+        ids = list(map(_ID, flows))
+        if set(map(type, ids)) != {int}:  # ids given as text do not link
+            flows = [f for f, i in zip(flows, ids, strict=True) if type(i) is int]
+            ids = [i for i in ids if type(i) is int]
+        self._put(
+            flow_pid=_id_column(list(map(_PID, flows)), self.strings),
+            flow_tid=_id_column(list(map(_TID, flows)), self.strings),
+            flow_ts=np.fromiter(map(_TS, flows), np.float64, count=len(flows)),
+            flow_id=np.array(ids, dtype=np.int64),
+        )
+
+    def _add_side_tables(self, args: list[Any], kind: npt.NDArray[np.int8]) -> None:
+        base = self.kept
+        rows = np.flatnonzero(kind == EventKind.KERNEL)
+        ka = [args[i] for i in rows.tolist()]
+        grid, block = _dim3(list(map(attrgetter("grid"), ka))), _dim3(
+            list(map(attrgetter("block"), ka))
+        )
+        self._put(
+            k_event=rows + base,
+            k_grid=grid,
+            k_block=block,
+            k_registers=_ints(ka, "registers"),
+            k_shared_mem=_ints(ka, "shared_memory"),
+            k_occupancy=_floats(ka, "occupancy"),
+        )
+        rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
+        self._put(m_event=rows + base, m_bytes=_ints([args[i] for i in rows.tolist()], "bytes"))
+        rows = np.flatnonzero(kind == EventKind.CPU_OP)
+        oa = [args[i] for i in rows.tolist()]
+        sequence, flops = _ints(oa, "sequence"), _floats(oa, "flops")
+        dims = _raw_strings(list(map(attrgetter("input_dims"), oa)), self.strings)
+        types = _raw_strings(list(map(attrgetter("input_types"), oa)), self.strings)
+        keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
+        self._put(
+            o_event=rows[keep] + base,
+            o_sequence=sequence[keep],
+            o_flops=flops[keep],
+            o_input_dims=dims[keep],
+            o_input_types=types[keep],
+        )
+
+    # -- the whole trace -------------------------------------------------------------------
+    def finish(self, doc: _Doc) -> Trace:
+        c = {key: self._column(key) for key in _EVENT_FIELDS}
+        kind = c["kind"].astype(np.int8)
+        strings = self.strings
+        # GPU work sits on (device, stream); a cuda_sync only when it names a device
+        on_gpu = c["gpu_cat"].astype(bool) & ((kind != EventKind.SYNC) | (c["device_arg"] >= 0))
+        device = np.where(on_gpu, np.where(c["device_arg"] >= 0, c["device_arg"], c["pid"]), c["pid"])
+        stream = np.where(on_gpu, np.where(c["stream_arg"] >= 0, c["stream_arg"], c["tid"]), c["tid"])
+        track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
+        tracks, track = _tracks(device, stream, track_kind, strings)
+        del device, stream, track_kind, on_gpu
+
+        correlation = c["correlation"]
+        self._link_flows(kind, correlation, c["pid"], c["tid"], c["ts"])
+        start_ns = _us_to_ns(c["ts"])
+        events = events_table(
+            {
+                "start_ns": start_ns,
+                "dur_ns": np.rint(c["dur"] * 1000.0).astype(np.int64),
+                "kind": kind,
+                "track": track,
+                "name": c["name"].astype(np.int32),
+                "correlation": correlation,
+                "external_id": c["external_id"],
+            }
+        )
+        c.clear()
+        kernels = self._kernel_table()
+        memcpy = self._memcpy_table(events["kind"], events["name"])
+        ops = self._op_table()
+        order = sort_order(start_ns, track)
+        new_row = renumber(order)
+        for side in (kernels, memcpy, ops):
+            side.columns["event"] = new_row[side["event"]]
+        return Trace(
+            events.take(order),
+            tracks,
+            strings.strings,
+            kernels=kernels,
+            memcpy=memcpy,
+            ops=ops,
+            meta=_meta(doc, self.source, self.python, self.events_read),
+        )
+
+    def _link_flows(
+        self,
+        kind: npt.NDArray[np.int8],
+        correlation: npt.NDArray[np.int64],
+        pid: npt.NDArray[np.int64],
+        tid: npt.NDArray[np.int64],
+        ts: npt.NDArray[np.float64],
+    ) -> None:
+        """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
+        whose endpoints sit on (pid, tid, ts) of the events they bind to."""
+        flow = [self._column(k) for k in ("flow_pid", "flow_tid", "flow_ts", "flow_id")]
+        missing = np.flatnonzero(np.isin(kind, _LINKABLE) & (correlation < 0))
+        if len(missing) == 0 or len(flow[0]) == 0:
+            return
+        ends = dict(zip(zip(*(f.tolist() for f in flow[:3]), strict=True), flow[3].tolist()))
+        for i in missing.tolist():
+            found = ends.get((int(pid[i]), int(tid[i]), float(ts[i])))
+            if found is not None:
+                correlation[i] = found
+
+    def _kernel_table(self) -> Table:
+        grid = self._column("k_grid", np.int64).reshape(-1, 3)
+        block = self._column("k_block", np.int64).reshape(-1, 3)
+        return Table(
+            KERNEL_COLUMNS,
+            {
+                "event": self._column("k_event", np.int64),
+                "grid_x": grid[:, 0],
+                "grid_y": grid[:, 1],
+                "grid_z": grid[:, 2],
+                "block_x": block[:, 0],
+                "block_y": block[:, 1],
+                "block_z": block[:, 2],
+                "registers": self._column("k_registers", np.int64),
+                "shared_mem": self._column("k_shared_mem", np.int64),
+                "occupancy": self._column("k_occupancy", np.float64),
+            },
+        )
+
+    def _memcpy_table(self, kind: npt.NDArray[np.int8], name: npt.NDArray[np.int32]) -> Table:
+        rows = self._column("m_event", np.int64)
+        text = self.strings.strings
+        # direction per distinct name ("Memcpy HtoD (Pageable -> Device)"), then per row
+        lookup = np.zeros(len(text), dtype=np.int8)
+        for n in np.unique(name[rows]).tolist():
+            lookup[n] = memcpy_direction(text[n])
+        direction = lookup[name[rows]]
+        direction[kind[rows] == EventKind.MEMSET] = _DIRECTION_CODE["memset"]
+        return Table(
+            MEMCPY_COLUMNS,
+            {"event": rows, "bytes": self._column("m_bytes", np.int64), "direction": direction},
+        )
+
+    def _op_table(self) -> Table:
+        return Table(
+            OP_COLUMNS,
+            {
+                "event": self._column("o_event", np.int64),
+                "sequence": self._column("o_sequence", np.int64),
+                "flops": self._column("o_flops", np.float64),
+                "input_dims": self._column("o_input_dims", np.int32),
+                "input_types": self._column("o_input_types", np.int32),
+            },
+        )
 
 
-def _original_index(doc: _Doc, k: int, skip: frozenset[str]) -> int:
-    """Position in traceEvents of the k-th kept event (for error messages)."""
-    seen = -1
-    for i, e in enumerate(doc.events):
-        if e.ph == "X" and e.cat not in skip:
-            seen += 1
-            if seen == k:
-                return i
-    return -1
+def _ints(records: list[Any], name: str) -> npt.NDArray[np.int64]:
+    return np.fromiter(map(attrgetter(name), records), np.int64, count=len(records))
+
+
+def _floats(records: list[Any], name: str) -> npt.NDArray[np.float64]:
+    return np.fromiter(map(attrgetter(name), records), np.float64, count=len(records))
+
+
+def _tracks(
+    device: npt.NDArray[np.int64],
+    stream: npt.NDArray[np.int64],
+    track_kind: npt.NDArray[np.int8],
+    strings: StringTable,
+) -> tuple[Table, npt.NDArray[np.int32]]:
+    """build_tracks on the distinct (kind, device, stream) lanes only (a handful), found by
+    one-dimensional uniques, which cost far less than sorting the rows of every event."""
+    if len(device) == 0:
+        return build_tracks(device, stream, track_kind, strings)
+    parts = [np.unique(c, return_inverse=True) for c in (track_kind, device, stream)]
+    (uk, ik), (ud, idev), (us, istr) = parts
+    code = (ik.astype(np.int64) * len(ud) + idev) * len(us) + istr
+    lanes, inverse = np.unique(code, return_inverse=True)
+    k, rest = np.divmod(lanes, len(ud) * len(us))
+    d, s = np.divmod(rest, len(us))
+    tracks, lane_track = build_tracks(ud[d], us[s], uk[k].astype(np.int8), strings)
+    return tracks, lane_track[inverse.reshape(-1)]
 
 
 def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -359,10 +669,6 @@ def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     large integer part: whole microseconds * 1000 + rounded fraction."""
     whole = np.floor(ts)
     return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000.0).astype(np.int64)
-
-
-def _int_column(values: list[Any]) -> npt.NDArray[np.int64]:
-    return np.array(values, dtype=np.int64)
 
 
 def _id_column(values: list[Any], strings: StringTable) -> npt.NDArray[np.int64]:
@@ -380,86 +686,10 @@ def _text_id(value: Any, strings: StringTable) -> int:
     return int(text) if text.lstrip("-").isdigit() else -2 - strings.add(text)
 
 
-def _link_flows(
-    doc: _Doc,
-    evs: list[Any],
-    kind: npt.NDArray[np.int8],
-    correlation: npt.NDArray[np.int64],
-    pid: npt.NDArray[np.int64],
-    tid: npt.NDArray[np.int64],
-    ts: npt.NDArray[np.float64],
-    strings: StringTable,
-) -> None:
-    """Fill missing correlations of launches and GPU work from ``ac2g`` flow events, whose
-    endpoints sit on (pid, tid, ts) of the events they bind to."""
-    linkable = np.isin(
-        kind, [EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME]
-    )
-    missing = np.flatnonzero(linkable & (correlation < 0))
-    if len(missing) == 0:
-        return
-    flows: dict[tuple[int, int, float], int] = {}
-    for e in doc.events:
-        if e.ph in ("s", "f") and e.cat == "ac2g" and isinstance(e.id, int):
-            key = (
-                _text_id(e.pid, strings) if not isinstance(e.pid, int) else e.pid,
-                _text_id(e.tid, strings) if not isinstance(e.tid, int) else e.tid,
-                e.ts,
-            )
-            flows[key] = e.id
-    for i in missing.tolist():
-        found = flows.get((int(pid[i]), int(tid[i]), float(ts[i])))
-        if found is not None:
-            correlation[i] = found
-
-
-def _kernel_table(args: list[Any], kind: npt.NDArray[np.int8]) -> Table:
-    rows = np.flatnonzero(kind == EventKind.KERNEL)
-    ka = [args[i] for i in rows.tolist()]
-    grid = _dim3([a.grid for a in ka])
-    block = _dim3([a.block for a in ka])
-    return Table(
-        KERNEL_COLUMNS,
-        {
-            "event": rows,
-            "grid_x": grid[:, 0],
-            "grid_y": grid[:, 1],
-            "grid_z": grid[:, 2],
-            "block_x": block[:, 0],
-            "block_y": block[:, 1],
-            "block_z": block[:, 2],
-            "registers": _int_column([a.registers for a in ka]),
-            "shared_mem": _int_column([a.shared_memory for a in ka]),
-            "occupancy": np.array([a.occupancy for a in ka], dtype=np.float64),
-        },
-    )
-
-
 def _dim3(values: list[Any]) -> npt.NDArray[np.int64]:
     missing = [-1, -1, -1]
     rows = [v if isinstance(v, list) and len(v) == 3 else missing for v in values]
-    return np.array(rows, dtype=np.int64).reshape(-1, 3)
-
-
-def _memcpy_table(
-    args: list[Any], kind: npt.NDArray[np.int8], name: npt.NDArray[np.int32], strings: StringTable
-) -> Table:
-    rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-    text = strings.strings
-    # direction per distinct name ("Memcpy HtoD (Pageable -> Device)"), then per row
-    lookup = np.zeros(len(text), dtype=np.int8)
-    for n in np.unique(name[rows]).tolist():
-        lookup[n] = memcpy_direction(text[n])
-    direction = lookup[name[rows]]
-    direction[kind[rows] == EventKind.MEMSET] = _DIRECTION_CODE["memset"]
-    return Table(
-        MEMCPY_COLUMNS,
-        {
-            "event": rows,
-            "bytes": _int_column([args[i].bytes for i in rows.tolist()]),
-            "direction": direction,
-        },
-    )
+    return np.array(rows, dtype=np.int64).reshape(-1)
 
 
 def memcpy_direction(name: str) -> int:
@@ -467,26 +697,6 @@ def memcpy_direction(name: str) -> int:
     words = name.split()
     token = words[1].lower() if len(words) > 1 and words[0].lower() == "memcpy" else ""
     return _DIRECTION_CODE.get(token, 0)
-
-
-def _op_table(args: list[Any], kind: npt.NDArray[np.int8], strings: StringTable) -> Table:
-    rows = np.flatnonzero(kind == EventKind.CPU_OP)
-    oa = [args[i] for i in rows.tolist()]
-    sequence = _int_column([a.sequence for a in oa])
-    flops = np.array([a.flops for a in oa], dtype=np.float64)
-    dims = _raw_strings([a.input_dims for a in oa], strings)
-    types = _raw_strings([a.input_types for a in oa], strings)
-    keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
-    return Table(
-        OP_COLUMNS,
-        {
-            "event": rows[keep],
-            "sequence": sequence[keep],
-            "flops": flops[keep],
-            "input_dims": dims[keep],
-            "input_types": types[keep],
-        },
-    )
 
 
 def _raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]:
@@ -497,11 +707,11 @@ def _raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]
     )
 
 
-def _meta(doc: _Doc, source: str, python: bool) -> dict[str, Any]:
+def _meta(doc: _Doc, source: str, python: bool, events_read: int) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "source": source,
         "format": "kineto",
-        "events_read": len(doc.events),
+        "events_read": events_read,
         "devices": [_plain(d) for d in doc.devices if isinstance(d, dict)],
         "python_functions": python,
         **doc.extra,

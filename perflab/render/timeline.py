@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from perflab.analysis.lod import Pyramid, build_pyramid
-from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
+from perflab.analysis.lod import Pyramid, WindowIndex, build_pyramid
+from perflab.model.trace import GPU_WORK_KINDS, MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
 from perflab.model.units import format_ns
-from perflab.render.html import esc, wrap
+from perflab.render.bokeh_embed import notebook_html, standalone_html
 
 MAX_NAME = 300  # hover shows at most this many characters of a name
 LANE_PX = 22
@@ -127,92 +127,140 @@ def _short(name: str) -> str:
     return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
 
 
+LINK_CAP = 64  # events of one launch link kept for highlighting (a graph launch has many)
+
+
+def launch_groups(trace: Trace) -> npt.NDArray[np.int64]:
+    """Per event: the id of its launch link, or -1. A link joins the CUDA runtime/driver
+    call on a CPU thread and the GPU work it launched (same rank and correlation id)."""
+    is_cpu_side = trace.kind == EventKind.RUNTIME
+    linkable = np.flatnonzero(
+        (trace.mask(*GPU_WORK_KINDS) | is_cpu_side) & (trace.correlation >= 0)
+    )
+    out = np.full(len(trace), -1, dtype=np.int64)
+    if linkable.size == 0:
+        return out
+    rank = trace.tracks["rank"][trace.track[linkable]].astype(np.int64)
+    keys, group = np.unique(rank * (1 << 40) + trace.correlation[linkable], return_inverse=True)
+    cpu_count = np.bincount(group, weights=is_cpu_side[linkable], minlength=keys.size)
+    gpu_count = np.bincount(group, minlength=keys.size) - cpu_count
+    both = (cpu_count > 0) & (gpu_count > 0)  # a link needs a launch and what it launched
+    renumber = np.cumsum(both) - 1
+    keep = both[group]
+    out[linkable[keep]] = renumber[group[keep]]
+    return out
+
+
+def link_members(groups: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
+    belongs to: what a tap on one of them highlights."""
+    linked = np.flatnonzero(groups >= 0)
+    wanted = np.unique(groups[rows])
+    wanted = wanted[wanted >= 0]
+    if wanted.size == 0:
+        return np.zeros(0, np.int64)
+    by_group = linked[np.argsort(groups[linked], kind="stable")]
+    first = np.searchsorted(groups[by_group], wanted, side="left")
+    count = np.minimum(np.searchsorted(groups[by_group], wanted, side="right") - first, LINK_CAP)
+    step = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    members: npt.NDArray[np.int64] = by_group[np.repeat(first, count) + step]
+    return members
+
+
+@dataclass
+class Labels:
+    """Hover labels: per event row, an index into ``table`` (name, kind,
+    :data:`DETAIL_COLUMNS`); ``names`` holds the (shortened) names the table refers to,
+    ``name_ids`` their indices in ``trace.strings``."""
+
+    of_row: npt.NDArray[np.int64]
+    table: npt.NDArray[np.int64]
+    names: list[str]
+    name_ids: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, trace: Trace, rows: npt.NDArray[np.int64]) -> Labels:
+        """One label per distinct (name, kind, launch details) among ``rows``; names are
+        renumbered to those used."""
+        unique_rows, row_inverse = np.unique(rows, return_inverse=True)
+        matrix = _detail_matrix(trace, unique_rows)
+        table, inverse = np.unique(matrix, axis=0, return_inverse=True)
+        used, table[:, 0] = np.unique(table[:, 0], return_inverse=True)
+        names = [_short(trace.strings[int(i)]) for i in used]
+        of_row = inverse.reshape(-1)[row_inverse].astype(np.int64)
+        return cls(of_row, table, names, used.astype(np.int64))
+
+
 @dataclass
 class Encoded:
-    """The pyramid as compact arrays for the page (one entry per tile row)."""
+    """The pyramid as compact arrays for the page.
 
-    start: npt.NDArray[np.float32]  # ms from the tile's start
-    dur: npt.NDArray[np.float32]  # ms
-    lane: npt.NDArray[Any]
-    label: npt.NDArray[Any]
-    label_table: npt.NDArray[np.int64]  # per label: name, kind, DETAIL_COLUMNS
-    names: list[str]
+    ``events`` are the distinct events any level draws plus the members of their launch
+    links; each level lists indices into them, tile by tile (``tile_offsets``)."""
+
+    event_rows: npt.NDArray[np.int64]  # trace rows of the events table
+    rows: npt.NDArray[np.int32]
     tile_offsets: npt.NDArray[np.int32]
     busy: npt.NDArray[np.uint8]
-    levels: list[dict[str, int]]
+    levels: dict[str, list[int]]
 
 
-def encode(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> Encoded:
-    t0, span = pyramid.t0, pyramid.t1 - pyramid.t0
-    starts, durs, rows_all, offsets, busy, levels = [], [], [], [], [], []
+def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
+    level_rows = [level.rows for level in pyramid.levels]
+    drawn = np.unique(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
+    event_rows = np.union1d(drawn, link_members(groups, drawn)).astype(np.int64)
+    offsets, busy = [], []
+    levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}
     row_base = busy_base = tile_base = 0
     for level in pyramid.levels:
-        width = span / level.tiles
-        tile_of_row = np.repeat(np.arange(level.tiles), np.diff(level.offsets))
-        rel = trace.start_ns[level.rows].astype(np.float64) - t0 - tile_of_row * width
-        starts.append((rel / 1e6).astype(np.float32))
-        durs.append((trace.dur_ns[level.rows] / 1e6).astype(np.float32))
-        rows_all.append(level.rows)
         offsets.append(level.offsets[:-1] + row_base)
         cells = np.rint(level.busy * 255).astype(np.uint8)
         busy.append(cells.ravel())
-        levels.append(
-            {
-                "tiles": level.tiles,
-                "tile_base": tile_base,
-                "bins": level.bins,
-                "busy_base": busy_base,
-            }
-        )
+        for key, value in zip(levels, (level.tiles, tile_base, level.bins, busy_base), strict=True):
+            levels[key].append(value)
         tile_base += level.tiles
         row_base += int(level.rows.size)
         busy_base += int(cells.size)
     offsets.append(np.array([row_base]))
-    rows = np.concatenate(rows_all) if rows_all else np.zeros(0, np.int64)
-    label, table, names = _labels(trace, rows)
-    lane_dtype = np.uint8 if len(lanes.labels) <= 256 else np.uint16
-    label_dtype = np.uint16 if len(table) <= 65536 else np.uint32
+    rows = np.searchsorted(event_rows, np.concatenate(level_rows)) if level_rows else drawn
     return Encoded(
-        start=np.concatenate(starts) if starts else np.zeros(0, np.float32),
-        dur=np.concatenate(durs) if durs else np.zeros(0, np.float32),
-        lane=lanes.of_event[rows].astype(lane_dtype),
-        label=label.astype(label_dtype),
-        label_table=table,
-        names=names,
+        event_rows=event_rows,
+        rows=rows.astype(np.int32),
         tile_offsets=np.concatenate(offsets).astype(np.int32),
         busy=np.concatenate(busy) if busy else np.zeros(0, np.uint8),
         levels=levels,
     )
 
 
-def _labels(
-    trace: Trace, rows: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]:
-    """One label per distinct (name, kind, launch details) among ``rows``; the page builds
-    hover text from it. Names are renumbered to those used."""
-    unique_rows, row_inverse = np.unique(rows, return_inverse=True)
-    matrix = _detail_matrix(trace, unique_rows)
-    table, inverse = np.unique(matrix, axis=0, return_inverse=True)
-    used, table[:, 0] = np.unique(table[:, 0], return_inverse=True)
-    names = [_short(trace.strings[int(i)]) for i in used]
-    return inverse.reshape(-1)[row_inverse].astype(np.int64), table, names
+def event_columns(
+    trace: Trace,
+    rows: npt.NDArray[Any],
+    *,
+    t0: int,
+    lanes: Lanes,
+    labels: npt.NDArray[np.int64],
+    groups: npt.NDArray[np.int64],
+) -> dict[str, npt.NDArray[Any]]:
+    """The page's columns for events ``rows``: start in ms since ``t0`` (float64, so a
+    deep zoom keeps nanosecond placement), duration, lane, hover label and launch link."""
+    lane_dtype = np.uint8 if len(lanes.labels) <= 256 else np.uint16
+    return {
+        "start": (trace.start_ns[rows] - t0).astype(np.float64) / 1e6,
+        "dur": (trace.dur_ns[rows] / 1e6).astype(np.float32),
+        "lane": lanes.of_event[rows].astype(lane_dtype),
+        "label": labels.astype(np.uint16 if labels.max(initial=0) < 65536 else np.uint32),
+        "group": groups[rows].astype(np.int32),
+    }
 
 
-_REFRESH_JS = """
-const d = store.data, lv_all = meta.levels, span = meta.span;
-const v0 = xr.start, v1 = xr.end, vw = Math.max(v1 - v0, 1e-12);
-let L = 0;
-for (let i = 0; i < lv_all.length; i++) { if (span / lv_all[i].tiles >= vw / 2) L = i; }
-const lv = lv_all[L], w = span / lv.tiles, offs = tiles.data.offsets;
-const a = Math.max(0, Math.floor(v0 / w)), b = Math.min(lv.tiles - 1, Math.floor(v1 / w));
-const left = [], right = [], bottom = [], top = [], name = [], detail = [], dur = [],
-      at = [], lane = [], color = [], seen = new Set();
+# Helpers shared by both page scripts: hover text from the label table.
+_HELPERS_JS = """
+const lt = labels.data, names = name_list.data.text;
 function fmt(ms) {
   const ns = ms * 1e6, units = [[1e9, " s"], [1e6, " ms"], [1e3, " us"], [1, " ns"]];
   for (const [s, u] of units) { if (Math.abs(ns) >= s) return (ns / s).toPrecision(3) + u; }
   return ns.toPrecision(3) + " ns";
 }
-const lt = labels.data;
 function bytes(n) {
   const u = [[1099511627776, " TiB"], [1073741824, " GiB"], [1048576, " MiB"], [1024, " KiB"]];
   for (const [s, x] of u) { if (n >= s) return (n / s).toPrecision(3) + x; }
@@ -229,57 +277,177 @@ function describe(lab) {
   if (lt.bytes[lab] >= 0) parts.push(bytes(lt.bytes[lab]));
   return parts.join(", ");
 }
-for (let t = a; t <= b; t++) {
-  const r0 = offs[lv.tile_base + t], r1 = offs[lv.tile_base + t + 1];
-  for (let r = r0; r < r1; r++) {
-    const l = t * w + d.start[r], rr = l + d.dur[r];
-    if (rr < v0 || l > v1) continue;
-    const key = l.toFixed(6) + ":" + d.lane[r];
+function mark_selected(d) {
+  // glyphs of the highlighted link stay selected whatever the zoom
+  const hl = links.data, keys = new Set(hl.x.map((x, i) => x + ":" + hl.lane_i[i])), sel = [];
+  for (let i = 0; i < d.left.length; i++) {
+    if (keys.has(d.left[i] + ":" + d.lane_i[i])) sel.push(i);
+  }
+  shown.selected.setv({indices: sel}, {sync: false});
+}
+"""
+
+# Redraw for the visible range: the finest pre-computed level that fits it, or the level a
+# live kernel sent for this range. Changes stay in the page (sync: false): a live kernel is
+# never sent what it can compute itself.
+_REFRESH_JS = """
+const span = meta.span, v0 = xr.start, v1 = xr.end, vw = Math.max(v1 - v0, 1e-12);
+const lv = levels.data, ll = live_level.data;
+let L = 0;
+for (let i = 0; i < lv.tiles.length; i++) { if (span / lv.tiles[i] >= vw / 2) L = i; }
+const use_live = ll.t0.length > 0 && ll.t0[0] <= v0 && ll.t1[0] >= v1
+  && ll.t1[0] - ll.t0[0] <= 4 * vw;
+const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], color: [], dur: [],
+           at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
+function emit(E, e, src) {
+  const l = E.start[e], rr = l + E.dur[e];
+  if (rr < v0 || l > v1) return;
+  const lab = E.label[e], kind = lt.kind[lab], ln = E.lane[e];
+  d.left.push(l); d.right.push(Math.max(rr, l + vw * 1e-4));
+  d.bottom.push(ln + 0.38); d.top.push(ln - 0.38);
+  d.name.push(names[lt.name[lab]]); d.detail.push(describe(lab));
+  d.color.push(meta.colors[kind] || "#bab0ac");
+  d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
+  d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
+}
+const nl = meta.lanes.length, cl = [], cr = [], cb = [], ct = [], sl = [], sr = [], st = [];
+function draw_busy(cells, base, B, T0, T1) {
+  const bw = (T1 - T0) / B;
+  const i0 = Math.max(0, Math.floor((v0 - T0) / bw));
+  const i1 = Math.min(B - 1, Math.floor((v1 - T0) / bw));
+  const step = Math.max(1, Math.ceil((i1 - i0 + 1) / meta.max_bins));
+  for (let i = i0; i <= i1; i += step) {
+    const hi = Math.min(i + step, i1 + 1);
+    for (let k = 0; k <= nl; k++) {
+      let m = 0;
+      for (let j = i; j < hi; j++) m += cells[base + k * B + j];
+      m /= 255 * (hi - i);
+      if (m <= 0) continue;
+      const x0 = T0 + i * bw, x1 = T0 + hi * bw;
+      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); }
+      else { cl.push(x0); cr.push(x1); cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * m); }
+    }
+  }
+}
+let level;
+if (use_live) {
+  const E = live.data, n = Math.min(ll.n[0], E.start.length);
+  for (let e = 0; e < n; e++) emit(E, e, 1);
+  draw_busy(live_busy.data.cells, 0, ll.bins[0], ll.t0[0], ll.t1[0]);
+  level = "live";
+} else {
+  const E = events.data, R = rows.data.rows, offs = tiles.data.offsets;
+  const w = span / lv.tiles[L], base = lv.tile_base[L], seen = new Set();
+  const a = Math.max(0, Math.floor(v0 / w)), b = Math.min(lv.tiles[L] - 1, Math.floor(v1 / w));
+  for (let t = a; t <= b; t++) {
+    for (let r = offs[base + t]; r < offs[base + t + 1]; r++) {
+      const e = R[r];
+      if (!seen.has(e)) { seen.add(e); emit(E, e, 0); }
+    }
+  }
+  draw_busy(busy.data.cells, lv.busy_base[L], lv.bins[L], 0, span);
+  level = "detail level " + L;
+}
+shown.setv({data: d}, {sync: false});
+mark_selected(d);
+cover.setv({data: {left: cl, right: cr, bottom: cb, top: ct}}, {sync: false});
+summary.setv({data: {left: sl, right: sr, top: st}}, {sync: false});
+main.title.setv({text: meta.title + "  [" + level + ": " + d.left.length + " events drawn]"},
+                {sync: false});
+"""
+
+# A tap on a glyph highlights its launch link: the runtime call on its CPU thread and the GPU
+# work it launched, with an arrow from launch to start. A tap elsewhere clears it.
+_TAP_JS = """
+const d = shown.data, x = cb_obj.x, y = cb_obj.y;
+let hit = -1, best = Infinity;
+for (let i = 0; i < d.left.length; i++) {
+  const w = d.right[i] - d.left[i];
+  if (x >= d.left[i] && x <= d.right[i] && Math.abs(y - d.lane_i[i]) <= 0.4 && w < best) {
+    best = w; hit = i;
+  }
+}
+const h = {left: [], right: [], bottom: [], top: [], x: [], y: [], name: [], detail: [], dur: [],
+           at: [], lane: [], lane_i: [], role: [], group: []};
+const arrow = {x0: [], y0: [], x1: [], y1: []};
+if (hit >= 0) {
+  const g = d.group[hit], found = [];
+  if (g < 0) found.push([d.src[hit] ? live.data : events.data, d.ev[hit]]);
+  else {
+    for (const E of [events.data, live.data]) {
+      for (let e = 0; e < E.group.length; e++) { if (E.group[e] === g) found.push([E, e]); }
+    }
+  }
+  const seen = new Set(), launches = [], work = [];
+  for (const [E, e] of found) {
+    const l = E.start[e], ln = E.lane[e], key = l + ":" + ln;
     if (seen.has(key)) continue;
     seen.add(key);
-    const lab = d.label[r], kind = lt.kind[lab];
-    left.push(l); right.push(Math.max(rr, l + vw * 1e-4));
-    bottom.push(d.lane[r] + 0.38); top.push(d.lane[r] - 0.38);
-    name.push(meta.names[lt.name[lab]]); detail.push(describe(lab));
-    color.push(meta.colors[kind] || "#bab0ac");
-    dur.push(fmt(d.dur[r])); at.push(fmt(l)); lane.push(meta.lanes[d.lane[r]]);
+    const lab = E.label[e];
+    h.left.push(l); h.right.push(l + E.dur[e]); h.bottom.push(ln + 0.45); h.top.push(ln - 0.45);
+    h.x.push(l); h.y.push(ln - 0.5); h.name.push(names[lt.name[lab]]);
+    h.detail.push(describe(lab)); h.dur.push(fmt(E.dur[e])); h.at.push(fmt(l));
+    h.lane.push(meta.lanes[ln]); h.lane_i.push(ln); h.group.push(g);
+    const on_gpu = meta.gpu[ln];
+    h.role.push(g < 0 ? "selected (no launch link)"
+                : on_gpu ? "launched GPU work" : "launch (CPU)");
+    (on_gpu ? work : launches).push([l, ln]);
+  }
+  for (const [lx, ly] of launches) {
+    for (const [wx, wy] of work) {
+      arrow.x0.push(lx); arrow.y0.push(ly); arrow.x1.push(wx); arrow.y1.push(wy);
+    }
   }
 }
-shown.data = {left, right, bottom, top, name, detail, color, dur, at, lane};
-const B = lv.bins, bw = span / B, cells = busy.data.cells;
-const i0 = Math.max(0, Math.floor(v0 / bw)), i1 = Math.min(B - 1, Math.floor(v1 / bw));
-const step = Math.max(1, Math.ceil((i1 - i0 + 1) / meta.max_bins));
-const nl = meta.lanes.length;
-const cl = [], cr = [], cb = [], ct = [], sl = [], sr = [], st = [];
-for (let i = i0; i <= i1; i += step) {
-  const hi = Math.min(i + step, i1 + 1);
-  for (let k = 0; k <= nl; k++) {
-    let m = 0;
-    for (let j = i; j < hi; j++) m += cells[lv.busy_base + k * B + j];
-    m /= 255 * (hi - i);
-    if (m <= 0) continue;
-    if (k === nl) { sl.push(i * bw); sr.push(hi * bw); st.push(m); }
-    else { cl.push(i * bw); cr.push(hi * bw); cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * m); }
-  }
-}
-cover.data = {left: cl, right: cr, bottom: cb, top: ct};
-summary.data = {left: sl, right: sr, top: st};
-main.title.text = meta.title + "  [detail level " + L + ": " + left.length + " events drawn]";
+links.setv({data: h}, {sync: false});
+arrows.setv({data: arrow}, {sync: false});
+mark_selected(d);
 """
+SHOWN_COLUMNS = (
+    "left", "right", "bottom", "top", "name", "detail", "color", "dur", "at", "lane",
+    "lane_i", "ev", "src", "group",
+)  # fmt: skip
+LINK_COLUMNS = (
+    "left", "right", "bottom", "top", "x", "y", "name", "detail", "dur", "at", "lane",
+    "lane_i", "role", "group",
+)  # fmt: skip
+EVENT_FIELDS = ("start", "dur", "lane", "label", "group")
 
 
 @dataclass
 class Timeline:
-    """A rendered timeline: bokeh layout plus what the text view says."""
+    """A rendered timeline: bokeh layout plus what the text view says.
+
+    ``live`` is set when built with ``live=True``: then zooming in a running kernel asks
+    Python for the largest events of the new range (see :class:`LiveRefresh`)."""
 
     layout: Any
     text: str
+    live: LiveRefresh | None = None
+    first_fill: Any = None  # the page script that draws before any zoom
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def add_to(self, doc: Any) -> None:
+        """Move the layout into bokeh document ``doc`` (a bokeh server or panel app)."""
+        if self.layout.document is not None:
+            self.layout.document.remove_root(self.layout)
+        doc.add_root(self.layout)
+        doc.js_on_event("document_ready", self.first_fill)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        if self.live is not None and _in_kernel():
+            return self.panel()._repr_mimebundle_(include, exclude)
         return {"text/plain": self.text, "text/html": notebook_html(self.layout, self.text)}
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text)
+
+    def panel(self) -> Any:
+        """The layout as a panel pane: displayed in a running kernel, it keeps the page and
+        Python in sync (panel's notebook comms), so live refinement works there."""
+        import panel as pn  # type: ignore[import-untyped]
+
+        pn.extension(inline=True)
+        return pn.pane.Bokeh(self.layout)  # type: ignore[no-untyped-call]
 
     def save(self, path: str | os.PathLike[str], title: str = "perflab timeline") -> Path:
         target = Path(path)
@@ -287,30 +455,153 @@ class Timeline:
         return target
 
 
+def _in_kernel() -> bool:
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def timeline(
-    trace: Trace, *, row_budget: int = 150_000, width: int = 1100, title: str | None = None
+    trace: Trace,
+    *,
+    row_budget: int = 150_000,
+    width: int = 1100,
+    title: str | None = None,
+    live: bool = False,
 ) -> Timeline:
-    """The interactive timeline of ``trace`` (``trace.timeline()``)."""
+    """The interactive timeline of ``trace`` (``trace.timeline()``).
+
+    Static by default: pre-computed levels of detail, so it works in any saved page. With
+    ``live=True`` a running kernel also refines on every range change, from all events."""
     if len(trace) == 0:
         raise ValueError("the trace has no events to draw")
     lanes = assign_lanes(trace)
-    start = trace.start_ns.astype(np.float64)
+    # times relative to the first event before going to float: epoch nanoseconds (~1.7e18)
+    # as float64 would round to 256 ns
+    origin = int(trace.start_ns.min())
+    start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
     gpu_lanes = np.flatnonzero(lanes.gpu)
+    summary = gpu_lanes if gpu_lanes.size else None
     pyramid = build_pyramid(
-        start,
-        end,
-        lanes.of_event,
-        len(lanes.labels),
-        summary_lanes=gpu_lanes if gpu_lanes.size else None,
-        row_budget=row_budget,
+        start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
     )
-    enc = encode(trace, lanes, pyramid)
+    groups = launch_groups(trace)
+    enc = encode(pyramid, groups)
+    labels = Labels.of(trace, enc.event_rows)
+    events = event_columns(
+        trace, enc.event_rows, t0=origin, lanes=lanes, labels=labels.of_row, groups=groups
+    )
     if title is None:
         source = Path(str(trace.meta.get("source") or "trace")).name
         title = f"{source}: {len(trace)} events, {len(lanes.labels)} lanes"
-    layout = _figure(enc, lanes, pyramid, width, title)
-    return Timeline(layout, timeline_text(trace, lanes, pyramid))
+    page = _figure(enc, events, labels, lanes, pyramid, width, title)
+    refresh = None
+    if live:
+        index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary)
+        known = LiveLabels(trace, labels, page.labels, page.names)
+        refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
+        refresh.attach()
+    return Timeline(page.layout, timeline_text(trace, lanes, pyramid), refresh, page.first_fill)
+
+
+@dataclass
+class Page:
+    """The bokeh models the page scripts and a live kernel read and write."""
+
+    layout: Any
+    x_range: Any
+    live: Any
+    live_busy: Any
+    live_level: Any
+    labels: Any
+    names: Any
+    first_fill: Any
+
+
+class LiveLabels:
+    """The page's label table as a live kernel extends it: labels (and names) of events it
+    sends that the page has not seen yet are appended (streamed) before the events."""
+
+    def __init__(self, trace: Trace, labels: Labels, table_source: Any, name_source: Any):
+        self.trace = trace
+        self.table_source, self.name_source = table_source, name_source
+        self.name_index = {int(s): i for i, s in enumerate(labels.name_ids.tolist())}
+        original = labels.table.copy()
+        original[:, 0] = labels.name_ids[original[:, 0]]  # keyed by string id
+        self.index = {tuple(row): i for i, row in enumerate(original.tolist())}
+
+    def of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        matrix = _detail_matrix(self.trace, rows)
+        out = np.empty(len(rows), np.int64)
+        new_labels: list[list[int]] = []
+        new_names: list[str] = []
+        for i, row in enumerate(matrix.tolist()):
+            label = self.index.get(tuple(row))
+            if label is None:
+                label = self.index[tuple(row)] = len(self.index)
+                if row[0] not in self.name_index:
+                    self.name_index[row[0]] = len(self.name_index)
+                    new_names.append(_short(self.trace.strings[row[0]]))
+                new_labels.append([self.name_index[row[0]], *row[1:]])
+            out[i] = label
+        if new_names:
+            self.name_source.stream({"text": new_names})
+        if new_labels:
+            table = np.array(new_labels, dtype=np.int64)
+            self.table_source.stream(_label_columns(table))
+        return out
+
+
+@dataclass
+class LiveRefresh:
+    """In a running kernel, answers each range change with the largest events of the new
+    range among all events (not only the pre-computed ones) and the busy fraction at the
+    resolution of that range; the page draws them as one more level of detail."""
+
+    trace: Trace
+    lanes: Lanes
+    labels: LiveLabels
+    groups: npt.NDArray[np.int64]
+    t0: int  # ns, the page's zero (the index counts from it too)
+    index: WindowIndex
+    page: Page
+    glyphs: int = 3000
+    bins: int = 1500
+    last: tuple[float, float] | None = None
+
+    def attach(self) -> None:
+        self.page.x_range.on_change("start", self.on_range)
+        self.page.x_range.on_change("end", self.on_range)
+
+    def on_range(self, attr: str, old: Any, new: Any) -> None:
+        self.refine(float(self.page.x_range.start), float(self.page.x_range.end))
+
+    def refine(self, v0: float, v1: float) -> None:
+        """Send the page the level for ``[v0, v1]`` (ms since the trace start)."""
+        if not v1 > v0 or (v0, v1) == self.last:
+            return
+        self.last = (v0, v1)
+        win = self.index.window(v0 * 1e6, v1 * 1e6, glyphs=self.glyphs, bins=self.bins)
+        partners = np.setdiff1d(link_members(self.groups, win.rows), win.rows)
+        rows = np.concatenate([win.rows, partners])  # glyphs first, then link partners
+        self.page.live.data = event_columns(
+            self.trace,
+            rows,
+            t0=self.t0,
+            lanes=self.lanes,
+            labels=self.labels.of(rows),
+            groups=self.groups,
+        )
+        self.page.live_busy.data = {"cells": np.rint(win.busy * 255).astype(np.uint8).ravel()}
+        # the page redraws when this last one arrives
+        self.page.live_level.data = {
+            "t0": [v0],
+            "t1": [v1],
+            "bins": [self.bins],
+            "n": [int(win.rows.size)],
+        }
 
 
 def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
@@ -328,54 +619,50 @@ def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     return "\n".join(lines)
 
 
-def _figure(enc: Encoded, lanes: Lanes, pyramid: Pyramid, width: int, title: str) -> Any:
+def _empty(columns: tuple[str, ...]) -> Any:
+    from bokeh.models import ColumnDataSource
+
+    return ColumnDataSource({k: [] for k in columns})
+
+
+def _figure(
+    enc: Encoded,
+    events: dict[str, npt.NDArray[Any]],
+    labels: Labels,
+    lanes: Lanes,
+    pyramid: Pyramid,
+    width: int,
+    title: str,
+) -> Page:
     from bokeh.document import Document
+    from bokeh.events import Tap
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, CustomJS, FixedTicker, HoverTool, Range1d
     from bokeh.plotting import figure
 
     span_ms = (pyramid.t1 - pyramid.t0) / 1e6
     nl = len(lanes.labels)
-    store = ColumnDataSource(
-        {"start": enc.start, "dur": enc.dur, "lane": enc.lane, "label": enc.label}
-    )
-    tiles = ColumnDataSource({"offsets": enc.tile_offsets})
-    busy = ColumnDataSource({"cells": enc.busy})
-    shown = ColumnDataSource(
-        {
-            k: []
-            for k in (
-                "left",
-                "right",
-                "bottom",
-                "top",
-                "name",
-                "detail",
-                "color",
-                "dur",
-                "at",
-                "lane",
-            )
-        }
-    )
-    cover = ColumnDataSource({k: [] for k in ("left", "right", "bottom", "top")})
-    summary = ColumnDataSource({k: [] for k in ("left", "right", "top")})
+    shown, links = _empty(SHOWN_COLUMNS), _empty(LINK_COLUMNS)
+    cover = _empty(("left", "right", "bottom", "top"))
+    summary = _empty(("left", "right", "top"))
+    arrows = _empty(("x0", "y0", "x1", "y1"))
+    live, live_busy = _empty(EVENT_FIELDS), _empty(("cells",))
+    live_level = _empty(("t0", "t1", "bins", "n"))
     x_range = Range1d(
         start=0,
         end=span_ms,
         bounds=(-span_ms * 0.02, span_ms * 1.02),
         min_interval=max(span_ms * 1e-7, 1e-6),
     )
-    height = max(160, nl * LANE_PX + 60)
     main = figure(
         width=width,
-        height=height,
+        height=max(160, nl * LANE_PX + 60),
         x_range=x_range,
         title=_short(title)[:150],
         y_range=Range1d(start=nl - 0.5, end=-0.5),
-        tools="xpan,xwheel_zoom,xbox_zoom,reset,tap",
+        tools="xpan,xwheel_zoom,xbox_zoom,reset",
         active_scroll="xwheel_zoom",
-        x_axis_label="ms since trace start",
+        x_axis_label="ms since trace start (tap an event: its launch link is highlighted)",
         output_backend="canvas",
     )
     for k in np.flatnonzero(lanes.gpu).tolist():  # idle GPU time shows as this background
@@ -406,19 +693,34 @@ def _figure(enc: Encoded, lanes: Lanes, pyramid: Pyramid, width: int, title: str
         fill_color="color",
         line_color="color",
         line_width=0.5,
+        nonselection_fill_alpha=0.45,
+        nonselection_line_alpha=0.45,
     )
-    main.add_tools(
-        HoverTool(
-            renderers=[bars],
-            tooltips=[
-                ("name", "@name"),
-                ("kind/details", "@detail"),
-                ("duration", "@dur"),
-                ("start", "@at"),
-                ("lane", "@lane"),
-            ],
-        )
+    marked = main.quad(
+        left="left",
+        right="right",
+        bottom="bottom",
+        top="top",
+        source=links,
+        fill_alpha=0,
+        line_color="#d62728",
+        line_width=2.5,
     )
+    main.segment(
+        x0="x0", y0="y0", x1="x1", y1="y1", source=arrows, line_color="#d62728", line_dash="dashed"
+    )
+    main.scatter(  # a marker keeps a short launch visible at any zoom
+        x="x", y="y", source=links, marker="inverted_triangle", size=9, color="#d62728"
+    )
+    tooltips = [
+        ("name", "@name"),
+        ("kind/details", "@detail"),
+        ("duration", "@dur"),
+        ("start", "@at"),
+        ("lane", "@lane"),
+    ]
+    main.add_tools(HoverTool(renderers=[bars], tooltips=tooltips))
+    main.add_tools(HoverTool(renderers=[marked], tooltips=[("highlighted", "@role"), *tooltips]))
     main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
     main.yaxis.major_label_overrides = {
         i: _short(label)[:60] for i, label in enumerate(lanes.labels)
@@ -444,83 +746,73 @@ def _figure(enc: Encoded, lanes: Lanes, pyramid: Pyramid, width: int, title: str
     )
     strip.xaxis.visible = False
     strip.yaxis.ticker = FixedTicker(ticks=[0, 1])
-    lt = enc.label_table
-    labels = ColumnDataSource(
-        {
-            "name": lt[:, 0].astype(np.int32),
-            "kind": lt[:, 1].astype(np.int8),
-            **{
-                c: lt[:, 2 + j].astype(np.float64 if c in ("shared_mem", "bytes") else np.int32)
-                for j, c in enumerate(DETAIL_COLUMNS)
-            },
-        }
-    )
+    label_source = ColumnDataSource(_label_columns(labels.table))
+    name_source = ColumnDataSource({"text": labels.names})
     meta = {
-        "levels": enc.levels,
         "span": span_ms,
-        "names": enc.names,
         "kinds": [k.name.lower() for k in EventKind],
         "colors": list(KIND_COLORS),
         "directions": list(MEMCPY_DIRECTIONS),
         "lanes": lanes.labels,
+        "gpu": lanes.gpu.tolist(),
         "max_bins": 1500,
         "title": _short(title)[:150],
     }
+    common = {
+        "labels": label_source,
+        "name_list": name_source,
+        "meta": meta,
+        "shown": shown,
+        "links": links,
+    }
     refresh = CustomJS(
         args={
-            "store": store,
-            "tiles": tiles,
-            "busy": busy,
-            "shown": shown,
+            **common,
+            "events": ColumnDataSource(events),
+            "rows": ColumnDataSource({"rows": enc.rows}),
+            "tiles": ColumnDataSource({"offsets": enc.tile_offsets}),
+            "busy": ColumnDataSource({"cells": enc.busy}),
+            "levels": ColumnDataSource(enc.levels),
+            "live": live,
+            "live_busy": live_busy,
+            "live_level": live_level,
             "cover": cover,
             "summary": summary,
             "xr": x_range,
-            "meta": meta,
             "main": main,
-            "labels": labels,
         },
-        code=_REFRESH_JS,
+        code=_HELPERS_JS + _REFRESH_JS,
+    )
+    tap = CustomJS(
+        args={**common, "events": refresh.args["events"], "live": live, "arrows": arrows},
+        code=_HELPERS_JS + _TAP_JS,
     )
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)
+    live_level.js_on_change("data", refresh)
+    main.js_on_event(Tap, tap)
     layout = column(strip, main)
     doc = Document()
     doc.add_root(layout)
     doc.js_on_event("document_ready", refresh)  # first fill, without waiting for a zoom
-    return layout
+    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source, refresh)
 
 
-def notebook_html(layout: Any, text: str) -> str:
-    """HTML for a notebook output: the bokeh runtime inlined once per page (no network),
-    then the plot. Viewers that run no JavaScript show the text view instead."""
-    from bokeh.embed import components
-
-    script, div = components(layout)
-    runtime = "\n".join(_core_js())
-    fallback = f"<noscript><pre>{esc(text)}</pre></noscript>"
-    return wrap(
-        f"<script>if (typeof window.Bokeh === 'undefined') {{\n{runtime}\n}}</script>"
-        f"{div}{script}{fallback}"
-    )
-
-
-def _core_js() -> list[str]:
-    from bokeh.resources import Resources
-
-    return list(Resources(mode="inline", components=["bokeh"]).js_raw)
-
-
-def standalone_html(layout: Any, title: str) -> str:
-    """A complete HTML file with bokeh's JavaScript inlined: no server, no network."""
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
-
-    return str(file_html(layout, INLINE, title=title))
+def _label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
+    return {
+        "name": table[:, 0].astype(np.int32),
+        "kind": table[:, 1].astype(np.int8),
+        **{
+            c: table[:, 2 + j].astype(np.float64 if c in ("shared_mem", "bytes") else np.int32)
+            for j, c in enumerate(DETAIL_COLUMNS)
+        },
+    }
 
 
 def timeline_bundle(trace: Trace, **options: Any) -> dict[str, str]:
     """MIME bundle (text/html + text/plain) of :func:`timeline`."""
-    return timeline(trace, **options)._repr_mimebundle_()
+    bundle: dict[str, str] = timeline(trace, **options)._repr_mimebundle_()
+    return bundle
 
 
 def save_timeline(trace: Trace, path: str | os.PathLike[str], **options: Any) -> Path:

@@ -1,0 +1,182 @@
+"""Streaming a Kineto JSON document as slices of its ``traceEvents`` array.
+
+A 1M-event trace is about 200 MB of JSON; decoding it whole holds the text and every decoded
+event at once. Here the file is decompressed block by block (in a helper thread: zlib releases
+the GIL, so gunzip overlaps the decoding) and the events array is cut at ``},`` between two
+elements. A cut is only accepted when the slice decodes: JSON strings cannot hold a raw quote
+and every container must close, so a slice cut inside a string or a nested object never
+decodes. The pieces are, in order,
+
+- the head: everything before ``"traceEvents": [``, closed as ``... "traceEvents": []}``;
+- event slices: ``[`` + complete elements + ``]``;
+- the tail: ``{"traceEvents": [`` + the rest of the file (last events and trailing keys).
+
+Concatenated with the removed commas they are the original text, so the file is valid JSON
+exactly when every piece is. Anything irregular (no events key, odd layout, corrupt gzip,
+malformed JSON) raises :class:`Unusual`, and the caller decodes the whole file the ordinary way,
+which also gives the precise error message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+READ_SIZE = 1 << 20  # compressed bytes read at a time
+PIECE_SIZE = 8 << 20  # decompressed bytes per decoded slice: ~40k events, ~20 MB decoded
+HEAD_LIMIT = 64 << 20  # a head larger than this is not a Kineto layout we stream
+CUT_RETRIES = 8  # earlier cut points tried when a cut lands inside an element
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = b"},"
+
+
+class Unusual(Exception):
+    """The file cannot be streamed safely; decode it whole instead."""
+
+
+class Truncated(Exception):
+    """Raised by a slice decoder when the slice ends inside an element (a bad cut)."""
+
+
+# -- decompressed blocks -------------------------------------------------------------------
+
+
+class _BlockReader:
+    """Yields the file's bytes (gunzipped when gzip) in blocks of about PIECE_SIZE."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        first = fh.read(READ_SIZE)
+        self.gzip = first[:2] == GZIP_MAGIC
+        self.pending = first
+        self.inflate: Any = zlib.decompressobj(wbits=31) if self.gzip else None
+        self.done = False
+
+    def next_block(self) -> bytes | None:
+        if self.done:
+            return None
+        block = self._next_gzip() if self.gzip else self._next_plain()
+        if not block:
+            self.done = True
+            return None
+        return block
+
+    def _next_plain(self) -> bytes:
+        block, self.pending = self.pending, b""
+        return block or self.fh.read(PIECE_SIZE)
+
+    def _next_gzip(self) -> bytes:
+        out: list[bytes] = []
+        size = 0
+        while size < PIECE_SIZE:
+            if not self.pending:
+                self.pending = self.fh.read(READ_SIZE)
+                if not self.pending:
+                    if not self.inflate.eof:
+                        raise Unusual("truncated gzip")
+                    break
+            try:
+                chunk = self.inflate.decompress(self.pending, PIECE_SIZE - size)
+            except zlib.error as exc:
+                raise Unusual(f"corrupt gzip: {exc}") from None
+            self.pending = self.inflate.unconsumed_tail
+            if self.inflate.eof:
+                self._next_member()
+            out.append(chunk)
+            size += len(chunk)
+        return b"".join(out)
+
+    def _next_member(self) -> None:
+        """gzip files may hold several members back to back; trailing zeros are allowed."""
+        rest = self.inflate.unused_data + self.pending
+        if rest.startswith(GZIP_MAGIC):
+            self.inflate = zlib.decompressobj(wbits=31)
+            self.pending = rest
+        elif rest.strip(b"\x00") or self.fh.read(1).strip(b"\x00"):
+            raise Unusual("data after the gzip stream")
+        else:
+            self.pending = b""
+
+
+def read_blocks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """Decompressed blocks of the file; the next block is read and inflated in a helper
+    thread while the caller works on the current one."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed in the finally below
+    except OSError as exc:
+        raise Unusual(str(exc)) from None
+    try:
+        reader = _BlockReader(fh)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="perflab-gunzip") as pool:
+            ahead = pool.submit(reader.next_block)
+            while (block := ahead.result()) is not None:
+                ahead = pool.submit(reader.next_block)
+                yield block
+    except OSError as exc:
+        raise Unusual(str(exc)) from None
+    finally:
+        fh.close()
+
+
+# -- slicing ---------------------------------------------------------------------------------
+
+
+class EventStream:
+    """Iterating yields the decoded events slice by slice (tail included); afterwards
+    ``head`` and ``tail`` hold the decoded top-level objects (their own events excluded for
+    the head, which has none)."""
+
+    def __init__(
+        self,
+        blocks: Iterator[bytes],
+        decode_events: Callable[[bytes], list[Any]],
+        decode_file: Callable[[bytes], Any],
+    ) -> None:
+        self.blocks = blocks
+        self.decode_events = decode_events
+        self.decode_file = decode_file
+        self.head: Any = None
+        self.tail: Any = None
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        buf = self._read_head()
+        for block in self.blocks:
+            buf += block
+            events, buf = self._cut(buf)
+            if events:
+                yield events
+        self.tail = self.decode_file(b'{"traceEvents":[' + buf)
+        yield self.tail.traceEvents
+
+    def _read_head(self) -> bytes:
+        buf = b""
+        for block in self.blocks:
+            buf += block
+            found = _EVENTS_KEY.search(buf)
+            if found:
+                self.head = self.decode_file(buf[: found.start()] + b'"traceEvents":[]}')
+                return buf[found.end() :]
+            if len(buf) > HEAD_LIMIT:
+                break
+        raise Unusual("no traceEvents array near the start")
+
+    def _cut(self, buf: bytes) -> tuple[list[Any], bytes]:
+        """Decode the longest run of whole elements at the start of ``buf``; the rest is
+        kept for the next round."""
+        end = len(buf)
+        for _ in range(CUT_RETRIES):
+            cut = buf.rfind(_CUT, 0, end)
+            if cut < 0:
+                break
+            try:
+                events = self.decode_events(b"[" + buf[: cut + 1] + b"]")
+            except Truncated:
+                end = cut  # the cut fell inside an element; try the one before
+                continue
+            return events, buf[cut + 2 :]
+        return [], buf
