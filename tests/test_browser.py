@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_timeline import PAYLOAD, small_trace, synthetic_trace
 
@@ -139,3 +140,125 @@ def test_zoomed_million_event_file_still_draws_kernels(browser: Any, tmp_path: P
         )
     assert_safe(page, problems)
     page.close()
+
+
+SHOWN = f"() => ({FIND})(['left', 'name', 'group']).data"
+HIGHLIGHT = f"() => ({FIND})(['role', 'x']).data"
+TO_SCREEN = """([x, lane]) => {
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const plot = root.child_views[1], box = plot.el.getBoundingClientRect();
+  return [box.left + plot.frame.x_scale.compute(x), box.top + plot.frame.y_scale.compute(lane)];
+}"""
+
+
+def tap_glyph(page: Any, i: int) -> dict[str, list[Any]]:
+    """Click the middle of glyph ``i`` of the drawn events; return the highlight."""
+    d = page.evaluate(SHOWN)
+    x, y = page.evaluate(TO_SCREEN, [(d["left"][i] + d["right"][i]) / 2, d["lane_i"][i]])
+    page.mouse.click(x, y)
+    page.wait_for_timeout(100)
+    return dict(page.evaluate(HIGHLIGHT))
+
+
+def test_tapping_a_kernel_highlights_its_launch(browser: Any, tmp_path: Path) -> None:
+    from perflab.render.timeline import timeline
+
+    trace = synthetic_trace(3000)
+    view = timeline(trace)
+    origin = int(trace.start_ns.min())
+    notebook = tmp_path / "nb.html"
+    notebook.write_text(
+        "<!doctype html><html><body>" + view._repr_mimebundle_()["text/html"] + "</body></html>",
+        encoding="utf-8",
+    )
+    for path in (view.save(tmp_path / "t.html"), notebook):
+        page, problems = open_page(browser, path)
+        d = page.evaluate(SHOWN)
+        kernel = next(
+            i
+            for i, (name, right, left) in enumerate(
+                zip(d["name"], d["right"], d["left"], strict=True)
+            )
+            if "gemm" in name and right - left > 0.02  # wide enough to click
+        )
+        start_ns = origin + round(d["left"][kernel] * 1e6)
+        row = int(np.flatnonzero((trace.start_ns == start_ns) & (trace.kind == 0))[0])
+        launch = int(
+            np.flatnonzero((trace.kind == 4) & (trace.correlation == trace.correlation[row]))[0]
+        )
+        hl = tap_glyph(page, kernel)
+        assert sorted(hl["role"]) == ["launch (CPU)", "launched GPU work"]
+        at = hl["role"].index("launch (CPU)")
+        assert hl["name"][at] == "cudaLaunchKernel" and hl["lane"][at] == "CPU thread 1"
+        assert round(hl["left"][at] * 1e6) == trace.start_ns[launch] - origin
+        selected = page.evaluate(f"() => ({FIND})(['left', 'name', 'group']).selected.indices")
+        assert kernel in selected
+        # and the reverse: zoomed in so the launch is drawn on its thread, tap it
+        x = hl["left"][at]
+        page.evaluate(
+            "([a, b]) => [...Bokeh.documents[0].all_models].find("
+            "m => m.type === 'Range1d' && m.bounds != null).setv({start: a, end: b})",
+            [x - 0.01, x + 0.01],
+        )
+        d = page.evaluate(SHOWN)
+        launch_glyph = d["left"].index(x)
+        back = tap_glyph(page, launch_glyph)
+        assert sorted(back["left"]) == sorted(hl["left"]) and back["role"][at] == "launch (CPU)"
+        page.mouse.click(5, 5)  # outside the plot: nothing changes
+        assert_safe(page, problems)
+        page.close()
+
+
+def test_live_view_refines_through_a_server(browser: Any) -> None:
+    """A bokeh server stands in for the notebook kernel: a zoom in the page reaches Python,
+    which answers with every event of the new range."""
+    import asyncio
+    import threading
+    import time
+
+    from bokeh.application import Application
+    from bokeh.application.handlers.function import FunctionHandler
+    from bokeh.server.server import Server
+
+    from perflab.render.timeline import timeline
+
+    trace = synthetic_trace(30_000)
+    started: dict[str, Any] = {}
+
+    def serve() -> None:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        app = Application(FunctionHandler(lambda doc: timeline(trace, live=True).add_to(doc)))
+        server = Server({"/": app}, port=0, address="127.0.0.1")
+        server.start()
+        started["server"] = server
+        server.io_loop.start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    deadline = time.monotonic() + 20
+    while "server" not in started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server = started["server"]
+    try:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        problems: list[str] = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"http://127.0.0.1:{server.port}/")
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
+        page.wait_for_function(f"() => ({FIND})(['left', 'name', 'group']).data.left.length > 0")
+        page.evaluate(
+            "() => [...Bokeh.documents[0].all_models].find("
+            "m => m.type === 'Range1d' && m.bounds != null).setv({start: 20, end: 20.4})"
+        )
+        page.wait_for_function(
+            "() => [...Bokeh.documents[0].all_models].some("
+            "m => m.type === 'Title' && m.text.includes('[live:'))",
+            timeout=15_000,
+        )
+        d = page.evaluate(SHOWN)
+        rel = trace.start_ns - trace.start_ns.min()
+        touching = (rel + trace.dur_ns >= 20e6) & (rel <= 20.4e6)
+        assert len(d["left"]) == int(touching.sum()) > 20
+        assert problems == []
+        page.close()
+    finally:
+        server.io_loop.add_callback(server.stop)

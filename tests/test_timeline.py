@@ -155,12 +155,13 @@ def test_lanes_of_a_real_trace_group_cpu_then_gpu() -> None:
 
 def test_hover_details_come_from_the_kernel_table() -> None:
     from perflab.io import load_trace
-    from perflab.render.timeline import DETAIL_COLUMNS, _labels, _short
+    from perflab.render.timeline import DETAIL_COLUMNS, Labels, _short
 
     trace = load_trace(kineto("alexnet_a100.json.gz"))
     k = trace.kernels
     rows = k["event"][:5]
-    label, table, names = _labels(trace, rows)
+    found = Labels.of(trace, rows)
+    label, table, names = found.of_row, found.table, found.names
     for j, row in enumerate(rows.tolist()):
         entry = table[label[j]]
         assert names[entry[0]] == _short(trace.strings[trace.name[row]])
@@ -216,3 +217,99 @@ def test_cli_bad_trace_is_a_clean_error(
     assert cli(["timeline", str(bad), "-o", str(tmp_path / "o.html")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("perflab: error:") and "Traceback" not in err
+
+
+# --- launch links and live refinement ------------------------------------------------------
+
+
+def test_launch_links_match_the_launch_analysis() -> None:
+    from perflab.analysis.trace_stats import launch_start
+    from perflab.io import load_trace
+    from perflab.render.timeline import launch_groups
+
+    trace = load_trace(kineto("alexnet_a100.json.gz"))
+    groups = launch_groups(trace)
+    launched = launch_start(trace)
+    kernels = np.flatnonzero((trace.kind == EventKind.KERNEL) & (groups >= 0))
+    is_kernel = trace.kind == EventKind.KERNEL
+    assert kernels.size > 50
+    assert np.array_equal(kernels, np.flatnonzero(is_kernel & (launched >= 0)))
+    runtime = np.flatnonzero(trace.kind == EventKind.RUNTIME)
+    launch_of_group = dict(zip(groups[runtime].tolist(), runtime.tolist(), strict=True))
+    for row in kernels[:: max(1, kernels.size // 200)].tolist():
+        launch = launch_of_group[int(groups[row])]
+        assert trace.start_ns[launch] == launched[row]
+        assert trace.correlation[launch] == trace.correlation[row]
+    assert np.all(groups[trace.kind == EventKind.CPU_OP] == -1)
+
+
+def test_every_drawable_linked_event_ships_with_its_partners() -> None:
+    from perflab.render.timeline import assign_lanes, encode, launch_groups
+
+    trace = synthetic_trace(30_000)
+    lanes = assign_lanes(trace)
+    start = (trace.start_ns - trace.start_ns.min()).astype(float)
+    pyramid = lod.build_pyramid(start, start + trace.dur_ns, lanes.of_event, 6, row_budget=2000)
+    groups = launch_groups(trace)
+    enc = encode(pyramid, groups)
+    drawn = enc.event_rows[enc.rows]
+    assert set(drawn.tolist()) == set(np.concatenate([lv.rows for lv in pyramid.levels]).tolist())
+    shipped = set(enc.event_rows.tolist())
+    for g in np.unique(groups[drawn]):
+        if g >= 0:
+            assert set(np.flatnonzero(groups == g).tolist()) <= shipped
+    # one launch and one kernel per link in this trace
+    counts = np.bincount(groups[groups >= 0])
+    assert counts.min() == counts.max() == 2
+
+
+def test_live_refinement_sends_every_event_of_a_narrow_range() -> None:
+    from perflab.render.timeline import timeline
+
+    trace = synthetic_trace(30_000)
+    view = timeline(trace, live=True, row_budget=1000)
+    assert view.live is not None
+    page = view.live.page
+    rel = trace.start_ns - trace.start_ns.min()
+    v0, v1 = 20.0, 20.4  # ms: far narrower than the finest pre-computed tile holds
+    page.x_range.start, page.x_range.end = v0, v1  # as a range change from the page
+    level = page.live_level.data
+    assert (level["t0"], level["t1"]) == ([v0], [v1])
+    touching = np.flatnonzero((rel + trace.dur_ns >= v0 * 1e6) & (rel <= v1 * 1e6))
+    n = level["n"][0]
+    assert n == touching.size > 20
+    sent = page.live.data
+    assert np.allclose(np.sort(sent["start"][:n]), np.sort(rel[touching] / 1e6))
+    busy = page.live_busy.data["cells"].reshape(-1, 1500)
+    stream0 = view.live.lanes.labels.index("GPU 0 stream 7")
+    on = np.flatnonzero(view.live.lanes.of_event == stream0)
+    expect = lod.coverage(rel[on], rel[on] + trace.dur_ns[on], v0 * 1e6, v1 * 1e6, 1500)
+    assert np.abs(busy[stream0] / 255 - expect).max() <= 0.5 / 255 + 1e-9
+    # labels for events the page had not seen arrive with them
+    assert max(sent["label"]) < len(page.labels.data["kind"])
+    assert max(page.labels.data["name"]) < len(page.names.data["text"])
+
+
+def test_live_labels_extend_the_page_table() -> None:
+    from perflab.render.timeline import timeline
+
+    trace = small_trace([f"kernel {i}" for i in range(3000)])
+    view = timeline(trace, live=True, row_budget=40)
+    assert view.live is not None
+    names_before = len(view.live.page.names.data["text"])
+    view.live.refine(0.0, 0.41)
+    texts = view.live.page.names.data["text"]
+    assert len(texts) > names_before
+    sent = view.live.page.live.data
+    shown = {texts[view.live.page.labels.data["name"][lab]] for lab in sent["label"]}
+    assert shown == {f"kernel {i}" for i in range(len(shown))}
+
+
+def test_embedding_helpers_are_shared(tmp_path: Path) -> None:
+    from perflab.render import bokeh_embed, roofline, timeline
+
+    chart = roofline.roofline([("k", 1e9, 1e8, 1e-4)], device="H200")
+    html = chart.save(tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "cdn.bokeh.org" not in html and "Bokeh" in html
+    assert timeline.notebook_html is bokeh_embed.notebook_html
+    assert timeline.standalone_html is bokeh_embed.standalone_html

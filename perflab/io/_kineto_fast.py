@@ -144,13 +144,15 @@ class EventStream:
         self.tail: Any = None
 
     def __iter__(self) -> Iterator[list[Any]]:
-        buf = self._read_head()
+        pending = [self._read_head()]  # bytes after the last cut, not yet decoded
         for block in self.blocks:
-            buf += block
-            events, buf = self._cut(buf)
+            events, rest = self._cut(pending, block)
             if events:
+                pending = [rest]
                 yield events
-        self.tail = self.decode_file(b'{"traceEvents":[' + buf)
+            else:
+                pending.append(block)
+        self.tail = self.decode_file(b"".join([b'{"traceEvents":[', *pending]))
         yield self.tail.traceEvents
 
     def _read_head(self) -> bytes:
@@ -165,18 +167,20 @@ class EventStream:
                 break
         raise Unusual("no traceEvents array near the start")
 
-    def _cut(self, buf: bytes) -> tuple[list[Any], bytes]:
-        """Decode the longest run of whole elements at the start of ``buf``; the rest is
-        kept for the next round."""
-        end = len(buf)
+    def _cut(self, pending: list[bytes], block: bytes) -> tuple[list[Any], bytes]:
+        """Decode the pending bytes and the longest run of whole elements at the start of
+        ``block``; returns the events and the rest of the block ([] when no cut worked)."""
+        end = len(block)
         for _ in range(CUT_RETRIES):
-            cut = buf.rfind(_CUT, 0, end)
+            cut = block.rfind(_CUT, 0, end)
             if cut < 0:
                 break
             try:
-                events = self.decode_events(b"[" + buf[: cut + 1] + b"]")
+                events = self.decode_events(
+                    b"".join([b"[", *pending, memoryview(block)[: cut + 1], b"]"])
+                )
             except Truncated:
                 end = cut  # the cut fell inside an element; try the one before
                 continue
-            return events, buf[cut + 2 :]
-        return [], buf
+            return events, block[cut + 2 :]
+        return [], b""

@@ -17,7 +17,7 @@ import gc
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
@@ -126,8 +126,8 @@ if msgspec is not None:
         device: I64 = -1
         stream: I64 = -1
         # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
-        grid: list[I64] | str | None = None
-        block: list[I64] | str | None = None
+        grid: tuple[I64, ...] | str | None = None  # tuples: hashable, see _KERNEL_KEY
+        block: tuple[I64, ...] | str | None = None
         registers: I64 = msgspec.field(default=-1, name="registers per thread")
         shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
         occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
@@ -211,7 +211,13 @@ def _load_streaming(path: str | os.PathLike[str], source: str, python: bool) -> 
     columns = _Columns(source, python)
     for events in stream:
         columns.add(events)
-    return columns.finish(_doc_of(stream.head, stream.tail, events=()))
+    doc = _doc_of(stream.head, stream.tail, events=())
+    return columns.finish(
+        doc,
+        lambda: _kineto_fast.EventStream(
+            _kineto_fast.read_blocks(path), _decode_slice, _decode_top_level
+        ),
+    )
 
 
 def _decode_slice(piece: bytes) -> list[Any]:
@@ -270,8 +276,8 @@ class _DictArgs:
         self.external_id = a.get("External id", -1)
         self.device = a.get("device", -1)
         self.stream = a.get("stream", -1)
-        self.grid = a.get("grid")
-        self.block = a.get("block")
+        self.grid = _hashable(a.get("grid"))
+        self.block = _hashable(a.get("block"))
         self.registers = a.get("registers per thread", -1)
         self.shared_memory = a.get("shared memory", -1)
         self.occupancy = a.get("est. achieved occupancy %", math.nan)
@@ -281,6 +287,10 @@ class _DictArgs:
         dims, types = a.get("Input Dims"), a.get("Input type")
         self.input_dims = b"" if dims is None else json.dumps(dims).encode()
         self.input_types = b"" if types is None else json.dumps(types).encode()
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 _EMPTY_DICT_ARGS = _DictArgs({})
@@ -342,36 +352,84 @@ def _build(doc: _Doc, source: str, *, python: bool) -> Trace:
     columns = _Columns(source, python)
     for events in doc.events:
         columns.add(events)
-    return columns.finish(doc)
+    return columns.finish(doc, lambda: doc.events)
 
 
 class _Ids(dict[Any, int]):
-    """Interns values: a new value gets the next id."""
+    """Interns values: a new value gets the next id and is remembered in ``new``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.new: list[Any] = []
 
     def __missing__(self, key: Any) -> int:
         self[key] = value = len(self)
+        self.new.append(key)
         return value
 
     def codes(self, values: Iterable[Any], n: int) -> npt.NDArray[np.int32]:
         return np.fromiter(map(self.__getitem__, values), np.int32, count=n)
 
 
-_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ID, _ARGS = map(
-    attrgetter, ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args")
+# Per event, everything but times and ids is one of few distinct combinations: it is
+# interned as one tuple and decoded once per distinct value.
+_EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid", "args.device", "args.stream")
+_KERNEL_KEY = attrgetter(
+    "args.grid", "args.block", "args.registers", "args.shared_memory", "args.occupancy"
 )
-_EVENT_FIELDS = (
-    "kind",
-    "gpu_cat",
-    "ts",
-    "dur",
-    "correlation",
-    "external_id",
-    "device_arg",
-    "stream_arg",
-    "pid",
-    "tid",
-    "name",
+_TIMES = attrgetter("ts", "dur", "args.correlation", "args.external_id")
+_TIMES_DTYPE = np.dtype(
+    [("ts", np.float64), ("dur", np.float64), ("correlation", np.int64), ("external_id", np.int64)]
 )
+_OP_NUMBERS = attrgetter("args.sequence", "args.flops")
+_OP_DTYPE = np.dtype([("sequence", np.int64), ("flops", np.float64)])
+_FLOW = attrgetter("pid", "tid", "ts")
+
+
+class _KeyTable:
+    """Numpy lookup columns over the ids of an :class:`_Ids`, extended as keys arrive."""
+
+    def __init__(
+        self, describe: Callable[[list[Any]], dict[str, list[Any]]], dtypes: dict[str, Any]
+    ) -> None:
+        self.ids = _Ids()
+        self.describe = describe
+        self.dtypes = dtypes
+        self.lists: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self.arrays: dict[str, npt.NDArray[Any]] = {}
+
+    def __getitem__(self, column: str) -> npt.NDArray[Any]:
+        if self.ids.new:
+            for name, values in self.describe(self.ids.new).items():
+                self.lists[name].extend(values)
+            self.ids.new = []
+            self.arrays = {}
+        if column not in self.arrays:
+            dtype = np.dtype(self.dtypes[column])  # (int64, 3): rows of three
+            values = np.array(self.lists[column], dtype=dtype.base)
+            self.arrays[column] = values.reshape(-1, *dtype.shape)
+        return self.arrays[column]
+
+
+_EVENT_KEY_COLUMNS = {
+    "keep": np.bool_,
+    "flow": np.bool_,
+    "kind": np.int8,
+    "gpu_cat": np.bool_,
+    "name": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+    "device_arg": np.int64,
+    "stream_arg": np.int64,
+}
+_TRIPLE = np.dtype((np.int64, 3))
+_KERNEL_KEY_COLUMNS = {
+    "grid": _TRIPLE,
+    "block": _TRIPLE,
+    "registers": np.int64,
+    "shared_mem": np.int64,
+    "occupancy": np.float64,
+}
 
 
 class _Columns:
@@ -383,21 +441,46 @@ class _Columns:
         self.python = python
         self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
         self.strings = StringTable()
-        self.phs = _Ids()
-        self.cats = _Ids()
+        self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
+        self.launches = _KeyTable(_describe_launches, _KERNEL_KEY_COLUMNS)
         self.events_read = 0
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
         self.kept = 0
+        self.flow_ends = 0
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
 
     def _put(self, **columns: npt.NDArray[Any]) -> None:
         for key, values in columns.items():
             self.parts.setdefault(key, []).append(values)
 
-    def _column(self, key: str, dtype: Any = None) -> npt.NDArray[Any]:
+    def _column(self, key: str, dtype: Any) -> npt.NDArray[Any]:
         parts = self.parts.pop(key, [])
         if not parts:
             return np.zeros(0, dtype=dtype)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
+
+    def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
+        """Lookup columns for new (ph, cat, name, pid, tid, device, stream) keys."""
+        ph, cat, name, pid, tid, device, stream = zip(*keys, strict=True)
+        keep = [p == "X" and c not in self.skip for p, c in zip(ph, cat, strict=True)]
+        kind_gpu = [CATEGORIES.get(c, _OTHER) for c in cat]
+        kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
+        pids, tids = [0] * len(keys), [0] * len(keys)
+        for values, out in ((pid, pids), (tid, tids)):
+            ids = _id_column([values[i] for i in kept], self.strings).tolist()
+            for i, v in zip(kept, ids, strict=True):
+                out[i] = v
+        names = [self.strings.add(n) if k else -1 for n, k in zip(name, keep, strict=True)]
+        return {
+            "keep": keep,
+            "flow": [p in ("s", "f") and c == "ac2g" for p, c in zip(ph, cat, strict=True)],
+            "kind": [int(k) for k, _ in kind_gpu],
+            "gpu_cat": [g for _, g in kind_gpu],
+            "name": names,
+            "pid": pids,
+            "tid": tids,
+            "device_arg": _int_values(device),
+            "stream_arg": _int_values(stream),
+        }
 
     # -- one slice ---------------------------------------------------------------------
     def add(self, events: list[Any]) -> None:
@@ -417,48 +500,28 @@ class _Columns:
         self.events_read += n
         if n == 0:
             return
-        ph = self.phs.codes(map(_PH, events), n)
-        cat = self.cats.codes(map(_CAT, events), n)
-        self._add_flows(events, ph, cat)
-        keep = (ph == self.phs.get("X", -1)) & ~self._lookup(cat, self.skip.__contains__, bool)
+        code = self.events.ids.codes(map(_EVENT_KEY, events), n)
+        table = self.events
+        self.flow_ends += int(np.count_nonzero(table["flow"][code]))
+        keep = table["keep"][code]
         kept = list(compress(events, keep.tolist()))
-        m = len(kept)
-        ts = np.fromiter(map(_TS, kept), np.float64, count=m)
-        dur = np.fromiter(map(_DUR, kept), np.float64, count=m)
-        self._check_times(ts, dur, lambda k: offset + int(np.flatnonzero(keep)[k]))
-        kind = self._lookup(cat[keep], lambda c: CATEGORIES.get(c, _OTHER)[0], np.int8)
-        args = list(map(_ARGS, kept))
-        self._add_side_tables(args, kind)
+        code = code[keep]
+        times = np.fromiter(map(_TIMES, kept), _TIMES_DTYPE, count=len(kept))
+        self._check_times(times, lambda k: offset + int(np.flatnonzero(keep)[k]))
+        kind = table["kind"][code].astype(np.int8)
+        self._add_side_tables(kept, kind)
         self._put(
-            kind=kind,
-            gpu_cat=self._lookup(cat[keep], lambda c: CATEGORIES.get(c, _OTHER)[1], bool),
-            ts=ts,
-            dur=dur,
-            correlation=_ints(args, "correlation"),
-            external_id=_ints(args, "external_id"),
-            device_arg=_ints(args, "device"),
-            stream_arg=_ints(args, "stream"),
-            pid=_id_column(list(map(_PID, kept)), self.strings),
-            tid=_id_column(list(map(_TID, kept)), self.strings),
-            name=self._name_ids(list(map(_NAME, kept))),
+            code=code,
+            ts=times["ts"],
+            dur=times["dur"],
+            correlation=times["correlation"],
+            external_id=times["external_id"],
         )
-        self.kept += m
+        self.kept += len(kept)
 
-    def _lookup(
-        self, codes: npt.NDArray[np.int32], of_category: Any, dtype: Any
-    ) -> npt.NDArray[Any]:
-        """Per-event value of a per-category function, through the interned codes."""
-        return np.array([of_category(c) for c in self.cats], dtype=dtype)[codes]
-
-    def _name_ids(self, names: list[str]) -> npt.NDArray[np.int32]:
-        index = self.strings.index
-        self.strings.add_all(t for t in dict.fromkeys(names) if t not in index)
-        return np.fromiter(map(index.__getitem__, names), np.int32, count=len(names))
-
-    def _check_times(
-        self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
-    ) -> None:
+    def _check_times(self, times: npt.NDArray[Any], position: Any) -> None:
         """Every complete event needs a finite ts and a finite, non-negative dur."""
+        ts, dur = times["ts"], times["dur"]
         problems = (
             (~np.isfinite(ts), "missing or non-finite 'ts'"),
             (np.abs(np.nan_to_num(ts)) > MAX_TS_US, "'ts' does not fit in 64-bit nanoseconds"),
@@ -474,51 +537,26 @@ class _Columns:
                     position=f"traceEvents[{position(int(np.flatnonzero(bad)[0]))}]",
                 )
 
-    def _add_flows(
-        self, events: list[Any], ph: npt.NDArray[np.int32], cat: npt.NDArray[np.int32]
-    ) -> None:
-        """``ac2g`` flow ends, kept as (pid, tid, ts, id) columns until linking."""
-        ends = np.isin(ph, [self.phs.get("s", -1), self.phs.get("f", -1)])
-        is_flow = ends & (cat == self.cats.get("ac2g", -1))
-        if not is_flow.any():
-            return
-        flows = list(compress(events, is_flow.tolist()))
-        ids = list(map(_ID, flows))
-        if set(map(type, ids)) != {int}:  # ids given as text do not link
-            flows = [f for f, i in zip(flows, ids, strict=True) if type(i) is int]
-            ids = [i for i in ids if type(i) is int]
-        self._put(
-            flow_pid=_id_column(list(map(_PID, flows)), self.strings),
-            flow_tid=_id_column(list(map(_TID, flows)), self.strings),
-            flow_ts=np.fromiter(map(_TS, flows), np.float64, count=len(flows)),
-            flow_id=np.array(ids, dtype=np.int64),
-        )
-
-    def _add_side_tables(self, args: list[Any], kind: npt.NDArray[np.int8]) -> None:
+    def _add_side_tables(self, kept: list[Any], kind: npt.NDArray[np.int8]) -> None:
         base = self.kept
-        rows = np.flatnonzero(kind == EventKind.KERNEL)
-        ka = [args[i] for i in rows.tolist()]
-        grid, block = _dim3(list(map(attrgetter("grid"), ka))), _dim3(
-            list(map(attrgetter("block"), ka))
-        )
+        is_kernel = kind == EventKind.KERNEL
+        kernels = list(compress(kept, is_kernel.tolist()))
         self._put(
-            k_event=rows + base,
-            k_grid=grid,
-            k_block=block,
-            k_registers=_ints(ka, "registers"),
-            k_shared_mem=_ints(ka, "shared_memory"),
-            k_occupancy=_floats(ka, "occupancy"),
+            k_event=np.flatnonzero(is_kernel) + base,
+            k_code=self.launches.ids.codes(map(_KERNEL_KEY, kernels), len(kernels)),
         )
-        rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-        self._put(m_event=rows + base, m_bytes=_ints([args[i] for i in rows.tolist()], "bytes"))
-        rows = np.flatnonzero(kind == EventKind.CPU_OP)
-        oa = [args[i] for i in rows.tolist()]
-        sequence, flops = _ints(oa, "sequence"), _floats(oa, "flops")
-        dims = _raw_strings(list(map(attrgetter("input_dims"), oa)), self.strings)
-        types = _raw_strings(list(map(attrgetter("input_types"), oa)), self.strings)
+        is_copy = (kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)
+        copies = list(compress(kept, is_copy.tolist()))
+        self._put(m_event=np.flatnonzero(is_copy) + base, m_bytes=_ints(copies, "args.bytes"))
+        is_op = kind == EventKind.CPU_OP
+        ops = list(compress(kept, is_op.tolist()))
+        numbers = np.fromiter(map(_OP_NUMBERS, ops), _OP_DTYPE, count=len(ops))
+        dims = _raw_strings(list(map(attrgetter("args.input_dims"), ops)), self.strings)
+        types = _raw_strings(list(map(attrgetter("args.input_types"), ops)), self.strings)
+        sequence, flops = numbers["sequence"], numbers["flops"]
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
         self._put(
-            o_event=rows[keep] + base,
+            o_event=np.flatnonzero(is_op)[keep] + base,
             o_sequence=sequence[keep],
             o_flops=flops[keep],
             o_input_dims=dims[keep],
@@ -526,33 +564,38 @@ class _Columns:
         )
 
     # -- the whole trace -------------------------------------------------------------------
-    def finish(self, doc: _Doc) -> Trace:
-        c = {key: self._column(key) for key in _EVENT_FIELDS}
-        kind = c["kind"].astype(np.int8)
-        strings = self.strings
+    def finish(self, doc: _Doc, reread: Callable[[], Iterable[list[Any]]]) -> Trace:
+        """``reread`` gives the events again: flows are only read when some launch or GPU
+        activity lacks its correlation, which current Kineto versions always record."""
+        code = self._column("code", np.int32)
+        table = self.events
+        kind = table["kind"][code].astype(np.int8)
+        pid, tid = table["pid"][code], table["tid"][code]
+        device_arg, stream_arg = table["device_arg"][code], table["stream_arg"][code]
         # GPU work sits on (device, stream); a cuda_sync only when it names a device
-        on_gpu = c["gpu_cat"].astype(bool) & ((kind != EventKind.SYNC) | (c["device_arg"] >= 0))
-        device = np.where(on_gpu, np.where(c["device_arg"] >= 0, c["device_arg"], c["pid"]), c["pid"])
-        stream = np.where(on_gpu, np.where(c["stream_arg"] >= 0, c["stream_arg"], c["tid"]), c["tid"])
+        on_gpu = table["gpu_cat"][code] & ((kind != EventKind.SYNC) | (device_arg >= 0))
+        device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
+        stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
         track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-        tracks, track = _tracks(device, stream, track_kind, strings)
-        del device, stream, track_kind, on_gpu
+        tracks, track = _tracks(device, stream, track_kind, self.strings)
+        del device, stream, track_kind, on_gpu, device_arg, stream_arg
 
-        correlation = c["correlation"]
-        self._link_flows(kind, correlation, c["pid"], c["tid"], c["ts"])
-        start_ns = _us_to_ns(c["ts"])
+        ts = self._column("ts", np.float64)
+        correlation = self._column("correlation", np.int64)
+        self._link_flows(kind, correlation, pid, tid, ts, reread)
+        start_ns = _us_to_ns(ts)
+        del ts, pid, tid
         events = events_table(
             {
                 "start_ns": start_ns,
-                "dur_ns": np.rint(c["dur"] * 1000.0).astype(np.int64),
+                "dur_ns": np.rint(self._column("dur", np.float64) * 1000.0).astype(np.int64),
                 "kind": kind,
                 "track": track,
-                "name": c["name"].astype(np.int32),
+                "name": table["name"][code].astype(np.int32),
                 "correlation": correlation,
-                "external_id": c["external_id"],
+                "external_id": self._column("external_id", np.int64),
             }
         )
-        c.clear()
         kernels = self._kernel_table()
         memcpy = self._memcpy_table(events["kind"], events["name"])
         ops = self._op_table()
@@ -563,7 +606,7 @@ class _Columns:
         return Trace(
             events.take(order),
             tracks,
-            strings.strings,
+            self.strings.strings,
             kernels=kernels,
             memcpy=memcpy,
             ops=ops,
@@ -577,22 +620,35 @@ class _Columns:
         pid: npt.NDArray[np.int64],
         tid: npt.NDArray[np.int64],
         ts: npt.NDArray[np.float64],
+        reread: Callable[[], Iterable[list[Any]]],
     ) -> None:
         """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
         whose endpoints sit on (pid, tid, ts) of the events they bind to."""
-        flow = [self._column(k) for k in ("flow_pid", "flow_tid", "flow_ts", "flow_id")]
         missing = np.flatnonzero(np.isin(kind, _LINKABLE) & (correlation < 0))
-        if len(missing) == 0 or len(flow[0]) == 0:
+        if len(missing) == 0 or self.flow_ends == 0:
             return
-        ends = dict(zip(zip(*(f.tolist() for f in flow[:3]), strict=True), flow[3].tolist()))
+        ends = self._flow_ends(reread())
         for i in missing.tolist():
             found = ends.get((int(pid[i]), int(tid[i]), float(ts[i])))
             if found is not None:
                 correlation[i] = found
 
+    def _flow_ends(self, slices: Iterable[list[Any]]) -> dict[tuple[int, int, float], int]:
+        """``ac2g`` flow ends by the (pid, tid, ts) they sit on -> their id."""
+        ends: dict[tuple[int, int, float], int] = {}
+        for events in slices:
+            code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
+            is_flow = self.events["flow"][code].tolist()
+            for f in compress(events, is_flow):
+                if type(f.id) is int:  # ids given as text do not link
+                    pid, tid, ts = _FLOW(f)
+                    key = (_id_value(pid, self.strings), _id_value(tid, self.strings), float(ts))
+                    ends[key] = f.id
+        return ends
+
     def _kernel_table(self) -> Table:
-        grid = self._column("k_grid", np.int64).reshape(-1, 3)
-        block = self._column("k_block", np.int64).reshape(-1, 3)
+        code = self._column("k_code", np.int32)
+        grid, block = self.launches["grid"][code], self.launches["block"][code]
         return Table(
             KERNEL_COLUMNS,
             {
@@ -603,9 +659,9 @@ class _Columns:
                 "block_x": block[:, 0],
                 "block_y": block[:, 1],
                 "block_z": block[:, 2],
-                "registers": self._column("k_registers", np.int64),
-                "shared_mem": self._column("k_shared_mem", np.int64),
-                "occupancy": self._column("k_occupancy", np.float64),
+                "registers": self.launches["registers"][code],
+                "shared_mem": self.launches["shared_mem"][code],
+                "occupancy": self.launches["occupancy"][code],
             },
         )
 
@@ -636,12 +692,26 @@ class _Columns:
         )
 
 
+def _describe_launches(keys: list[Any]) -> dict[str, Any]:
+    """Lookup columns for new (grid, block, registers, shared memory, occupancy) keys."""
+    grid, block, registers, shared, occupancy = zip(*keys, strict=True)
+    return {
+        "grid": _dim3(grid),
+        "block": _dim3(block),
+        "registers": _int_values(registers),
+        "shared_mem": _int_values(shared),
+        "occupancy": list(occupancy),
+    }
+
+
+def _int_values(values: Iterable[Any]) -> list[int]:
+    """Integers as numpy converts them (the fallback decoder does not check types)."""
+    converted: list[int] = np.array(list(values), dtype=np.int64).tolist()
+    return converted
+
+
 def _ints(records: list[Any], name: str) -> npt.NDArray[np.int64]:
     return np.fromiter(map(attrgetter(name), records), np.int64, count=len(records))
-
-
-def _floats(records: list[Any], name: str) -> npt.NDArray[np.float64]:
-    return np.fromiter(map(attrgetter(name), records), np.float64, count=len(records))
 
 
 def _tracks(
@@ -681,15 +751,21 @@ def _id_column(values: list[Any], strings: StringTable) -> npt.NDArray[np.int64]
         )
 
 
+def _id_value(value: Any, strings: StringTable) -> int:
+    return value if type(value) is int else _text_id(value, strings)
+
+
 def _text_id(value: Any, strings: StringTable) -> int:
     text = str(value)
     return int(text) if text.lstrip("-").isdigit() else -2 - strings.add(text)
 
 
-def _dim3(values: list[Any]) -> npt.NDArray[np.int64]:
-    missing = [-1, -1, -1]
-    rows = [v if isinstance(v, list) and len(v) == 3 else missing for v in values]
-    return np.array(rows, dtype=np.int64).reshape(-1)
+def _dim3(values: Iterable[Any]) -> list[list[int]]:
+    """grid/block triples; -1s where absent or not three integers."""
+    missing = (-1, -1, -1)
+    rows = [v if isinstance(v, tuple) and len(v) == 3 else missing for v in values]
+    triples: list[list[int]] = np.array(rows, dtype=np.int64).tolist()
+    return triples
 
 
 def memcpy_direction(name: str) -> int:

@@ -9,6 +9,14 @@ lane and bin); a small script in the page picks the level that fits the visible 
 draws those intervals as bars with hover, and the busy fraction as shaded bars behind them.
 The arrays travel as bokeh binary buffers, so the page needs no server and no network.
 
+Launch links: tapping an event highlights its link (same rank and correlation id): the
+runtime call on its CPU thread and the GPU work it launched, with an arrow between them. The
+page carries every linked partner of every drawable event, so this works offline.
+
+Live refinement (``live=True``): in a running kernel, a range change reaches Python, which
+sends the largest events of the new range among all events plus the busy fraction at that
+range's resolution; the page draws them as one more level (see :class:`LiveRefresh`).
+
 Safety: names and labels reach the page only as data of bokeh models (escaped by bokeh in
 the document JSON) and are shown by plain ``@field`` tooltips and canvas text, never as
 markup.
@@ -424,14 +432,12 @@ class Timeline:
     layout: Any
     text: str
     live: LiveRefresh | None = None
-    first_fill: Any = None  # the page script that draws before any zoom
 
     def add_to(self, doc: Any) -> None:
         """Move the layout into bokeh document ``doc`` (a bokeh server or panel app)."""
         if self.layout.document is not None:
             self.layout.document.remove_root(self.layout)
         doc.add_root(self.layout)
-        doc.js_on_event("document_ready", self.first_fill)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         if self.live is not None and _in_kernel():
@@ -503,7 +509,7 @@ def timeline(
         known = LiveLabels(trace, labels, page.labels, page.names)
         refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
         refresh.attach()
-    return Timeline(page.layout, timeline_text(trace, lanes, pyramid), refresh, page.first_fill)
+    return Timeline(page.layout, timeline_text(trace, lanes, pyramid), refresh)
 
 
 @dataclass
@@ -517,7 +523,6 @@ class Page:
     live_level: Any
     labels: Any
     names: Any
-    first_fill: Any
 
 
 class LiveLabels:
@@ -790,12 +795,13 @@ def _figure(
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)
     live_level.js_on_change("data", refresh)
+    # the first layout (in any embedding: file, notebook, server, panel) and any resize
+    main.js_on_change("inner_width", refresh)
     main.js_on_event(Tap, tap)
     layout = column(strip, main)
     doc = Document()
     doc.add_root(layout)
-    doc.js_on_event("document_ready", refresh)  # first fill, without waiting for a zoom
-    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source, refresh)
+    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source)
 
 
 def _label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
