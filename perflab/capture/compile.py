@@ -73,17 +73,8 @@ _FLAGS_WITH_VALUE = frozenset(
         "--optimize",
     }
 )
-_ALLOWED_PREFIXES = (
-    "-D",
-    "-U",
-    "-I",
-    "-isystem",
-    "-Xptxas",
-    "--ptxas-options",
-    "-maxrregcount",
-    "--maxrregcount",
-    "-O",
-    "--optimize",
+# flags that take no value; with _FLAGS_WITH_VALUE, the prefixes a cell's flag may start with
+_FLAGS_ALONE = (
     "-use_fast_math",
     "--use_fast_math",
     "-ftz",
@@ -103,10 +94,6 @@ _ALLOWED_PREFIXES = (
     "-w",
     "-Werror",
     "--Werror",
-    "--diag-suppress",
-    "-diag-suppress",
-    "--default-stream",
-    "-default-stream",
     "-rdc",
     "--relocatable-device-code",
     "-G",
@@ -116,6 +103,7 @@ _ALLOWED_PREFIXES = (
     "-t",
     "--threads",
 )
+_ALLOWED_PREFIXES = tuple(sorted(_FLAGS_WITH_VALUE)) + _FLAGS_ALONE
 _FORBIDDEN_PTXAS = ("-o", "--output-file", "--options-file", "-optf", "-E")
 
 
