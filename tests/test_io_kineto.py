@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import random
 import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_trace_reference import DATA, assert_close, kineto_reference
 
 from perflab.errors import InputError, PerflabError
-from perflab.io import kineto, load_trace
-from perflab.model.trace import EventKind
+from perflab.io import _kineto_fast, kineto, load_trace
+from perflab.model.trace import EventKind, Trace
 
 KINETO = sorted((DATA / "kineto").glob("*.json.gz")) if (DATA / "kineto").is_dir() else []
 needs_data = pytest.mark.skipif(not KINETO, reason=f"shared traces missing: {DATA / 'kineto'}")
@@ -207,8 +213,15 @@ def test_error_names_the_event_position(tmp_path: Path) -> None:
 
 
 @needs_data
-def test_mutated_real_traces_only_raise_perflab_errors(tmp_path: Path) -> None:
-    """Deterministic mutation fuzzing: truncations and byte flips of a real trace."""
+@pytest.mark.parametrize("piece", [None, 256], ids=["whole", "sliced"])
+def test_mutated_real_traces_only_raise_perflab_errors(
+    tmp_path: Path, piece: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic mutation fuzzing: truncations and byte flips of a real trace (also
+    streamed in small slices, so that damage lands in every part of the slicer)."""
+    if piece:
+        monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", piece)
+        monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
     source = DATA / "kineto" / "triton_example_a100.json.gz"
     text = gzip.decompress(source.read_bytes())
     rng = random.Random(1234)
@@ -248,3 +261,322 @@ def test_save_load_round_trip_of_a_real_trace(tmp_path: Path) -> None:
     again = load_trace(out)
     assert again.summary().to_dict() == trace.summary().to_dict()
     assert again.strings == trace.strings
+
+
+# -- streaming: a file is decoded a slice of traceEvents at a time -----------------------------
+
+STRING_COLUMNS = {
+    ("events", "name"),
+    ("tracks", "label"),
+    ("ops", "input_dims"),
+    ("ops", "input_types"),
+}
+
+
+def _decoded(trace: Trace) -> dict[str, Any]:
+    """Every column, with string ids replaced by their text (ids depend on slicing order)."""
+    text = [*trace.strings, None]  # -1 -> None
+    out: dict[str, Any] = {}
+    for table in ("events", "tracks", "kernels", "memcpy", "ops"):
+        for col, values in getattr(trace, table).columns.items():
+            key = f"{table}.{col}"
+            out[key] = (
+                [text[i] for i in values.tolist()] if (table, col) in STRING_COLUMNS else values
+            )
+    out["meta"] = {k: v for k, v in trace.meta.items() if k != "source"}
+    return out
+
+
+def assert_same_trace(a: Trace, b: Trace) -> None:
+    da, db = _decoded(a), _decoded(b)
+    assert da.keys() == db.keys()
+    for key in da:
+        if isinstance(da[key], np.ndarray):
+            np.testing.assert_array_equal(da[key], db[key], err_msg=key)
+            assert da[key].dtype == db[key].dtype, key
+        else:
+            assert da[key] == db[key], key
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Counts calls of kineto.<name> (its callers look it up at call time)."""
+    calls: list[int] = []
+    original: Callable[..., Any] = getattr(kineto, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(kineto, name, spy)
+    return calls
+
+
+@pytest.fixture
+def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slices of a few hundred bytes, so that small files are cut in many places."""
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+
+
+@needs_data
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+def test_streamed_equals_whole_file_decode(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gzip.decompress(path.read_bytes())
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", len(text) // 20)
+    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 4096)
+    slices = _counting(monkeypatch, "_decode_slice")
+    whole = _counting(monkeypatch, "_decode")
+    streamed = load_trace(path)
+    assert len(slices) > 3 and not whole  # really streamed, in many slices
+    assert_same_trace(streamed, kineto.loads_kineto(text))
+
+
+def _tricky_doc(n: int, *, correlations: bool = True) -> dict[str, Any]:
+    """Events whose strings and nested args hold the separator the slicer cuts at."""
+    events: list[dict[str, Any]] = []
+    for i in range(n):
+        corr = {"correlation": 100 + i} if correlations else {}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": 'launch "},{" [1]},',
+                "pid": 1,
+                "tid": 2,
+                "ts": 10.0 * i,
+                "dur": 1.5,
+                "args": {**corr, "nested": [{"a": "},"}, {"b": {"c": 1}}]},
+            }
+        )
+        events.append(
+            {
+                "ph": "s",
+                "cat": "ac2g",
+                "name": "ac2g",
+                "id": 100 + i,
+                "pid": 1,
+                "tid": 2,
+                "ts": 10.0 * i,
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "cat": "ac2g",
+                "name": "ac2g",
+                "id": 100 + i,
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 3,
+                "bp": "e",
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k\u00fc{i % 3}" + "},}",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 3,
+                "dur": 2.0,
+                "args": {
+                    **corr,
+                    "device": 0,
+                    "stream": 7,
+                    "grid": [i % 4 + 1, 1, 1],
+                    "block": [128, 1, 1],
+                },
+            }
+        )
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "traceEvents: [ },"}],
+        "traceEvents": events,
+        "traceName": "x",
+        "baseTimeNanoseconds": 1700000000000000000,
+    }
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_cuts_inside_strings_and_nested_objects_are_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_slices: None, indent: int | None
+) -> None:
+    text = json.dumps(_tricky_doc(60), indent=indent).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text))
+    slices = _counting(monkeypatch, "_decode_slice")
+    whole = _counting(monkeypatch, "_decode")
+    trace = load_trace(path)
+    assert len(slices) > 3 and not whole
+    assert_same_trace(trace, kineto.loads_kineto(text))
+    assert len(trace) == 120 and trace.meta["base_time_ns"] == 1700000000000000000
+    assert trace.meta["devices"] == [{"id": 0, "name": "traceEvents: [ },"}]
+
+
+def test_flows_in_other_slices_fill_missing_correlations(
+    tmp_path: Path, small_slices: None
+) -> None:
+    doc = _tricky_doc(40, correlations=False)
+    doc["traceEvents"].sort(key=lambda e: e["ph"])  # all flows after all complete events
+    path = _write(tmp_path, doc)
+    trace = load_trace(path)
+    launches = trace.correlation[trace.kind == EventKind.RUNTIME]
+    kernels = trace.correlation[trace.kind == EventKind.KERNEL]
+    assert sorted(launches.tolist()) == sorted(kernels.tolist()) == list(range(100, 140))
+
+
+def test_unusual_layouts_fall_back_to_whole_file_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _counting(monkeypatch, "_decode")
+    # the events key first appears in a nested object, so the head does not decode
+    text = (
+        b'{"meta": {"traceEvents": [1]}, "traceEvents": [' + json.dumps(_event()).encode() + b"]}"
+    )
+    trace = load_trace(_write_bytes(tmp_path, text))
+    assert len(trace) == 1 and len(whole) == 1
+    with pytest.raises(InputError, match="not a Kineto trace"):
+        load_trace(_write_bytes(tmp_path, json.dumps([_event()]).encode()))
+
+
+def _write_bytes(tmp_path: Path, data: bytes, name: str = "raw.json") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_multi_member_gzip_and_trailing_garbage(tmp_path: Path) -> None:
+    text = json.dumps({"traceEvents": [_event(), _event(ts=20.0)]}).encode()
+    half = len(text) // 2
+    two = _write_bytes(
+        tmp_path, gzip.compress(text[:half]) + gzip.compress(text[half:]), "2.json.gz"
+    )
+    assert len(load_trace(two)) == 2
+    padded = _write_bytes(tmp_path, gzip.compress(text) + b"\0" * 8, "p.json.gz")
+    assert len(load_trace(padded)) == 2
+    junk = _write_bytes(tmp_path, gzip.compress(text) + b"junk", "j.json.gz")
+    with pytest.raises(InputError, match="gzip") as info:
+        load_trace(junk)
+    assert str(junk) in str(info.value)
+
+
+def test_errors_in_late_slices_name_the_event(tmp_path: Path, small_slices: None) -> None:
+    events = [_event(ts=float(i)) for i in range(400)]
+    events[333]["dur"] = -1
+    with pytest.raises(InputError, match=r"traceEvents\[333\].*negative duration"):
+        load_trace(_write(tmp_path, {"traceEvents": events}))
+    text = json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(400)]}).encode()
+    broken = text[:-3000] + b"}{" + text[-2998:]
+    with pytest.raises(InputError, match="malformed JSON") as info:
+        load_trace(_write_bytes(tmp_path, broken))
+    assert "raw.json" in str(info.value)
+
+
+def test_loading_leaves_no_thread_and_restores_gc(tmp_path: Path, small_slices: None) -> None:
+    good = _write(tmp_path, _tricky_doc(30), "good.json")
+    bad = _write(
+        tmp_path,
+        {"traceEvents": [_event(ts=float(i)) for i in range(50)] + [_event(dur=-1)]},
+        "bad.json",
+    )
+    before = threading.active_count()
+    for path in (good, bad, good):
+        with pytest.raises(InputError) if path == bad else _no_error():
+            load_trace(path)
+        assert threading.active_count() == before
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        load_trace(good)
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+
+
+class _no_error:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# Strings the slicer must not be fooled by, in names, pids and args.
+TRICKY_TEXT = st.text(alphabet=st.sampled_from(list('ab},{[]":\\ \n\tü€')), max_size=10)
+JSON_LEAF = st.one_of(st.none(), st.integers(-5, 5), TRICKY_TEXT)
+JSON_NESTED = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(TRICKY_TEXT, inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+EVENT = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "X", "X", "i", "s", "f"]),
+        "cat": st.sampled_from(
+            ["kernel", "gpu_memcpy", "cpu_op", "cuda_runtime", "python_function", "ac2g", "odd"]
+        ),
+        "name": TRICKY_TEXT,
+        "pid": st.one_of(st.integers(0, 3), st.sampled_from(["Spans", "", "7"])),
+        "tid": st.integers(0, 3),
+        "ts": st.floats(0, 1e6, allow_nan=False).map(lambda t: round(t, 3)),
+        "dur": st.floats(0, 1e3, allow_nan=False).map(lambda t: round(t, 3)),
+        "id": st.integers(0, 5),
+        "args": st.fixed_dictionaries(
+            {},
+            optional={
+                "correlation": st.integers(0, 5),
+                "External id": st.integers(0, 5),
+                "device": st.integers(0, 1),
+                "stream": st.integers(0, 3),
+                "grid": st.lists(st.integers(1, 4), min_size=1, max_size=3),
+                "bytes": st.integers(0, 1 << 40),
+                "Input Dims": JSON_NESTED,
+                "Sequence number": st.integers(0, 9),
+                "junk": JSON_NESTED,
+            },
+        ),
+    }
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    events=st.lists(EVENT, max_size=40),
+    head=st.dictionaries(st.sampled_from(["schemaVersion", "deviceProperties"]), JSON_NESTED),
+    tail=st.dictionaries(st.sampled_from(["traceName", "baseTimeNanoseconds"]), st.integers(0, 9)),
+    indent=st.sampled_from([None, 1]),
+    ascii_only=st.booleans(),
+)
+def test_streaming_property_same_trace_as_whole_decode(
+    tmp_path: Path,
+    small_slices: None,
+    events: list[dict[str, Any]],
+    head: dict[str, Any],
+    tail: dict[str, Any],
+    indent: int | None,
+    ascii_only: bool,
+) -> None:
+    doc = {**head, "traceEvents": events, **tail}
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode()
+    path = _write_bytes(tmp_path, gzip.compress(text), "p.json.gz")
+    try:
+        whole: Trace | InputError = kineto.loads_kineto(text)
+    except InputError as exc:
+        whole = exc
+    try:
+        streamed: Trace | InputError = load_trace(path)
+    except InputError as exc:
+        streamed = exc
+    if isinstance(whole, InputError):
+        assert isinstance(streamed, InputError)
+        assert str(whole).replace("<bytes>", str(path)) == str(streamed)
+    else:
+        assert isinstance(streamed, Trace)
+        assert_same_trace(streamed, whole)

@@ -17,10 +17,10 @@ import gc
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Annotated, Any
 
 import numpy as np
@@ -121,21 +121,22 @@ if msgspec is not None:
     _NO_RAW = msgspec.Raw(b"")
 
     class _Args(msgspec.Struct, frozen=True, gc=False):
-        correlation: I64 = -1
+        # in the order Kineto writes them: the decoder tries the next field first
         external_id: I64 = msgspec.field(default=-1, name="External id")
         device: I64 = -1
         stream: I64 = -1
+        correlation: I64 = -1
+        registers: I64 = msgspec.field(default=-1, name="registers per thread")
+        shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
         # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
         grid: tuple[I64, ...] | str | None = None  # tuples: hashable, see _KERNEL_KEY
         block: tuple[I64, ...] | str | None = None
-        registers: I64 = msgspec.field(default=-1, name="registers per thread")
-        shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
         occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
         bytes: I64 = -1
-        sequence: I64 = msgspec.field(default=-1, name="Sequence number")
-        flops: float = math.nan
         input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
         input_types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+        sequence: I64 = msgspec.field(default=-1, name="Sequence number")
+        flops: float = math.nan
 
     _EMPTY_ARGS = _Args()
 
@@ -168,7 +169,7 @@ def _decode(data: bytes, source: str) -> _Doc:
         f = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).partition(" - at ")
-        if "`$`" in where or "Object missing required field `traceEvents`" in message:
+        if not where or "`$`" in where or "required field `traceEvents`" in message:
             raise InputError(f"not a Kineto trace: {message}", source=source) from None
         raise InputError(message, source=source, position=where.strip("`") or None) from None
     except msgspec.DecodeError as exc:
@@ -381,8 +382,7 @@ _TIMES = attrgetter("ts", "dur", "args.correlation", "args.external_id")
 _TIMES_DTYPE = np.dtype(
     [("ts", np.float64), ("dur", np.float64), ("correlation", np.int64), ("external_id", np.int64)]
 )
-_OP_NUMBERS = attrgetter("args.sequence", "args.flops")
-_OP_DTYPE = np.dtype([("sequence", np.int64), ("flops", np.float64)])
+_OP_EXTRAS = attrgetter("args.flops", "args.input_dims", "args.input_types")
 _FLOW = attrgetter("pid", "tid", "ts")
 
 
@@ -406,8 +406,8 @@ class _KeyTable:
             self.arrays = {}
         if column not in self.arrays:
             dtype = np.dtype(self.dtypes[column])  # (int64, 3): rows of three
-            values = np.array(self.lists[column], dtype=dtype.base)
-            self.arrays[column] = values.reshape(-1, *dtype.shape)
+            array = np.array(self.lists[column], dtype=dtype.base)
+            self.arrays[column] = array.reshape(-1, *dtype.shape)
         return self.arrays[column]
 
 
@@ -441,6 +441,7 @@ class _Columns:
         self.python = python
         self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
         self.strings = StringTable()
+        self.text_ids = _Ids()  # pids/tids given as names
         self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
         self.launches = _KeyTable(_describe_launches, _KERNEL_KEY_COLUMNS)
         self.events_read = 0
@@ -466,7 +467,7 @@ class _Columns:
         kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
         pids, tids = [0] * len(keys), [0] * len(keys)
         for values, out in ((pid, pids), (tid, tids)):
-            ids = _id_column([values[i] for i in kept], self.strings).tolist()
+            ids = _id_column([values[i] for i in kept], self.text_ids).tolist()
             for i, v in zip(kept, ids, strict=True):
                 out[i] = v
         names = [self.strings.add(n) if k else -1 for n, k in zip(name, keep, strict=True)]
@@ -539,28 +540,42 @@ class _Columns:
 
     def _add_side_tables(self, kept: list[Any], kind: npt.NDArray[np.int8]) -> None:
         base = self.kept
-        is_kernel = kind == EventKind.KERNEL
-        kernels = list(compress(kept, is_kernel.tolist()))
+        rows = np.flatnonzero(kind == EventKind.KERNEL)
+        kernels = _pick(kept, rows)
         self._put(
-            k_event=np.flatnonzero(is_kernel) + base,
+            k_event=rows + base,
             k_code=self.launches.ids.codes(map(_KERNEL_KEY, kernels), len(kernels)),
         )
-        is_copy = (kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET)
-        copies = list(compress(kept, is_copy.tolist()))
-        self._put(m_event=np.flatnonzero(is_copy) + base, m_bytes=_ints(copies, "args.bytes"))
-        is_op = kind == EventKind.CPU_OP
-        ops = list(compress(kept, is_op.tolist()))
-        numbers = np.fromiter(map(_OP_NUMBERS, ops), _OP_DTYPE, count=len(ops))
-        dims = _raw_strings(list(map(attrgetter("args.input_dims"), ops)), self.strings)
-        types = _raw_strings(list(map(attrgetter("args.input_types"), ops)), self.strings)
-        sequence, flops = numbers["sequence"], numbers["flops"]
+        rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
+        self._put(m_event=rows + base, m_bytes=_ints(_pick(kept, rows), "args.bytes"))
+        rows = np.flatnonzero(kind == EventKind.CPU_OP)
+        ops = _pick(kept, rows)
+        sequence = _ints(ops, "args.sequence")
+        flops, dims, types = self._op_extras(ops)
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
         self._put(
-            o_event=np.flatnonzero(is_op)[keep] + base,
+            o_event=rows[keep] + base,
             o_sequence=sequence[keep],
             o_flops=flops[keep],
             o_input_dims=dims[keep],
             o_input_types=types[keep],
+        )
+
+    def _op_extras(
+        self, ops: Sequence[Any]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """flops, input dims and input types of CPU ops; most traces record none of them."""
+        extras = list(map(_OP_EXTRAS, ops))
+        # the decoders' shared defaults: a tuple compare finds them by identity
+        absent = (math.nan, b"", b"") if msgspec is None else (math.nan, _NO_RAW, _NO_RAW)
+        if extras.count(absent) == len(extras):
+            missing = np.full(len(ops), -1, np.int32)
+            return np.full(len(ops), np.nan), missing, missing
+        flops, dims, types = zip(*extras, strict=True)
+        return (
+            np.array(flops, dtype=np.float64).reshape(-1),
+            _raw_strings(list(dims), self.strings),
+            _raw_strings(list(types), self.strings),
         )
 
     # -- the whole trace -------------------------------------------------------------------
@@ -569,22 +584,13 @@ class _Columns:
         activity lacks its correlation, which current Kineto versions always record."""
         code = self._column("code", np.int32)
         table = self.events
-        kind = table["kind"][code].astype(np.int8)
-        pid, tid = table["pid"][code], table["tid"][code]
-        device_arg, stream_arg = table["device_arg"][code], table["stream_arg"][code]
-        # GPU work sits on (device, stream); a cuda_sync only when it names a device
-        on_gpu = table["gpu_cat"][code] & ((kind != EventKind.SYNC) | (device_arg >= 0))
-        device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
-        stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
-        track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-        tracks, track = _tracks(device, stream, track_kind, self.strings)
-        del device, stream, track_kind, on_gpu, device_arg, stream_arg
-
+        kind = table["kind"][code]
+        tracks, track = self._tracks(code)
         ts = self._column("ts", np.float64)
         correlation = self._column("correlation", np.int64)
-        self._link_flows(kind, correlation, pid, tid, ts, reread)
+        self._link_flows(code, kind, correlation, ts, reread)
         start_ns = _us_to_ns(ts)
-        del ts, pid, tid
+        del ts
         events = events_table(
             {
                 "start_ns": start_ns,
@@ -613,12 +619,30 @@ class _Columns:
             meta=_meta(doc, self.source, self.python, self.events_read),
         )
 
+    def _tracks(self, code: npt.NDArray[np.int32]) -> tuple[Table, npt.NDArray[np.int32]]:
+        """Tracks and the track of every event. The lane is a function of the event key, so
+        it is worked out once per distinct key that occurs."""
+        table = self.events
+        used = np.flatnonzero(np.bincount(code, minlength=len(table["kind"])))
+        kind, device_arg, stream_arg = (
+            table[c][used] for c in ("kind", "device_arg", "stream_arg")
+        )
+        pid, tid = table["pid"][used], table["tid"][used]
+        # GPU work sits on (device, stream); a cuda_sync only when it names a device
+        on_gpu = table["gpu_cat"][used] & ((kind != EventKind.SYNC) | (device_arg >= 0))
+        device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
+        stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
+        track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
+        tracks, lane = build_tracks(device, stream, track_kind, self.strings)
+        track_of_key = np.zeros(len(table["kind"]), dtype=np.int32)
+        track_of_key[used] = lane
+        return tracks, track_of_key[code]
+
     def _link_flows(
         self,
+        code: npt.NDArray[np.int32],
         kind: npt.NDArray[np.int8],
         correlation: npt.NDArray[np.int64],
-        pid: npt.NDArray[np.int64],
-        tid: npt.NDArray[np.int64],
         ts: npt.NDArray[np.float64],
         reread: Callable[[], Iterable[list[Any]]],
     ) -> None:
@@ -628,6 +652,7 @@ class _Columns:
         if len(missing) == 0 or self.flow_ends == 0:
             return
         ends = self._flow_ends(reread())
+        pid, tid = self.events["pid"][code], self.events["tid"][code]
         for i in missing.tolist():
             found = ends.get((int(pid[i]), int(tid[i]), float(ts[i])))
             if found is not None:
@@ -642,7 +667,7 @@ class _Columns:
             for f in compress(events, is_flow):
                 if type(f.id) is int:  # ids given as text do not link
                     pid, tid, ts = _FLOW(f)
-                    key = (_id_value(pid, self.strings), _id_value(tid, self.strings), float(ts))
+                    key = (_id_value(pid, self.text_ids), _id_value(tid, self.text_ids), float(ts))
                     ends[key] = f.id
         return ends
 
@@ -710,28 +735,16 @@ def _int_values(values: Iterable[Any]) -> list[int]:
     return converted
 
 
-def _ints(records: list[Any], name: str) -> npt.NDArray[np.int64]:
+def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
+    """``records[rows]`` for a list."""
+    if len(rows) < 2:
+        return [records[i] for i in rows.tolist()]
+    picked: tuple[Any, ...] = itemgetter(*rows.tolist())(records)
+    return picked
+
+
+def _ints(records: Sequence[Any], name: str) -> npt.NDArray[np.int64]:
     return np.fromiter(map(attrgetter(name), records), np.int64, count=len(records))
-
-
-def _tracks(
-    device: npt.NDArray[np.int64],
-    stream: npt.NDArray[np.int64],
-    track_kind: npt.NDArray[np.int8],
-    strings: StringTable,
-) -> tuple[Table, npt.NDArray[np.int32]]:
-    """build_tracks on the distinct (kind, device, stream) lanes only (a handful), found by
-    one-dimensional uniques, which cost far less than sorting the rows of every event."""
-    if len(device) == 0:
-        return build_tracks(device, stream, track_kind, strings)
-    parts = [np.unique(c, return_inverse=True) for c in (track_kind, device, stream)]
-    (uk, ik), (ud, idev), (us, istr) = parts
-    code = (ik.astype(np.int64) * len(ud) + idev) * len(us) + istr
-    lanes, inverse = np.unique(code, return_inverse=True)
-    k, rest = np.divmod(lanes, len(ud) * len(us))
-    d, s = np.divmod(rest, len(us))
-    tracks, lane_track = build_tracks(ud[d], us[s], uk[k].astype(np.int8), strings)
-    return tracks, lane_track[inverse.reshape(-1)]
 
 
 def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -741,23 +754,20 @@ def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000.0).astype(np.int64)
 
 
-def _id_column(values: list[Any], strings: StringTable) -> npt.NDArray[np.int64]:
+def _id_column(values: list[Any], text_ids: _Ids) -> npt.NDArray[np.int64]:
     """pid/tid: integers as they are; names (e.g. "Spans") become stable negative ids."""
     try:
         return np.array(values, dtype=np.int64)
     except (ValueError, TypeError):
-        return np.array(
-            [v if isinstance(v, int) else _text_id(v, strings) for v in values], dtype=np.int64
-        )
+        return np.array([_id_value(v, text_ids) for v in values], dtype=np.int64)
 
 
-def _id_value(value: Any, strings: StringTable) -> int:
-    return value if type(value) is int else _text_id(value, strings)
-
-
-def _text_id(value: Any, strings: StringTable) -> int:
+def _id_value(value: Any, text_ids: _Ids) -> int:
+    if isinstance(value, int):
+        return value
     text = str(value)
-    return int(text) if text.lstrip("-").isdigit() else -2 - strings.add(text)
+    # numbered in order of first use, so the same in every slicing of the file
+    return int(text) if text.lstrip("-").isdigit() else -2 - text_ids[text]
 
 
 def _dim3(values: Iterable[Any]) -> list[list[int]]:
