@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
@@ -473,18 +474,21 @@ def test_errors_in_late_slices_name_the_event(tmp_path: Path, small_slices: None
     assert "raw.json" in str(info.value)
 
 
-def test_loading_leaves_no_thread_and_restores_gc(tmp_path: Path, small_slices: None) -> None:
+def test_loading_leaves_no_thread_or_open_file_and_restores_gc(
+    tmp_path: Path, small_slices: None
+) -> None:
     good = _write(tmp_path, _tricky_doc(30), "good.json")
     bad = _write(
         tmp_path,
         {"traceEvents": [_event(ts=float(i)) for i in range(50)] + [_event(dur=-1)]},
         "bad.json",
     )
-    before = threading.active_count()
+    threads, files = threading.active_count(), _open_files()
     for path in (good, bad, good):
-        with pytest.raises(InputError) if path == bad else _no_error():
+        with pytest.raises(InputError) if path == bad else contextlib.nullcontext():
             load_trace(path)
-        assert threading.active_count() == before
+        assert threading.active_count() == threads
+        assert _open_files() == files
         assert gc.isenabled()
     gc.disable()
     try:
@@ -494,12 +498,9 @@ def test_loading_leaves_no_thread_and_restores_gc(tmp_path: Path, small_slices: 
         gc.enable()
 
 
-class _no_error:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+def _open_files() -> int:
+    fds = Path("/proc/self/fd")
+    return len(list(fds.iterdir())) if fds.is_dir() else 0
 
 
 # Strings the slicer must not be fooled by, in names, pids and args.

@@ -10,15 +10,15 @@ graph, keep every sample, and time with CUDA events on the current stream (GPU) 
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from perflab._gc import gc_paused
 from perflab.capture import env
 from perflab.capture.nvtx import Range
 from perflab.errors import InputError, NoGPUError
@@ -220,17 +220,6 @@ def _make_clock(opts: BenchOptions) -> Any:
     if cupy is not None:
         return _CupyCudaClock(cupy, flush)
     raise NoGPUError("backend 'cuda' was asked for but no CUDA GPU is available (no GPU)")
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _plan(

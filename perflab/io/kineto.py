@@ -13,7 +13,6 @@ skipped unless ``python=True``.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import math
 import os
@@ -26,6 +25,7 @@ from typing import Annotated, Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab._gc import gc_paused
 from perflab.errors import InputError
 from perflab.io import _kineto_fast
 from perflab.io._common import (
@@ -76,7 +76,7 @@ _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUN
 def load_kineto(path: str | os.PathLike[str], *, python: bool = False) -> Trace:
     """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``)."""
     source = str(path)
-    with _gc_paused():
+    with gc_paused():
         if msgspec is not None:
             try:
                 return _load_streaming(path, source, python)
@@ -88,21 +88,8 @@ def load_kineto(path: str | os.PathLike[str], *, python: bool = False) -> Trace:
 
 def loads_kineto(data: bytes, source: str = "<bytes>", *, python: bool = False) -> Trace:
     """Like :func:`load_kineto`, from bytes already in memory (not gzip)."""
-    with _gc_paused():
+    with gc_paused():
         return _build(_decode(data, source), source, python=python)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Millions of small acyclic objects come and go; the cyclic collector would walk them
-    again and again for nothing."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # -- decoding ------------------------------------------------------------------------------
@@ -206,19 +193,27 @@ def _check_utf8_strings(data: bytes, source: str) -> None:
 
 
 def _load_streaming(path: str | os.PathLike[str], source: str, python: bool) -> Trace:
-    stream = _kineto_fast.EventStream(
-        _kineto_fast.read_blocks(path), _decode_slice, _decode_top_level
-    )
     columns = _Columns(source, python)
-    for events in stream:
-        columns.add(events)
+    with _event_stream(path) as stream:
+        for events in stream:
+            columns.add(events)
     doc = _doc_of(stream.head, stream.tail, events=())
-    return columns.finish(
-        doc,
-        lambda: _kineto_fast.EventStream(
-            _kineto_fast.read_blocks(path), _decode_slice, _decode_top_level
-        ),
-    )
+    return columns.finish(doc, lambda: _reread(path))
+
+
+@contextlib.contextmanager
+def _event_stream(path: str | os.PathLike[str]) -> Iterator[_kineto_fast.EventStream]:
+    """The file's events, slice by slice; the file is closed when the block ends."""
+    blocks = _kineto_fast.read_blocks(path)
+    try:
+        yield _kineto_fast.EventStream(blocks, _decode_slice, _decode_top_level)
+    finally:
+        blocks.close()
+
+
+def _reread(path: str | os.PathLike[str]) -> Iterator[list[Any]]:
+    with _event_stream(path) as stream:
+        yield from stream
 
 
 def _decode_slice(piece: bytes) -> list[Any]:
