@@ -51,8 +51,12 @@ def _rel_iqr(samples: np.ndarray) -> float:
 
 
 def _summary(samples_ns: np.ndarray, wall_s: float) -> dict[str, Any]:
-    return {"median_ns": float(np.median(samples_ns)), "rel_iqr": _rel_iqr(samples_ns),
-            "n": int(samples_ns.size), "wall_s": wall_s}
+    return {
+        "median_ns": float(np.median(samples_ns)),
+        "rel_iqr": _rel_iqr(samples_ns),
+        "n": int(samples_ns.size),
+        "wall_s": wall_s,
+    }
 
 
 def _fn(setup: str, stmt: str) -> Callable[[], object]:
@@ -98,9 +102,12 @@ def repeated(run: Callable[[str, str], dict[str, Any]], setup: str, stmt: str) -
     """Run one tool REPEATS times; keep the last run's details and the spread of medians."""
     runs = [run(setup, stmt) for _ in range(REPEATS)]
     medians = np.array([r["median_ns"] for r in runs])
-    return {**runs[-1], "median_ns": float(np.median(medians)),
-            "repeat_rel_std": float(medians.std() / medians.mean()),
-            "wall_s": float(np.mean([r["wall_s"] for r in runs]))}
+    return {
+        **runs[-1],
+        "median_ns": float(np.median(medians)),
+        "repeat_rel_std": float(medians.std() / medians.mean()),
+        "wall_s": float(np.mean([r["wall_s"] for r in runs])),
+    }
 
 
 def overhead() -> dict[str, Any]:
@@ -114,27 +121,38 @@ def overhead() -> dict[str, Any]:
 def main() -> None:
     rows: list[dict[str, Any]] = []
     ov = overhead()
-    print(f"per-sample overhead (no-op, 1 call/sample): perflab {ov['perflab']:.0f} ns, "
-          f"timeit {ov['timeit']:.0f} ns")
-    print(f"{'workload':18s} {'tool':8s} {'median':>11s} {'rep.std%':>9s} {'IQR%':>7s} "
-          f"{'n':>6s} {'wall s':>7s}")
+    print(
+        f"per-sample overhead (no-op, 1 call/sample): perflab {ov['perflab']:.0f} ns, "
+        f"timeit {ov['timeit']:.0f} ns"
+    )
+    print(
+        f"{'workload':18s} {'tool':8s} {'median':>11s} {'rep.std%':>9s} {'IQR%':>7s} "
+        f"{'n':>6s} {'wall s':>7s}"
+    )
     gpu = cuda_available()
     for name, (setup, stmt) in {**WORKLOADS, **(GPU_WORKLOADS if gpu else {})}.items():
         runners: dict[str, Callable[[str, str], dict[str, Any]]] = {"perflab": with_perflab}
         runners["do_bench" if name in GPU_WORKLOADS else "timeit"] = (
-            with_do_bench if name in GPU_WORKLOADS else with_timeit)
+            with_do_bench if name in GPU_WORKLOADS else with_timeit
+        )
         runners["torch"] = with_torch_timer
         tools = {tool: repeated(run, setup, stmt) for tool, run in runners.items()}
         for tool, s in tools.items():
-            print(f"{name:18s} {tool:8s} {s['median_ns'] / 1e3:9.2f}us "
-                  f"{100 * s['repeat_rel_std']:8.2f}% {100 * s['rel_iqr']:6.1f}% "
-                  f"{s['n']:6d} {s['wall_s']:7.2f}")
+            print(
+                f"{name:18s} {tool:8s} {s['median_ns'] / 1e3:9.2f}us "
+                f"{100 * s['repeat_rel_std']:8.2f}% {100 * s['rel_iqr']:6.1f}% "
+                f"{s['n']:6d} {s['wall_s']:7.2f}"
+            )
         base = tools.get("timeit") or tools["do_bench"]
-        rows.append({"workload": name, **tools,
-                     "repeatability_ratio_perflab_over_baseline": tools["perflab"]["repeat_rel_std"]
-                     / max(base["repeat_rel_std"], 1e-12),
-                     "wall_ratio_perflab_over_baseline": tools["perflab"]["wall_s"]
-                     / base["wall_s"]})
+        rows.append(
+            {
+                "workload": name,
+                **tools,
+                "repeatability_ratio_perflab_over_baseline": tools["perflab"]["repeat_rel_std"]
+                / max(base["repeat_rel_std"], 1e-12),
+                "wall_ratio_perflab_over_baseline": tools["perflab"]["wall_s"] / base["wall_s"],
+            }
+        )
     doc = {
         "benchmark": "timer",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

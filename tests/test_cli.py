@@ -64,6 +64,11 @@ def test_time_user_exception_shows_only_user_frames(capsys: pytest.CaptureFixtur
 
 
 def test_console_script_help() -> None:
-    out = subprocess.run([sys.executable, "-m", "perflab.cli", "--help"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "perflab.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "info" in out and "time" in out
