@@ -138,18 +138,32 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
 ]
 
 
-def with_timing_arguments(func: F) -> F:
-    """Decorate an IPython magic with the shared timing flags (plus its own, applied after)."""
-    from IPython.core.magic_arguments import argument
+ArgumentSpecs = list[tuple[tuple[str, ...], dict[str, Any]]]
 
-    for flags, kwargs in reversed(TIMING_ARGUMENTS):
-        func = argument(*flags, **kwargs)(func)
-    return func
+
+def magic_arguments_from(specs: ArgumentSpecs) -> Callable[[F], F]:
+    """A decorator adding ``specs`` to an IPython magic (its own flags, applied after)."""
+
+    def decorate(func: F) -> F:
+        from IPython.core.magic_arguments import argument
+
+        for flags, kwargs in reversed(specs):
+            func = argument(*flags, **kwargs)(func)
+        return func
+
+    return decorate
+
+
+def add_arguments(parser: argparse.ArgumentParser, specs: ArgumentSpecs) -> None:
+    for flags, kwargs in specs:
+        parser.add_argument(*flags, **kwargs)
+
+
+with_timing_arguments = magic_arguments_from(TIMING_ARGUMENTS)
 
 
 def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
-    for flags, kwargs in TIMING_ARGUMENTS:
-        parser.add_argument(*flags, **kwargs)
+    add_arguments(parser, TIMING_ARGUMENTS)
 
 
 def bench_options(args: argparse.Namespace, default_name: str) -> BenchOptions:

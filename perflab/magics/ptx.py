@@ -18,15 +18,13 @@ from perflab.commands.ptx import (
     view_options,
 )
 from perflab.errors import PerflabError
+from perflab.frontend import magic_arguments_from
 from perflab.model.kernel import CompileResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _with_compile_arguments(func: F) -> F:
-    for flags, kwargs in reversed(COMPILE_ARGUMENTS):
-        func = argument(*flags, **kwargs)(func)
-    return func
+_with_compile_arguments = magic_arguments_from(COMPILE_ARGUMENTS)
 
 
 def guess_lang(cell: str) -> str:
