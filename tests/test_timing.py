@@ -163,6 +163,13 @@ def test_load_rejects_bad_files(tmp_path, content: str, message: str) -> None:  
         TimingResult.load(path)
 
 
+def test_load_deeply_nested_json_is_a_schema_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SchemaError, match="nested too deeply"):
+        TimingResult.load(path)
+
+
 def test_load_non_utf8_and_missing(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "bin.json"
     path.write_bytes(b"\xff\xfe\x00")

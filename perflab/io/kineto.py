@@ -36,6 +36,7 @@ from perflab.io._common import (
     renumber,
     sort_order,
 )
+from perflab.model.serialize import parse_json
 from perflab.model.trace import (
     KERNEL_COLUMNS,
     MEMCPY_COLUMNS,
@@ -312,18 +313,7 @@ class _DictEvent:
 
 
 def _decode_stdlib(data: bytes, source: str) -> _Doc:
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"malformed JSON: {exc.msg}",
-            source=source,
-            position=f"line {exc.lineno} col {exc.colno}",
-        ) from None
-    except RecursionError:
-        raise InputError("malformed JSON: nested too deeply", source=source) from None
+    doc = parse_json(data, source, error=InputError, invalid="malformed JSON")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError("not a Kineto trace: no traceEvents list", source=source)
     events = doc["traceEvents"]

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from perflab.errors import SchemaError
+from perflab.errors import InputError, SchemaError
 
 SCHEMA_VERSION = 1
 
@@ -26,20 +26,30 @@ def load_json(kind: str, path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a file written by :func:`dump_json`, checking its kind and version."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise SchemaError(f"cannot read: {exc.strerror}", source=source) from None
-    except UnicodeDecodeError as exc:
-        raise SchemaError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
+    return check_header(kind, parse_json(data, source), source)
+
+
+def parse_json(
+    data: bytes,
+    source: str,
+    *,
+    error: type[InputError] = SchemaError,
+    invalid: str = "not valid JSON",
+) -> Any:
+    """Decode UTF-8 JSON; every failure becomes ``error`` naming ``source`` and the position."""
     try:
-        doc = json.loads(text)
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
     except json.JSONDecodeError as exc:
-        raise SchemaError(
-            f"not valid JSON: {exc.msg}",
-            source=source,
-            position=f"line {exc.lineno} col {exc.colno}",
+        raise error(
+            f"{invalid}: {exc.msg}", source=source, position=f"line {exc.lineno} col {exc.colno}"
         ) from None
-    return check_header(kind, doc, source)
+    except RecursionError:
+        raise error(f"{invalid}: nested too deeply", source=source) from None
 
 
 def check_header(kind: str, doc: Any, source: str) -> dict[str, Any]:
