@@ -162,10 +162,6 @@ def add_arguments(parser: argparse.ArgumentParser, specs: ArgumentSpecs) -> None
 with_timing_arguments = magic_arguments_from(TIMING_ARGUMENTS)
 
 
-def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
-    add_arguments(parser, TIMING_ARGUMENTS)
-
-
 def bench_options(args: argparse.Namespace, default_name: str) -> BenchOptions:
     """The BenchOptions a parsed command line asks for (validated)."""
     opts = BenchOptions(

@@ -14,6 +14,7 @@ from typing import Any
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.commands._common import print_json
 from perflab.errors import InputError
+from perflab.frontend import add_arguments
 from perflab.model.kernel import CompileResult
 from perflab.model.units import parse_size
 
@@ -69,11 +70,6 @@ COMPILE_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         ),
     ),
 ]
-
-
-def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
-    for flags, kwargs in COMPILE_ARGUMENTS:
-        parser.add_argument(*flags, **kwargs)
 
 
 def default_arch() -> str:
@@ -135,7 +131,7 @@ def register(sub: Any) -> None:
         "to source lines. Compile errors print FILE:LINE: error: ... and exit 1.",
     )
     p.add_argument("file", metavar="FILE.cu", help="CUDA C++ source file")
-    add_compile_arguments(p)
+    add_arguments(p, COMPILE_ARGUMENTS)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
 

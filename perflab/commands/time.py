@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 from perflab.commands._common import print_json
-from perflab.frontend import add_timing_arguments, timed_run, user_frames
+from perflab.frontend import TIMING_ARGUMENTS, add_arguments, timed_run, user_frames
 
 
 def register(sub: Any) -> None:
@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     p.add_argument("statement", help="Python code to time")
     p.add_argument("-s", "--setup", default="", help="code run once before timing")
     p.add_argument("--json", action="store_true", help="print the TimingResult as JSON")
-    add_timing_arguments(p)
+    add_arguments(p, TIMING_ARGUMENTS)
     p.set_defaults(handler=run)
 
 
