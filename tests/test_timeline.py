@@ -93,24 +93,68 @@ def test_largest_visible_keeps_the_longest_in_view() -> None:
     assert idx.tolist() == [1, 3]  # visible parts 25 and 30 beat 2; 0 and 4 are outside
 
 
-def test_pyramid_tiles_hold_their_longest_intervals() -> None:
+@pytest.mark.parametrize("layout", ["spread", "clustered"])
+def test_pyramid_tiles_hold_their_longest_intervals(layout: str) -> None:
+    """Every tile of every level against a brute-force selection; the clustered layout (dense
+    short intervals in two bursts, a few long ones across the gap) makes most tiles either
+    full from long intervals alone or sparse."""
     rng = np.random.default_rng(1)
-    s = np.sort(rng.uniform(0, 1e6, 5000))
-    e = s + rng.lognormal(5, 1, 5000)
-    lane = rng.integers(0, 3, 5000)
+    if layout == "spread":
+        s = np.sort(rng.uniform(0, 1e6, 5000))
+        e = s + rng.lognormal(5, 1, 5000)
+    else:
+        s = np.concatenate([rng.uniform(0, 1e5, 9000), rng.uniform(8e5, 1e6, 9000)])
+        # and intervals about a fine tile wide, some crossing into a burst from the gap
+        s = np.concatenate([s, rng.uniform(0, 1e6, 200), rng.uniform(7.9e5, 8e5, 300)])
+        e = s + np.concatenate(
+            [rng.uniform(0, 3, 18000), rng.uniform(1e3, 2e5, 200), rng.uniform(5, 3e3, 300)]
+        )
+    lane = rng.integers(0, 3, s.size)
     p = lod.build_pyramid(s, e, lane, 3, row_budget=4000, max_per_tile=100)
     assert p.total_rows <= 4000 + 100
     span = p.t1 - p.t0
-    for level in p.levels[1:]:
+    for level in p.levels:
         w = span / level.tiles
-        for t in (0, level.tiles // 2, level.tiles - 1):
+        for t in range(level.tiles):
             rows = level.rows[level.offsets[t] : level.offsets[t + 1]]
-            touch = np.flatnonzero((e >= p.t0 + t * w) & (s <= p.t0 + (t + 1) * w))
+            lo, hi = p.t0 + t * w, p.t0 + (t + 1) * w
+            touch = np.flatnonzero((e >= lo) & (s <= hi))
             assert set(rows.tolist()) <= set(touch.tolist())
-            if rows.size == level.per_tile:  # dropped some: kept ones are the longest
+            if rows.size < level.per_tile:  # room to spare: everything that touches
+                assert rows.size == touch.size
+            else:  # dropped some: the kept ones are the longest
                 longest = np.sort(e[touch] - s[touch])[-level.per_tile :]
                 assert np.allclose(np.sort(e[rows] - s[rows]), longest)
     assert p.levels[0].busy.shape[0] == 4  # 3 lanes + the summary row
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_level_selection_matches_brute_force(seed: int) -> None:
+    """One tile filled by long intervals, short ones crossing from it into its neighbours
+    (and back), and noise: the quick pass over the longest intervals fills that tile, and
+    the crossing ones must still reach the tiles next to it."""
+    rng = np.random.default_rng(seed)
+    tiles, per_tile, width = 4, int(rng.integers(1, 3)), 100.0
+    dense = int(rng.integers(1, tiles - 1))
+    n_long = 4 * tiles * per_tile + 5  # more than the quick pass looks at
+    starts = [
+        [0.0, tiles * width - 0.5],  # fix the span
+        dense * width + rng.uniform(0, 10, n_long),
+        rng.choice([dense, dense + 1], 10) * width - rng.uniform(0, 1, 10),  # crossing
+        rng.uniform(0, tiles * width - 1, 30),
+    ]
+    lengths = [[0.5, 0.5], rng.uniform(20, 89, n_long), rng.uniform(1.5, 3, 10)]
+    lengths.append(rng.uniform(0, 0.5, 30))
+    s, e = np.concatenate(starts), np.concatenate(starts) + np.concatenate(lengths)
+    by_length = np.argsort(-(e - s))
+    offsets, rows, complete = lod._select_level(
+        by_length, s[by_length], e[by_length], 0.0, tiles * width, tiles, per_tile
+    )
+    first, last = lod._tiles_of(s, e, 0.0, width, tiles)
+    touching = [[r for r in by_length.tolist() if first[r] <= t <= last[r]] for t in range(tiles)]
+    for t in range(tiles):
+        assert rows[offsets[t] : offsets[t + 1]].tolist() == touching[t][:per_tile]
+    assert not complete and len(touching[dense]) > per_tile
 
 
 def test_pyramid_stops_when_every_interval_is_drawn() -> None:

@@ -18,6 +18,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    unique_rows,
 )
 
 
@@ -146,3 +147,15 @@ def test_repr_is_escaped_html() -> None:
     assert "<script>x" not in bundle["text/html"]
     assert "&lt;script&gt;" in bundle["text/html"]
     assert "4 events" in bundle["text/plain"]
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 2), (500, 4), (2000, 12)])
+def test_unique_rows_matches_numpy(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(shape[0])
+    matrix = rng.integers(-3, 4, size=shape).astype(np.int64)
+    matrix[::7] = matrix[0] if len(matrix) else matrix[::7]  # repeated rows
+    rows, inverse = unique_rows(matrix)
+    want_rows, want_inverse = np.unique(matrix, axis=0, return_inverse=True)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(inverse, want_inverse.reshape(-1))
+    np.testing.assert_array_equal(rows[inverse], matrix)

@@ -184,23 +184,47 @@ def _select_level(
     per_tile: int,
 ) -> tuple[IntArray, IntArray, bool]:
     """Per tile, the ``per_tile`` longest intervals touching it (CSR: offsets, rows), and
-    whether that is every interval of every tile."""
-    first, last = _tiles_of(s[by_length], e[by_length], t0, span / tiles, tiles)
+    whether that is every interval of every tile. ``s`` and ``e`` are in ``by_length``
+    order (longest first).
+
+    Most intervals are short and lie in tiles that longer ones fill already: the longest
+    few are ranked first, and later intervals only where they touch a tile not yet full."""
+    first, last = _tiles_of(s, e, t0, span / tiles, tiles)
+    n = by_length.size
+    head = min(n, 4 * tiles * per_tile)
+    _, _, head_counts = _longest_per_tile(first[:head], last[:head], tiles, per_tile)
+    full = head_counts >= per_tile
+    tail_first, tail_last = first[head:], last[head:]
+    later = head + np.flatnonzero(~full[tail_first] | (tail_last > tail_first))
+    candidates = np.concatenate([np.arange(head), later])
+    offsets, picked, counts = _longest_per_tile(
+        first[candidates], last[candidates], tiles, per_tile
+    )
+    # with intervals beyond the quick pass, some tile holds 4 x per_tile of the first ones
+    # (pigeonhole), so the counts over the candidates already say "incomplete"
+    complete = bool(counts.max(initial=0) <= per_tile)
+    return offsets, by_length[candidates[picked]], complete
+
+
+def _longest_per_tile(
+    first: IntArray, last: IntArray, tiles: int, per_tile: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """For intervals in longest-first order touching tiles ``first..last``: per tile the
+    first ``per_tile`` of them (CSR offsets, positions in the input) and how many touch it."""
     copies = last - first + 1
     # an interval spanning several tiles is listed in each (long ones are few)
-    row = np.repeat(by_length, copies)
-    start_tile = np.repeat(first, copies)
-    step = np.arange(row.size) - np.repeat(np.cumsum(copies) - copies, copies)
-    tile = start_tile + step
-    order = np.argsort(tile, kind="stable")  # keeps longest-first within a tile
-    row, tile = row[order], tile[order]
+    position = np.repeat(np.arange(first.size), copies)
+    step = np.arange(position.size) - np.repeat(np.cumsum(copies) - copies, copies)
+    tile = first[position] + step
+    # stable: keeps longest-first within a tile; small integer keys get numpy's radix sort
+    key = tile.astype(np.int16) if tiles <= np.iinfo(np.int16).max else tile
+    order = np.argsort(key, kind="stable")
+    position, tile = position[order], tile[order]
     counts = np.bincount(tile, minlength=tiles)
     begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rank = np.arange(row.size) - begin[tile]
-    keep = rank < per_tile
+    keep = np.arange(position.size) - begin[tile] < per_tile
     offsets = np.concatenate(([0], np.cumsum(np.minimum(counts, per_tile)))).astype(np.int64)
-    complete = bool(counts.max(initial=0) <= per_tile)
-    return offsets, row[keep].astype(np.int64), complete
+    return offsets, position[keep].astype(np.int64), counts
 
 
 def build_pyramid(
@@ -238,7 +262,9 @@ def build_pyramid(
     if not t1 > t0:
         t1 = t0 + 1.0
     span = t1 - t0
-    by_length = np.argsort(-(e - s), kind="stable").astype(np.int64)
+    # ties in length may come in any (deterministic) order: the unstable sort is 5x faster
+    by_length = np.argsort(-(e - s)).astype(np.int64)
+    s_by_length, e_by_length = s[by_length], e[by_length]
     depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))
     merged = _lane_unions(s, e, ln, lanes, summary_lanes)
     levels: list[Level] = []
@@ -247,7 +273,9 @@ def build_pyramid(
         tiles = factor**depth_i
         share = budget_left // (depth + 1 - depth_i)
         per_tile = int(min(max_per_tile, max(1, share // tiles)))
-        offsets, rows, complete = _select_level(by_length, s, e, t0, span, tiles, per_tile)
+        offsets, rows, complete = _select_level(
+            by_length, s_by_length, e_by_length, t0, span, tiles, per_tile
+        )
         budget_left = max(0, budget_left - int(rows.size))
         bins = int(min(base_bins * factor**depth_i, max_bins))
         busy = np.array([_fraction(m, t0, t1, bins) for m in merged])

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
-from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind
+from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind, unique_rows
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -72,7 +72,7 @@ def build_tracks(
     keys = np.stack([track_kind.astype(np.int64), device, stream], axis=1)
     if len(keys) == 0:
         return Table(TRACK_COLUMNS), np.zeros(0, dtype=np.int32)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows(keys)
     labels = [track_label(int(k), int(d), int(s)) for k, d, s in uniq.tolist()]
     tracks = Table(
         TRACK_COLUMNS,

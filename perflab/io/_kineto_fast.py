@@ -17,6 +17,9 @@ Concatenated with the removed commas they are the original text, so the file is 
 exactly when every piece is. Anything irregular (no events key, odd layout, corrupt gzip,
 malformed JSON) raises :class:`Unusual`, and the caller decodes the whole file the ordinary way,
 which also gives the precise error message.
+
+Slices are small (half a MB of text, ~2.5k events) so that the decoded records are still in
+the CPU cache when they are turned into columns: about 15% faster than 8 MB slices.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, BinaryIO
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 1 << 20  # compressed bytes read at a time
-PIECE_SIZE = 8 << 20  # decompressed bytes per decoded slice: ~40k events, ~20 MB decoded
+PIECE_SIZE = 512 << 10  # decompressed bytes per decoded slice: ~2.5k events, ~1.3 MB decoded
 HEAD_LIMIT = 64 << 20  # a head larger than this is not a Kineto layout we stream
 CUT_RETRIES = 8  # earlier cut points tried when a cut lands inside an element
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

@@ -46,6 +46,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    unique_rows,
 )
 
 try:
@@ -117,7 +118,7 @@ if msgspec is not None:
         registers: I64 = msgspec.field(default=-1, name="registers per thread")
         shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
         # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
-        grid: tuple[I64, ...] | str | None = None  # tuples: hashable, see _KERNEL_KEY
+        grid: tuple[I64, ...] | str | None = None  # tuples: hashable, see _GRID
         block: tuple[I64, ...] | str | None = None
         occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
         bytes: I64 = -1
@@ -357,17 +358,20 @@ class _Ids(dict[Any, int]):
         return np.fromiter(map(self.__getitem__, values), np.int32, count=n)
 
 
-# Per event, everything but times and ids is one of few distinct combinations: it is
-# interned as one tuple and decoded once per distinct value.
-_EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid", "args.device", "args.stream")
-_KERNEL_KEY = attrgetter(
-    "args.grid", "args.block", "args.registers", "args.shared_memory", "args.occupancy"
-)
-_TIMES = attrgetter("ts", "dur", "args.correlation", "args.external_id")
-_TIMES_DTYPE = np.dtype(
-    [("ts", np.float64), ("dur", np.float64), ("correlation", np.int64), ("external_id", np.int64)]
-)
-_OP_EXTRAS = attrgetter("args.flops", "args.input_dims", "args.input_types")
+# Per event, (ph, cat, name, pid, tid) is one of few distinct combinations: it is interned as
+# one tuple and decoded once per distinct value. Each attribute read costs about as much as
+# numpy's work on the value, so every field is read once, and ``args`` only for kept events.
+_EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
+_ARGS = attrgetter("args")
+_TIMES = attrgetter("ts", "dur")
+_TIMES_DTYPE = np.dtype([("ts", np.float64), ("dur", np.float64)])
+_ARG_IDS_NAMES = ("correlation", "external_id", "device", "stream")
+_ARG_IDS = attrgetter(*_ARG_IDS_NAMES)
+_ARG_IDS_DTYPE = np.dtype([(name, np.int64) for name in _ARG_IDS_NAMES])
+# on args
+# grid and block are interned (few distinct values); the other kernel fields are numbers
+_GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
+_OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
 _FLOW = attrgetter("pid", "tid", "ts")
 
 
@@ -404,17 +408,8 @@ _EVENT_KEY_COLUMNS = {
     "name": np.int32,
     "pid": np.int64,
     "tid": np.int64,
-    "device_arg": np.int64,
-    "stream_arg": np.int64,
 }
-_TRIPLE = np.dtype((np.int64, 3))
-_KERNEL_KEY_COLUMNS = {
-    "grid": _TRIPLE,
-    "block": _TRIPLE,
-    "registers": np.int64,
-    "shared_mem": np.int64,
-    "occupancy": np.float64,
-}
+_DIM3_COLUMNS = {"dim3": np.dtype((np.int64, 3))}  # rows of three
 
 
 class _Columns:
@@ -426,9 +421,12 @@ class _Columns:
         self.python = python
         self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
         self.strings = StringTable()
+        # CPU ops' shapes and dtypes, joined to ``strings`` at the end so that string ids do
+        # not depend on where the file was sliced
+        self.op_strings = StringTable()
         self.text_ids = _Ids()  # pids/tids given as names
         self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
-        self.launches = _KeyTable(_describe_launches, _KERNEL_KEY_COLUMNS)
+        self.dims = _KeyTable(lambda keys: {"dim3": _dim3(keys)}, _DIM3_COLUMNS)
         self.events_read = 0
         self.kept = 0
         self.flow_ends = 0
@@ -445,8 +443,8 @@ class _Columns:
         return np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
 
     def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
-        """Lookup columns for new (ph, cat, name, pid, tid, device, stream) keys."""
-        ph, cat, name, pid, tid, device, stream = zip(*keys, strict=True)
+        """Lookup columns for new (ph, cat, name, pid, tid) keys."""
+        ph, cat, name, pid, tid = zip(*keys, strict=True)
         keep = [p == "X" and c not in self.skip for p, c in zip(ph, cat, strict=True)]
         kind_gpu = [CATEGORIES.get(c, _OTHER) for c in cat]
         kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
@@ -464,8 +462,6 @@ class _Columns:
             "name": names,
             "pid": pids,
             "tid": tids,
-            "device_arg": _int_values(device),
-            "stream_arg": _int_values(stream),
         }
 
     # -- one slice ---------------------------------------------------------------------
@@ -494,20 +490,24 @@ class _Columns:
         code = code[keep]
         times = np.fromiter(map(_TIMES, kept), _TIMES_DTYPE, count=len(kept))
         self._check_times(times, lambda k: offset + int(np.flatnonzero(keep)[k]))
+        args = list(map(_ARGS, kept))
+        ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
-        self._add_side_tables(kept, kind)
+        self._add_side_tables(args, kind)
         self._put(
             code=code,
             ts=times["ts"],
             dur=times["dur"],
-            correlation=times["correlation"],
-            external_id=times["external_id"],
+            **{name: ids[name] for name in _ARG_IDS_NAMES},
         )
         self.kept += len(kept)
 
     def _check_times(self, times: npt.NDArray[Any], position: Any) -> None:
         """Every complete event needs a finite ts and a finite, non-negative dur."""
         ts, dur = times["ts"], times["dur"]
+        # NaN fails every comparison, so three reductions clear a good slice
+        if (np.abs(ts) <= MAX_TS_US).all() and ((dur >= 0) & (dur <= MAX_TS_US)).all():
+            return
         problems = (
             (~np.isfinite(ts), "missing or non-finite 'ts'"),
             (np.abs(np.nan_to_num(ts)) > MAX_TS_US, "'ts' does not fit in 64-bit nanoseconds"),
@@ -523,19 +523,24 @@ class _Columns:
                     position=f"traceEvents[{position(int(np.flatnonzero(bad)[0]))}]",
                 )
 
-    def _add_side_tables(self, kept: list[Any], kind: npt.NDArray[np.int8]) -> None:
+    def _add_side_tables(self, args: list[Any], kind: npt.NDArray[np.int8]) -> None:
+        """Kernel, memcpy/memset and CPU-op rows from the kept events' ``args``."""
         base = self.kept
         rows = np.flatnonzero(kind == EventKind.KERNEL)
-        kernels = _pick(kept, rows)
+        kernels, n = _pick(args, rows), len(rows)
         self._put(
             k_event=rows + base,
-            k_code=self.launches.ids.codes(map(_KERNEL_KEY, kernels), len(kernels)),
+            k_grid=self.dims.ids.codes(map(_GRID, kernels), n),
+            k_block=self.dims.ids.codes(map(_BLOCK, kernels), n),
+            k_registers=_ints(kernels, "registers"),
+            k_shared_mem=_ints(kernels, "shared_memory"),
+            k_occupancy=np.fromiter(map(attrgetter("occupancy"), kernels), np.float64, count=n),
         )
         rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-        self._put(m_event=rows + base, m_bytes=_ints(_pick(kept, rows), "args.bytes"))
+        self._put(m_event=rows + base, m_bytes=_ints(_pick(args, rows), "bytes"))
         rows = np.flatnonzero(kind == EventKind.CPU_OP)
-        ops = _pick(kept, rows)
-        sequence = _ints(ops, "args.sequence")
+        ops = _pick(args, rows)
+        sequence = _ints(ops, "sequence")
         flops, dims, types = self._op_extras(ops)
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
         self._put(
@@ -549,7 +554,7 @@ class _Columns:
     def _op_extras(
         self, ops: Sequence[Any]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-        """flops, input dims and input types of CPU ops; most traces record none of them."""
+        """flops, input dims and input types from CPU ops' args; most traces record none."""
         extras = list(map(_OP_EXTRAS, ops))
         # the decoders' shared defaults: a tuple compare finds them by identity
         absent = (math.nan, b"", b"") if msgspec is None else (math.nan, _NO_RAW, _NO_RAW)
@@ -559,8 +564,8 @@ class _Columns:
         flops, dims, types = zip(*extras, strict=True)
         return (
             np.array(flops, dtype=np.float64).reshape(-1),
-            _raw_strings(list(dims), self.strings),
-            _raw_strings(list(types), self.strings),
+            _raw_strings(list(dims), self.op_strings),
+            _raw_strings(list(types), self.op_strings),
         )
 
     # -- the whole trace -------------------------------------------------------------------
@@ -605,23 +610,23 @@ class _Columns:
         )
 
     def _tracks(self, code: npt.NDArray[np.int32]) -> tuple[Table, npt.NDArray[np.int32]]:
-        """Tracks and the track of every event. The lane is a function of the event key, so
-        it is worked out once per distinct key that occurs."""
+        """Tracks and the track of every event. The lane is a function of the event key and
+        the device/stream args, so it is worked out once per distinct combination."""
         table = self.events
-        used = np.flatnonzero(np.bincount(code, minlength=len(table["kind"])))
-        kind, device_arg, stream_arg = (
-            table[c][used] for c in ("kind", "device_arg", "stream_arg")
+        group, key, device_arg, stream_arg = _key_groups(
+            code,
+            self._column("device", np.int64),
+            self._column("stream", np.int64),
+            len(table["kind"]),
         )
-        pid, tid = table["pid"][used], table["tid"][used]
+        kind, pid, tid = (table[c][key] for c in ("kind", "pid", "tid"))
         # GPU work sits on (device, stream); a cuda_sync only when it names a device
-        on_gpu = table["gpu_cat"][used] & ((kind != EventKind.SYNC) | (device_arg >= 0))
+        on_gpu = table["gpu_cat"][key] & ((kind != EventKind.SYNC) | (device_arg >= 0))
         device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
         stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
         track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
         tracks, lane = build_tracks(device, stream, track_kind, self.strings)
-        track_of_key = np.zeros(len(table["kind"]), dtype=np.int32)
-        track_of_key[used] = lane
-        return tracks, track_of_key[code]
+        return tracks, lane[group]
 
     def _link_flows(
         self,
@@ -657,8 +662,8 @@ class _Columns:
         return ends
 
     def _kernel_table(self) -> Table:
-        code = self._column("k_code", np.int32)
-        grid, block = self.launches["grid"][code], self.launches["block"][code]
+        dims = self.dims["dim3"]
+        grid, block = (dims[self._column(f"k_{name}", np.int32)] for name in ("grid", "block"))
         return Table(
             KERNEL_COLUMNS,
             {
@@ -669,9 +674,9 @@ class _Columns:
                 "block_x": block[:, 0],
                 "block_y": block[:, 1],
                 "block_z": block[:, 2],
-                "registers": self.launches["registers"][code],
-                "shared_mem": self.launches["shared_mem"][code],
-                "occupancy": self.launches["occupancy"][code],
+                "registers": self._column("k_registers", np.int64),
+                "shared_mem": self._column("k_shared_mem", np.int64),
+                "occupancy": self._column("k_occupancy", np.float64),
             },
         )
 
@@ -690,34 +695,42 @@ class _Columns:
         )
 
     def _op_table(self) -> Table:
+        string_id = self.strings.add_all(self.op_strings.strings)
+        text = {
+            name: _string_ids(self._column(f"o_{name}", np.int32), string_id)
+            for name in ("input_dims", "input_types")
+        }
         return Table(
             OP_COLUMNS,
             {
                 "event": self._column("o_event", np.int64),
                 "sequence": self._column("o_sequence", np.int64),
                 "flops": self._column("o_flops", np.float64),
-                "input_dims": self._column("o_input_dims", np.int32),
-                "input_types": self._column("o_input_types", np.int32),
+                **text,
             },
         )
 
 
-def _describe_launches(keys: list[Any]) -> dict[str, Any]:
-    """Lookup columns for new (grid, block, registers, shared memory, occupancy) keys."""
-    grid, block, registers, shared, occupancy = zip(*keys, strict=True)
-    return {
-        "grid": _dim3(grid),
-        "block": _dim3(block),
-        "registers": _int_values(registers),
-        "shared_mem": _int_values(shared),
-        "occupancy": list(occupancy),
-    }
-
-
-def _int_values(values: Iterable[Any]) -> list[int]:
-    """Integers as numpy converts them (the fallback decoder does not check types)."""
-    converted: list[int] = np.array(list(values), dtype=np.int64).tolist()
-    return converted
+def _key_groups(
+    code: npt.NDArray[np.int32],
+    device: npt.NDArray[np.int64],
+    stream: npt.NDArray[np.int64],
+    n_keys: int,
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct (key, device, stream) combinations that occur: (group of every event, and
+    per group its key, device and stream). Kineto gives every event of a key the same
+    device and stream, which is checked in one vectorised pass; otherwise rows are sorted."""
+    seen_device = np.zeros(n_keys, dtype=np.int64)
+    seen_stream = np.zeros(n_keys, dtype=np.int64)
+    seen_device[code], seen_stream[code] = device, stream
+    if np.array_equal(seen_device[code], device) and np.array_equal(seen_stream[code], stream):
+        used = np.flatnonzero(np.bincount(code, minlength=n_keys))
+        group_of_key = np.zeros(n_keys, dtype=np.int64)
+        group_of_key[used] = np.arange(len(used))
+        return group_of_key[code], used, seen_device[used], seen_stream[used]
+    rows = np.stack([code.astype(np.int64), device, stream], axis=1)
+    distinct, group = unique_rows(rows)
+    return group, distinct[:, 0], distinct[:, 1], distinct[:, 2]
 
 
 def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
@@ -768,6 +781,15 @@ def memcpy_direction(name: str) -> int:
     words = name.split()
     token = words[1].lower() if len(words) > 1 and words[0].lower() == "memcpy" else ""
     return _DIRECTION_CODE.get(token, 0)
+
+
+def _string_ids(
+    local: npt.NDArray[np.int32], string_id: npt.NDArray[np.int32]
+) -> npt.NDArray[np.int32]:
+    """Ids into another string table (``string_id``: local id -> id there); -1 stays."""
+    if len(string_id) == 0:
+        return local
+    return np.where(local >= 0, string_id[np.maximum(local, 0)], -1).astype(np.int32)
 
 
 def _raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]:

@@ -197,6 +197,21 @@ class Table:
         return pd.DataFrame(dict(self.columns))
 
 
+def unique_rows(
+    matrix: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``np.unique(matrix, axis=0, return_inverse=True)`` (same rows, same order) through
+    one lexsort, a few times faster than numpy's sort of whole rows."""
+    if len(matrix) == 0:
+        return matrix.copy(), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(matrix.T[::-1])
+    ordered = matrix[order]
+    starts = np.concatenate(([True], np.any(ordered[1:] != ordered[:-1], axis=1)))
+    inverse = np.empty(len(matrix), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], inverse
+
+
 def _missing(dtype: type[np.generic], n: int) -> npt.NDArray[Any]:
     """The "unknown" fill: NaN for floats, -1 for integers."""
     if np.issubdtype(dtype, np.floating):

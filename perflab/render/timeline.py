@@ -33,7 +33,14 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.lod import Pyramid, WindowIndex, build_pyramid
-from perflab.model.trace import GPU_WORK_KINDS, MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
+from perflab.model.trace import (
+    GPU_WORK_KINDS,
+    MEMCPY_DIRECTIONS,
+    EventKind,
+    Trace,
+    TrackKind,
+    unique_rows,
+)
 from perflab.model.units import format_ns
 from perflab.render.bokeh_embed import notebook_html, standalone_html
 
@@ -190,9 +197,8 @@ class Labels:
     def of(cls, trace: Trace, rows: npt.NDArray[np.int64]) -> Labels:
         """One label per distinct (name, kind, launch details) among ``rows``; names are
         renumbered to those used."""
-        unique_rows, row_inverse = np.unique(rows, return_inverse=True)
-        matrix = _detail_matrix(trace, unique_rows)
-        table, inverse = np.unique(matrix, axis=0, return_inverse=True)
+        distinct, row_inverse = np.unique(rows, return_inverse=True)
+        table, inverse = unique_rows(_detail_matrix(trace, distinct))
         used, table[:, 0] = np.unique(table[:, 0], return_inverse=True)
         names = [_short(trace.strings[int(i)]) for i in used]
         of_row = inverse.reshape(-1)[row_inverse].astype(np.int64)
