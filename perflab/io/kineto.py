@@ -363,11 +363,9 @@ class _Ids(dict[Any, int]):
 # numpy's work on the value, so every field is read once, and ``args`` only for kept events.
 _EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
 _ARGS = attrgetter("args")
-_TIMES = attrgetter("ts", "dur")
-_TIMES_DTYPE = np.dtype([("ts", np.float64), ("dur", np.float64)])
-_ARG_IDS_NAMES = ("correlation", "external_id", "device", "stream")
-_ARG_IDS = attrgetter(*_ARG_IDS_NAMES)
-_ARG_IDS_DTYPE = np.dtype([(name, np.int64) for name in _ARG_IDS_NAMES])
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")  # one numpy pass each beats one of pairs
+_ARG_IDS = attrgetter("correlation", "external_id")
+_ARG_IDS_DTYPE = np.dtype([("correlation", np.int64), ("external_id", np.int64)])
 # on args
 # grid and block are interned (few distinct values); the other kernel fields are numbers
 _GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
@@ -488,23 +486,41 @@ class _Columns:
         keep = table["keep"][code]
         kept = list(compress(events, keep.tolist()))
         code = code[keep]
-        times = np.fromiter(map(_TIMES, kept), _TIMES_DTYPE, count=len(kept))
-        self._check_times(times, lambda k: offset + int(np.flatnonzero(keep)[k]))
+        ts = np.fromiter(map(_TS, kept), np.float64, count=len(kept))
+        dur = np.fromiter(map(_DUR, kept), np.float64, count=len(kept))
+        self._check_times(ts, dur, lambda k: offset + int(np.flatnonzero(keep)[k]))
         args = list(map(_ARGS, kept))
         ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
         self._add_side_tables(args, kind)
         self._put(
             code=code,
-            ts=times["ts"],
-            dur=times["dur"],
-            **{name: ids[name] for name in _ARG_IDS_NAMES},
+            ts=ts,
+            dur=dur,
+            correlation=ids["correlation"],
+            external_id=ids["external_id"],
+            **self._gpu_lanes(args, table["gpu_cat"][code]),
         )
         self.kept += len(kept)
 
-    def _check_times(self, times: npt.NDArray[Any], position: Any) -> None:
+    def _gpu_lanes(
+        self, args: list[Any], gpu_cat: npt.NDArray[np.bool_]
+    ) -> dict[str, npt.NDArray[np.int64]]:
+        """device and stream args, read only where they place the event (GPU categories);
+        -1 elsewhere."""
+        rows = np.flatnonzero(gpu_cat)
+        on_gpu = _pick(args, rows)
+        lanes = {}
+        for name in ("device", "stream"):
+            column = np.full(len(args), -1, dtype=np.int64)
+            column[rows] = _ints(on_gpu, name)
+            lanes[name] = column
+        return lanes
+
+    def _check_times(
+        self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
+    ) -> None:
         """Every complete event needs a finite ts and a finite, non-negative dur."""
-        ts, dur = times["ts"], times["dur"]
         # NaN fails every comparison, so three reductions clear a good slice
         if (np.abs(ts) <= MAX_TS_US).all() and ((dur >= 0) & (dur <= MAX_TS_US)).all():
             return
