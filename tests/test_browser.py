@@ -160,12 +160,47 @@ def tap_glyph(page: Any, i: int) -> dict[str, list[Any]]:
     return dict(page.evaluate(HIGHLIGHT))
 
 
+def assert_tap_links_kernel_and_launch(page: Any, trace: Any) -> None:
+    """Tap a kernel: its launch on the CPU thread is highlighted; zoom to the launch and tap
+    it: the same pair is highlighted."""
+    origin = int(trace.start_ns.min())
+    d = page.evaluate(SHOWN)
+    kernel = next(
+        i
+        for i, (name, right, left) in enumerate(zip(d["name"], d["right"], d["left"], strict=True))
+        if "gemm" in name and right - left > 0.02  # wide enough to click
+    )
+    start_ns = origin + round(d["left"][kernel] * 1e6)
+    row = int(np.flatnonzero((trace.start_ns == start_ns) & (trace.kind == 0))[0])
+    launch = int(
+        np.flatnonzero((trace.kind == 4) & (trace.correlation == trace.correlation[row]))[0]
+    )
+    hl = tap_glyph(page, kernel)
+    assert sorted(hl["role"]) == ["launch (CPU)", "launched GPU work"]
+    at = hl["role"].index("launch (CPU)")
+    assert hl["name"][at] == "cudaLaunchKernel" and hl["lane"][at] == "CPU thread 1"
+    assert round(hl["left"][at] * 1e6) == trace.start_ns[launch] - origin
+    selected = page.evaluate(f"() => ({FIND})(['left', 'name', 'group']).selected.indices")
+    assert kernel in selected
+    # and the reverse: zoomed in so the launch is drawn on its thread, tap it
+    x = hl["left"][at]
+    page.evaluate(
+        "([a, b]) => [...Bokeh.documents[0].all_models].find("
+        "m => m.type === 'Range1d' && m.bounds != null).setv({start: a, end: b})",
+        [x - 0.01, x + 0.01],
+    )
+    d = page.evaluate(SHOWN)
+    launch_glyph = d["left"].index(x)
+    back = tap_glyph(page, launch_glyph)
+    assert sorted(back["left"]) == sorted(hl["left"]) and back["role"][at] == "launch (CPU)"
+    page.mouse.click(5, 5)  # outside the plot: nothing changes
+
+
 def test_tapping_a_kernel_highlights_its_launch(browser: Any, tmp_path: Path) -> None:
     from perflab.render.timeline import timeline
 
     trace = synthetic_trace(3000)
     view = timeline(trace)
-    origin = int(trace.start_ns.min())
     notebook = tmp_path / "nb.html"
     notebook.write_text(
         "<!doctype html><html><body>" + view._repr_mimebundle_()["text/html"] + "</body></html>",
@@ -173,40 +208,48 @@ def test_tapping_a_kernel_highlights_its_launch(browser: Any, tmp_path: Path) ->
     )
     for path in (view.save(tmp_path / "t.html"), notebook):
         page, problems = open_page(browser, path)
-        d = page.evaluate(SHOWN)
-        kernel = next(
-            i
-            for i, (name, right, left) in enumerate(
-                zip(d["name"], d["right"], d["left"], strict=True)
-            )
-            if "gemm" in name and right - left > 0.02  # wide enough to click
-        )
-        start_ns = origin + round(d["left"][kernel] * 1e6)
-        row = int(np.flatnonzero((trace.start_ns == start_ns) & (trace.kind == 0))[0])
-        launch = int(
-            np.flatnonzero((trace.kind == 4) & (trace.correlation == trace.correlation[row]))[0]
-        )
-        hl = tap_glyph(page, kernel)
-        assert sorted(hl["role"]) == ["launch (CPU)", "launched GPU work"]
-        at = hl["role"].index("launch (CPU)")
-        assert hl["name"][at] == "cudaLaunchKernel" and hl["lane"][at] == "CPU thread 1"
-        assert round(hl["left"][at] * 1e6) == trace.start_ns[launch] - origin
-        selected = page.evaluate(f"() => ({FIND})(['left', 'name', 'group']).selected.indices")
-        assert kernel in selected
-        # and the reverse: zoomed in so the launch is drawn on its thread, tap it
-        x = hl["left"][at]
-        page.evaluate(
-            "([a, b]) => [...Bokeh.documents[0].all_models].find("
-            "m => m.type === 'Range1d' && m.bounds != null).setv({start: a, end: b})",
-            [x - 0.01, x + 0.01],
-        )
-        d = page.evaluate(SHOWN)
-        launch_glyph = d["left"].index(x)
-        back = tap_glyph(page, launch_glyph)
-        assert sorted(back["left"]) == sorted(hl["left"]) and back["role"][at] == "launch (CPU)"
-        page.mouse.click(5, 5)  # outside the plot: nothing changes
+        assert_tap_links_kernel_and_launch(page, trace)
         assert_safe(page, problems)
         page.close()
+
+
+NOTEBOOK_CELLS = [
+    "from perflab.model.trace import Trace\nimport perflab\n"
+    "trace = Trace.load({trace!r})\ntrace.timeline()",
+    "Trace.load({payloads!r}).timeline()",
+    "perflab.roofline([(name, 1e12, 1e9, 1e-3) for name in {names!r}], device='H200')",
+]
+
+
+def test_nbconvert_html_export_stays_interactive(browser: Any, tmp_path: Path) -> None:
+    """A notebook run by a real kernel and exported by nbconvert (what a shared report
+    is): every output renders with no console errors, tapping a kernel still highlights its
+    launch, and payload names stay text."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    trace = synthetic_trace(3000)
+    trace.save(tmp_path / "trace.npz")
+    small_trace(PAYLOADS).save(tmp_path / "payloads.npz")
+    values = {
+        "trace": str(tmp_path / "trace.npz"),
+        "payloads": str(tmp_path / "payloads.npz"),
+        "names": PAYLOADS,
+    }
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c.format(**values)) for c in NOTEBOOK_CELLS]
+    )
+    NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "report.html"
+    path.write_text(body, encoding="utf-8")
+    page, problems = open_page(browser, path)
+    page.wait_for_function("() => Bokeh.documents.length === 3", timeout=30_000)
+    assert_tap_links_kernel_and_launch(page, trace)
+    sweep_mouse(page)
+    assert_safe(page, problems)
+    page.close()
 
 
 def test_live_view_refines_through_a_server(browser: Any) -> None:

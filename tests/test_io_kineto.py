@@ -9,6 +9,7 @@ import json
 import random
 import re
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -581,3 +582,23 @@ def test_streaming_property_same_trace_as_whole_decode(
     else:
         assert isinstance(streamed, Trace)
         assert_same_trace(streamed, whole)
+
+
+@needs_data
+def test_zlib_inflates_like_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the isal wheel is missing, zlib inflates the stream: same trace, and corrupt
+    data still ends in a perflab error."""
+    path = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
+    fast = load_trace(path)
+    monkeypatch.setattr(_kineto_fast, "_zlib", zlib)
+    monkeypatch.setattr(_kineto_fast, "_INFLATE_ERROR", zlib.error)
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 64 << 10)
+    slices = _counting(monkeypatch, "_decode_slice")
+    assert_same_trace(load_trace(path), fast)
+    assert len(slices) > 10
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=re.escape("broken.json.gz")):
+        load_trace(broken)
