@@ -3,7 +3,14 @@ pages render without console errors, and a zoomed standalone timeline still show
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,7 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def open_page(browser: Any, path: Path, *, empty_cdn: bool = False) -> tuple[Any, list[str]]:
+def open_page(browser: Any, path: Path | str, *, empty_cdn: bool = False) -> tuple[Any, list[str]]:
     """``empty_cdn``: answer requests to the network with empty scripts (nbconvert's template
     asks CDNs for require.js and MathJax, which this offline machine cannot reach), so that
     only errors from perflab's outputs count."""
@@ -61,8 +68,8 @@ def open_page(browser: Any, path: Path, *, empty_cdn: bool = False) -> tuple[Any
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
-    page.goto(path.as_uri())
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30_000)
+    page.goto(path.as_uri() if isinstance(path, Path) else path)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=90_000)
     page.wait_for_timeout(300)
     return page, problems
 
@@ -229,13 +236,11 @@ NOTEBOOK_CELLS = [
 ]
 
 
-def test_nbconvert_html_export_stays_interactive(browser: Any, tmp_path: Path) -> None:
-    """A notebook run by a real kernel and exported by nbconvert (what a shared report
-    is): every output renders with no console errors, tapping a kernel still highlights its
-    launch, and payload names stay text."""
+def executed_report(tmp_path: Path) -> tuple[Any, Any]:
+    """A notebook with a timeline, a timeline of payload names and a roofline, run by a
+    real kernel: (notebook, the timeline's trace)."""
     import nbformat
     from nbclient import NotebookClient
-    from nbconvert import HTMLExporter
 
     trace = synthetic_trace(3000)
     trace.save(tmp_path / "trace.npz")
@@ -249,16 +254,93 @@ def test_nbconvert_html_export_stays_interactive(browser: Any, tmp_path: Path) -
         cells=[nbformat.v4.new_code_cell(c.format(**values)) for c in NOTEBOOK_CELLS]
     )
     NotebookClient(nb, timeout=300, kernel_name="python3").execute()
-    body, _ = HTMLExporter().from_notebook_node(nb)
-    path = tmp_path / "report.html"
-    path.write_text(body, encoding="utf-8")
-    page, problems = open_page(browser, path, empty_cdn=True)
-    page.wait_for_function("() => Bokeh.documents.length === 3", timeout=30_000)
+    return nb, trace
+
+
+def assert_report_works(page: Any, problems: list[str], trace: Any) -> None:
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length === 3", timeout=90_000)
     assert_tap_links_kernel_and_launch(page, trace)
     sweep_mouse(page)
     assert PAYLOAD in page.evaluate("() => document.body.innerText")  # the roofline's table
     assert_safe(page, problems)
+
+
+def test_nbconvert_html_export_stays_interactive(browser: Any, tmp_path: Path) -> None:
+    """The notebook exported by nbconvert (what a shared report is): every output renders
+    with no console errors, tapping a kernel still highlights its launch, and payload names
+    stay text."""
+    from nbconvert import HTMLExporter
+
+    nb, trace = executed_report(tmp_path)
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "report.html"
+    path.write_text(body, encoding="utf-8")
+    page, problems = open_page(browser, path, empty_cdn=True)
+    assert_report_works(page, problems, trace)
     page.close()
+
+
+JUPYTER_DIRS = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")
+
+
+def jupyter_dirs(root: Path) -> dict[str, str]:
+    """Jupyter's data, config and runtime directories under ``root`` (created)."""
+    dirs = {name: root / f".jupyter-{name.split('_')[1].lower()}" for name in JUPYTER_DIRS}
+    for path in dirs.values():
+        path.mkdir(exist_ok=True)
+    return {name: str(path) for name, path in dirs.items()}
+
+
+@contextlib.contextmanager
+def jupyterlab_server(root: Path) -> Iterator[str]:
+    """A JupyterLab server on a free local port, no token, its own Jupyter directories."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}"]
+    command += ["--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", f"--notebook-dir={root}"]
+    command += ["--allow-root"]  # CI runs as root; the server only listens on 127.0.0.1
+    server = subprocess.Popen(
+        command,
+        env={**os.environ, **jupyter_dirs(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail("JupyterLab did not start within 60 s")
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=20)
+
+
+def test_jupyterlab_renders_the_outputs(browser: Any, tmp_path: Path) -> None:
+    """JupyterLab itself opens the saved notebook (signed as trusted, as a notebook you ran
+    is; untrusted, its scripts would not run and nothing would render): the outputs render
+    inside it with working taps and no console errors."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    nb, trace = executed_report(tmp_path)
+    NotebookNotary(data_dir=jupyter_dirs(tmp_path)["JUPYTER_DATA_DIR"]).sign(nb)
+    nbformat.write(nb, tmp_path / "report.ipynb")
+    with jupyterlab_server(tmp_path) as url:
+        page, problems = open_page(browser, f"{url}/lab/tree/report.ipynb")
+        assert_report_works(page, problems, trace)
+        page.close()
 
 
 def test_live_view_refines_through_a_server(browser: Any) -> None:
