@@ -54,10 +54,17 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def open_page(browser: Any, path: Path | str, *, empty_cdn: bool = False) -> tuple[Any, list[str]]:
-    """``empty_cdn``: answer requests to the network with empty scripts (nbconvert's template
+def open_page(
+    browser: Any, path: Path | str, *, empty_cdn: bool = False, front_end: str | None = None
+) -> tuple[Any, list[str]]:
+    """Open a page, collecting console errors, uncaught exceptions and dialogs.
+
+    ``empty_cdn``: answer requests to the network with empty scripts (nbconvert's template
     asks CDNs for require.js and MathJax, which this offline machine cannot reach), so that
-    only errors from perflab's outputs count."""
+    only errors from perflab's outputs count. ``front_end``: the URL prefix of a Jupyter
+    front end's own bundles; errors thrown inside them are the front end's (Notebook 7
+    throws one while loading plugin settings, with or without any output) and not counted;
+    a script from an output throws at ``<anonymous>`` and is counted."""
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     if empty_cdn:
         page.route(
@@ -65,8 +72,23 @@ def open_page(browser: Any, path: Path | str, *, empty_cdn: bool = False) -> tup
             lambda route: route.fulfill(status=200, body="", content_type="text/javascript"),
         )
     problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
+
+    def own(where: str) -> bool:
+        return front_end is not None and where.startswith(front_end)
+
+    def on_console(m: Any) -> None:
+        if m.type == "error" and not own(m.location.get("url", "")):
+            problems.append(m.text)
+
+    def on_error(e: Any) -> None:
+        # where it was thrown: "at f (URL:line:col)", "at URL:line:col" or "at <anonymous>..."
+        # (a script from an output)
+        top = ((e.stack or "").splitlines()[1:] or [""])[0]
+        if not own(top.split("(")[-1].strip().removeprefix("at ")):
+            problems.append(str(e))
+
+    page.on("console", on_console)
+    page.on("pageerror", on_error)
     page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
     page.goto(path.as_uri() if isinstance(path, Path) else path)
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=90_000)
@@ -292,12 +314,13 @@ def jupyter_dirs(root: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def jupyterlab_server(root: Path) -> Iterator[str]:
-    """A JupyterLab server on a free local port, no token, its own Jupyter directories."""
+def jupyter_server(app: str, root: Path) -> Iterator[str]:
+    """A Jupyter server (``app``: jupyterlab or notebook) on a free local port, no token,
+    its own Jupyter directories."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}"]
+    command = [sys.executable, "-m", app, "--no-browser", f"--port={port}"]
     command += ["--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", f"--notebook-dir={root}"]
     command += ["--allow-root"]  # CI runs as root; the server only listens on 127.0.0.1
     server = subprocess.Popen(
@@ -315,7 +338,7 @@ def jupyterlab_server(root: Path) -> Iterator[str]:
                     break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("JupyterLab did not start within 60 s")
+                    pytest.fail(f"{app} did not start within 60 s")
                 time.sleep(0.3)
         yield url
     finally:
@@ -327,18 +350,25 @@ def jupyterlab_server(root: Path) -> Iterator[str]:
             server.wait(timeout=20)
 
 
-def test_jupyterlab_renders_the_outputs(browser: Any, tmp_path: Path) -> None:
-    """JupyterLab itself opens the saved notebook (signed as trusted, as a notebook you ran
-    is; untrusted, its scripts would not run and nothing would render): the outputs render
-    inside it with working taps and no console errors."""
+@pytest.mark.parametrize(
+    ("app", "route"), [("jupyterlab", "lab/tree"), ("notebook", "notebooks")], ids=["lab", "nb7"]
+)
+def test_jupyter_front_ends_render_the_outputs(
+    browser: Any, tmp_path: Path, app: str, route: str
+) -> None:
+    """JupyterLab and Notebook 7 themselves open the saved notebook (signed as trusted, as a
+    notebook you ran is; untrusted, its scripts would not run and nothing would render):
+    the outputs render inside them with working taps and no console errors."""
     import nbformat
     from nbformat.sign import NotebookNotary
 
     nb, trace = executed_report(tmp_path)
     NotebookNotary(data_dir=jupyter_dirs(tmp_path)["JUPYTER_DATA_DIR"]).sign(nb)
     nbformat.write(nb, tmp_path / "report.ipynb")
-    with jupyterlab_server(tmp_path) as url:
-        page, problems = open_page(browser, f"{url}/lab/tree/report.ipynb")
+    with jupyter_server(app, tmp_path) as url:
+        page, problems = open_page(
+            browser, f"{url}/{route}/report.ipynb", front_end=f"{url}/static/"
+        )
         assert_report_works(page, problems, trace)
         page.close()
 
