@@ -1,4 +1,5 @@
-"""The layering rule: model and analysis never pull in torch, IPython or bokeh."""
+"""The layering rule: model and analysis never pull in torch, IPython or bokeh, and each layer
+imports only the layers DESIGN.md allows it (with the known exceptions listed here)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,69 @@ def test_model_imports_only_numpy_and_stdlib() -> None:
                     assert node.module.startswith(("perflab.model", "perflab.errors")), (
                         f"{path.name} imports {node.module}"
                     )
+
+
+# DESIGN.md section 3: which perflab layers each layer may import (errors and _gc are shared
+# helpers every layer may use).
+MAY_IMPORT = {
+    "model": {"model"},
+    "capture": {"capture", "model"},
+    "io": {"io", "model"},
+    "analysis": {"analysis", "model"},
+    "bench": {"bench", "capture", "model", "analysis"},
+    "render": {"render", "model", "analysis"},
+}
+SHARED = {"errors", "_gc"}
+# The known exceptions, each with its reason; anything else fails.
+EXCEPTIONS = {
+    # display hooks: a result shows itself in a notebook through render, imported lazily
+    ("model/bench.py", "perflab.render.bench_view"),
+    ("model/ceilings.py", "perflab.render.bench_view"),
+    ("model/kernel.py", "perflab.render.ptx_view"),
+    ("model/ncu.py", "perflab.render.html"),
+    ("model/optable.py", "perflab.render.tables"),
+    ("model/timing.py", "perflab.render.timing"),
+    ("model/trace.py", "perflab.render.html"),
+    ("model/trace.py", "perflab.render.timeline"),
+    ("analysis/trace_summary.py", "perflab.render.html"),
+    # Trace.summary(), a convenience the traces issue asks for
+    ("model/trace.py", "perflab.analysis.trace_summary"),
+    # compile results carry parsed PTX/SASS and resources; the parsers live in analysis
+    ("capture/compile.py", "perflab.analysis.ptx"),
+    ("capture/compile.py", "perflab.analysis.sass"),
+    # capture.profile() returns the Trace of the session it recorded (traces issue)
+    ("capture/profile.py", "perflab.io.kineto"),
+}
+
+
+def _perflab_imports(path: object) -> list[tuple[int, str]]:
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(str(path)).read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return [(line, name) for line, name in found if name.startswith("perflab.")]
+
+
+def test_layers_import_only_what_the_design_allows() -> None:
+    from pathlib import Path
+
+    root = Path(perflab.model.__file__).parents[1]
+    seen, wrong = set(), []
+    for layer, allowed in MAY_IMPORT.items():
+        for path in sorted((root / layer).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for line, name in _perflab_imports(path):
+                if name.split(".")[1] in allowed | SHARED:
+                    continue
+                if (where, name) in EXCEPTIONS:
+                    seen.add((where, name))
+                else:
+                    wrong.append(f"{where}:{line} imports {name}")
+    assert wrong == []
+    assert seen == EXCEPTIONS  # an exception that no longer happens comes off the list
