@@ -602,3 +602,25 @@ def test_zlib_inflates_like_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     broken.write_bytes(bytes(data))
     with pytest.raises(InputError, match=re.escape("broken.json.gz")):
         load_trace(broken)
+
+
+def test_one_kernel_key_on_several_streams_gets_a_track_each(tmp_path: Path) -> None:
+    """Events that share (ph, cat, name, pid, tid) but name different streams in their args
+    (a process-wide tid, as some exporters write) go on separate stream tracks."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 1,
+            "ts": 10.0 * i,
+            "dur": 5.0,
+            "args": {"device": 0, "stream": stream, "correlation": i},
+        }
+        for i, stream in enumerate([7, 8, 7, 9, 8])
+    ]
+    trace = load_trace(_write(tmp_path, {"traceEvents": events}))
+    labels = [trace.track_label(int(t)) for t in trace.track]
+    assert labels == [f"GPU 0 stream {s}" for s in (7, 8, 7, 9, 8)]
+    assert len(trace.tracks) == 3

@@ -364,13 +364,12 @@ class _Ids(dict[Any, int]):
 _EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
 _ARGS = attrgetter("args")
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")  # one numpy pass each beats one of pairs
+_FLOW = attrgetter("pid", "tid", "ts")
+# read on args; grid and block are interned (few distinct values)
 _ARG_IDS = attrgetter("correlation", "external_id")
 _ARG_IDS_DTYPE = np.dtype([("correlation", np.int64), ("external_id", np.int64)])
-# on args
-# grid and block are interned (few distinct values); the other kernel fields are numbers
 _GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
 _OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
-_FLOW = attrgetter("pid", "tid", "ts")
 
 
 class _KeyTable:
@@ -513,7 +512,7 @@ class _Columns:
         lanes = {}
         for name in ("device", "stream"):
             column = np.full(len(args), -1, dtype=np.int64)
-            column[rows] = _ints(on_gpu, name)
+            column[rows] = _numbers(on_gpu, name)
             lanes[name] = column
         return lanes
 
@@ -548,15 +547,15 @@ class _Columns:
             k_event=rows + base,
             k_grid=self.dims.ids.codes(map(_GRID, kernels), n),
             k_block=self.dims.ids.codes(map(_BLOCK, kernels), n),
-            k_registers=_ints(kernels, "registers"),
-            k_shared_mem=_ints(kernels, "shared_memory"),
-            k_occupancy=np.fromiter(map(attrgetter("occupancy"), kernels), np.float64, count=n),
+            k_registers=_numbers(kernels, "registers"),
+            k_shared_mem=_numbers(kernels, "shared_memory"),
+            k_occupancy=_numbers(kernels, "occupancy", np.float64),
         )
         rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-        self._put(m_event=rows + base, m_bytes=_ints(_pick(args, rows), "bytes"))
+        self._put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes"))
         rows = np.flatnonzero(kind == EventKind.CPU_OP)
         ops = _pick(args, rows)
-        sequence = _ints(ops, "sequence")
+        sequence = _numbers(ops, "sequence")
         flops, dims, types = self._op_extras(ops)
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
         self._put(
@@ -757,8 +756,9 @@ def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
     return picked
 
 
-def _ints(records: Sequence[Any], name: str) -> npt.NDArray[np.int64]:
-    return np.fromiter(map(attrgetter(name), records), np.int64, count=len(records))
+def _numbers(records: Sequence[Any], name: str, dtype: Any = np.int64) -> npt.NDArray[Any]:
+    """Attribute ``name`` of every record, as one numpy column."""
+    return np.fromiter(map(attrgetter(name), records), dtype, count=len(records))
 
 
 def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
