@@ -155,6 +155,13 @@ def generate(path: Path, n_events: int, seed: int = 0) -> None:
         json.dump(doc, fh)
 
 
+# the fastest gunzip installed; both floors start with it
+GUNZIP = """
+try:
+    from isal.igzip import decompress
+except ImportError:
+    from gzip import decompress
+"""
 CONTENDERS = {
     "perflab": """
 from perflab.io import load_trace
@@ -162,18 +169,18 @@ s = load_trace(PATH).summary().to_dict()
 busy = sum(d["busy_us"] for d in s["devices"].values())
 result = {"kernels": s["kernels"]["count"], "busy_us": busy}
 """,
-    "floor (perflab types)": """
+    "floor (perflab types)": GUNZIP
+    + """
 import gc, msgspec
 from perflab.io.kineto import _File
-GUNZIP
 gc.disable()
 data = decompress(open(PATH, "rb").read())
 doc = msgspec.json.Decoder(_File).decode(data)
 result = {"events": len(doc.traceEvents)}
 """,
-    "floor (minimal types)": """
+    "floor (minimal types)": GUNZIP
+    + """
 import gc, msgspec
-GUNZIP
 
 class Args(msgspec.Struct, gc=False):
     device: int = -1
@@ -236,15 +243,6 @@ os.remove(out)
 """,
 }
 FLOORS = ("floor (perflab types)", "floor (minimal types)")
-# the fastest gunzip installed; both floors start with it
-GUNZIP = """
-try:
-    from isal.igzip import decompress
-except ImportError:
-    from gzip import decompress
-"""
-for _name in FLOORS:
-    CONTENDERS[_name] = CONTENDERS[_name].replace("GUNZIP", GUNZIP.strip())
 
 RUNNER = """
 import json, resource, sys, time
