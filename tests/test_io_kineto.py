@@ -624,3 +624,26 @@ def test_one_kernel_key_on_several_streams_gets_a_track_each(tmp_path: Path) -> 
     labels = [trace.track_label(int(t)) for t in trace.track]
     assert labels == [f"GPU 0 stream {s}" for s in (7, 8, 7, 9, 8)]
     assert len(trace.tracks) == 3
+
+
+@pytest.mark.parametrize("odd", [{"ph": "Z"}, {}], ids=["unknown", "none"])
+def test_events_outside_the_phase_list_load_through_the_whole_file(
+    tmp_path: Path, odd: dict[str, object], monkeypatch: pytest.MonkeyPatch, small_slices: None
+) -> None:
+    """Streamed slices type events by phase; a phase the Chrome trace format does not have (or
+    none) sends the file to the whole-file decode, which drops such events like any non-"X"."""
+    whole = _counting(monkeypatch, "_decode")
+    slices = _counting(monkeypatch, "_decode_slice")
+    strange = {k: v for k, v in _event(ts=20.0).items() if k != "ph"} | odd
+    events = [_event(ts=float(t)) for t in range(10)]
+    events[3:3] = [{"ph": "M", "name": "process_name", "pid": 0, "args": {}}, strange]
+    trace = load_trace(_write(tmp_path, {"traceEvents": events}))
+    assert slices and len(whole) == 1
+    assert trace.start_ns.tolist() == [t * 1000 for t in range(10)]
+
+
+def test_a_phase_that_is_not_text_is_a_clean_error(tmp_path: Path, small_slices: None) -> None:
+    events = [_event(ts=float(t)) for t in range(10)]
+    events[4]["ph"] = 5
+    with pytest.raises(InputError, match=re.escape("traceEvents[4].ph")):
+        load_trace(_write(tmp_path, {"traceEvents": events}))

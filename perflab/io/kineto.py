@@ -13,8 +13,10 @@ skipped unless ``python=True``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +132,8 @@ if msgspec is not None:
     _EMPTY_ARGS = _Args()
 
     class _Event(msgspec.Struct, gc=False):
+        """An event of any phase, as the whole-file decode reads them."""
+
         ph: str = ""
         cat: str = ""
         name: str = ""
@@ -140,6 +144,34 @@ if msgspec is not None:
         id: I64 | str = -1
         args: _Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
 
+    # Streamed slices decode each phase into its own type (a union tagged by "ph"): flow ends
+    # keep five fields and the phases perflab drops none, so they cost little to decode and
+    # are never keyed. A phase outside the Chrome trace format's list fails the slice, and the
+    # file is decoded whole.
+    class _Phased(msgspec.Struct, tag_field="ph", gc=False):
+        """Base of the streamed record types."""
+
+    _Complete = msgspec.defstruct(  # _Event's fields but ph, which the tag holds
+        "_Complete",
+        [(f.name, f.type, f.default) for f in msgspec.structs.fields(_Event) if f.name != "ph"],
+        bases=(_Phased,),
+        tag="X",
+        namespace={"ph": "X"},
+    )
+
+    class _Flow(_Phased, tag="s"):
+        cat: str = ""
+        pid: I64 | str = -1
+        tid: I64 | str = -1
+        ts: float = math.nan
+        id: I64 | str = -1
+
+    _FLOW_TYPES = (_Flow, msgspec.defstruct("_FlowEnd", [], bases=(_Flow,), tag="f"))
+    _DROPPED = [
+        msgspec.defstruct(f"_Phase{i}", [], bases=(_Phased,), tag=phase)
+        for i, phase in enumerate("BEiICbnetPONDMVvRc()")
+    ]
+
     class _File(msgspec.Struct):
         traceEvents: list[_Event]
         # None when absent, so that a streamed file's head and tail can be merged
@@ -148,7 +180,8 @@ if msgspec is not None:
         baseTimeNanoseconds: I64 | None = None
 
     _DECODER = msgspec.json.Decoder(_File)
-    _SLICE_DECODER = msgspec.json.Decoder(list[_Event])
+    _RECORD: Any = functools.reduce(operator.or_, (_Complete, *_FLOW_TYPES, *_DROPPED))
+    _SLICE_DECODER = msgspec.json.Decoder(list.__class_getitem__(_RECORD))
 
 
 def _decode(data: bytes, source: str) -> _Doc:
@@ -426,7 +459,9 @@ class _Columns:
         self.dims = _KeyTable(lambda keys: {"dim3": _dim3(keys)}, _DIM3_COLUMNS)
         self.events_read = 0
         self.kept = 0
-        self.flow_ends = 0
+        # records that may be ac2g flow ends (for streamed slices, every record that is not a
+        # complete event): with none, the file is not read again for flows
+        self.maybe_flows = 0
         self.parts: dict[str, list[npt.NDArray[Any]]] = {}
 
     def _put(self, **columns: npt.NDArray[Any]) -> None:
@@ -479,15 +514,11 @@ class _Columns:
         self.events_read += n
         if n == 0:
             return
-        code = self.events.ids.codes(map(_EVENT_KEY, events), n)
         table = self.events
-        self.flow_ends += int(np.count_nonzero(table["flow"][code]))
-        keep = table["keep"][code]
-        kept = list(compress(events, keep.tolist()))
-        code = code[keep]
+        kept, code, where = self._kept(events)
         ts = np.fromiter(map(_TS, kept), np.float64, count=len(kept))
         dur = np.fromiter(map(_DUR, kept), np.float64, count=len(kept))
-        self._check_times(ts, dur, lambda k: offset + int(np.flatnonzero(keep)[k]))
+        self._check_times(ts, dur, lambda k: offset + int(where[k]))
         args = list(map(_ARGS, kept))
         ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
@@ -501,6 +532,24 @@ class _Columns:
             **self._gpu_lanes(args, table["gpu_cat"][code]),
         )
         self.kept += len(kept)
+
+    def _kept(self, events: list[Any]) -> tuple[list[Any], npt.NDArray[np.int32], Any]:
+        """The records that become rows (complete events of categories not skipped), their
+        key codes and their positions in ``events``."""
+        table = self.events
+        if _streamed(events):  # typed by phase: only complete events are keyed
+            is_complete = [t is _Complete for t in map(type, events)]
+            at = np.flatnonzero(is_complete)
+            events = list(compress(events, is_complete))
+            self.maybe_flows += len(is_complete) - len(events)
+        else:
+            at = None
+        code = table.ids.codes(map(_EVENT_KEY, events), len(events))
+        if at is None:
+            self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
+        keep = table["keep"][code]
+        where = np.flatnonzero(keep) if at is None else at[keep]
+        return list(compress(events, keep.tolist())), code[keep], where
 
     def _gpu_lanes(
         self, args: list[Any], gpu_cat: npt.NDArray[np.bool_]
@@ -654,7 +703,7 @@ class _Columns:
         """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
         whose endpoints sit on (pid, tid, ts) of the events they bind to."""
         missing = np.flatnonzero(np.isin(kind, _LINKABLE) & (correlation < 0))
-        if len(missing) == 0 or self.flow_ends == 0:
+        if len(missing) == 0 or self.maybe_flows == 0:
             return
         ends = self._flow_ends(reread())
         pid, tid = self.events["pid"][code], self.events["tid"][code]
@@ -667,9 +716,12 @@ class _Columns:
         """``ac2g`` flow ends by the (pid, tid, ts) they sit on -> their id."""
         ends: dict[tuple[int, int, float], int] = {}
         for events in slices:
-            code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
-            is_flow = self.events["flow"][code].tolist()
-            for f in compress(events, is_flow):
+            if _streamed(events):
+                flows = [e for e in events if type(e) in _FLOW_TYPES and e.cat == "ac2g"]
+            else:
+                code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
+                flows = list(compress(events, self.events["flow"][code].tolist()))
+            for f in flows:
                 if type(f.id) is int:  # ids given as text do not link
                     pid, tid, ts = _FLOW(f)
                     key = (_id_value(pid, self.text_ids), _id_value(tid, self.text_ids), float(ts))
@@ -724,6 +776,11 @@ class _Columns:
                 **text,
             },
         )
+
+
+def _streamed(events: list[Any]) -> bool:
+    """Whether a slice holds records typed by phase (see ``_Phased``)."""
+    return msgspec is not None and bool(events) and isinstance(events[0], _Phased)
 
 
 def _key_groups(
