@@ -17,19 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_timeline import PAYLOAD, small_trace, synthetic_trace
+from test_timeline import PAYLOAD, bench_timeline, small_trace, synthetic_trace
 
 pytestmark = pytest.mark.browser
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = bench_timeline().CHROMIUM_ARGS  # the flags the timeline benchmark uses too
 PAYLOADS = [PAYLOAD, "<script>window.__pwned=2</script>", '"><svg onload=alert(3)>', "k"]
 FIND = """(cols) => {
   const doc = Bokeh.documents[0];

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,14 +23,20 @@ DATA = ROOT.parent / "shared" / "data"
 PAYLOAD = '<img src=x onerror="window.__pwned=1">'
 
 
-def synthetic_trace(n: int):
+@functools.cache
+def bench_timeline() -> Any:
+    """benchmarks/timeline.py as a module: its synthetic trace and Chromium flags."""
     spec = importlib.util.spec_from_file_location(
         "bench_timeline", ROOT / "benchmarks" / "timeline.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.synthetic_trace(n)
+    return module
+
+
+def synthetic_trace(n: int):
+    return bench_timeline().synthetic_trace(n)
 
 
 def small_trace(names: list[str]) -> Trace:
