@@ -542,14 +542,13 @@ class _Columns:
             at = np.flatnonzero(is_complete)
             events = list(compress(events, is_complete))
             self.maybe_flows += len(is_complete) - len(events)
+            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
         else:
-            at = None
-        code = table.ids.codes(map(_EVENT_KEY, events), len(events))
-        if at is None:
+            at = np.arange(len(events))
+            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
             self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
         keep = table["keep"][code]
-        where = np.flatnonzero(keep) if at is None else at[keep]
-        return list(compress(events, keep.tolist())), code[keep], where
+        return list(compress(events, keep.tolist())), code[keep], at[keep]
 
     def _gpu_lanes(
         self, args: list[Any], gpu_cat: npt.NDArray[np.bool_]
