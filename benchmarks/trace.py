@@ -1,9 +1,12 @@
 """Trace loading + summary: perflab against what users run instead, on the same files.
 
 Contenders, each in a fresh subprocess (wall time from interpreter start to result, imports
-included, and the peak RSS of that process):
+included; CPU time of the process and its children; peak memory: the process's peak RSS plus
+its largest child's, an upper bound when the two peaks did not coincide):
 
-- ``perflab``: ``load_trace(path).summary()``
+- ``perflab``: ``load_trace(path).summary()``; a file of 64 MB of JSON or more is decoded
+  by this process and a helper process per spare core (one on a two-core machine)
+- ``perflab (one process)``: the same with ``workers=0``, no helper
 - ``floor``: gunzip + the fastest typed JSON decode of the same file, no analysis at all: the
   fastest gunzip installed (ISA-L through python-isal, which perflab also uses, else zlib),
   then msgspec (the fastest typed decoder we know for Python) into perflab's own decode types,
@@ -169,6 +172,12 @@ s = load_trace(PATH).summary().to_dict()
 busy = sum(d["busy_us"] for d in s["devices"].values())
 result = {"kernels": s["kernels"]["count"], "busy_us": busy}
 """,
+    "perflab (one process)": """
+from perflab.io import load_trace
+s = load_trace(PATH, workers=0).summary().to_dict()
+busy = sum(d["busy_us"] for d in s["devices"].values())
+result = {"kernels": s["kernels"]["count"], "busy_us": busy}
+""",
     "floor (perflab types)": GUNZIP
     + """
 import gc, msgspec
@@ -250,11 +259,20 @@ PATH = sys.argv[1]
 t0 = time.perf_counter()
 exec(compile(sys.argv[2], "contender", "exec"))
 elapsed = time.perf_counter() - t0
-# VmHWM belongs to this process image (ru_maxrss would include the parent's before exec)
+# VmHWM belongs to this process image (ru_maxrss would include the parent's before exec);
+# children: the largest peak among those that ended (helper processes)
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
-maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-peak = int(hwm[0].split()[1]) * 1024 if hwm else maxrss * 1024
-print("RESULT " + json.dumps({"seconds": elapsed, "peak_bytes": peak, "result": result}))
+own = resource.getrusage(resource.RUSAGE_SELF)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+peak = int(hwm[0].split()[1]) * 1024 if hwm else own.ru_maxrss * 1024
+cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+print("RESULT " + json.dumps({
+    "seconds": elapsed,
+    "cpu_seconds": cpu,
+    "peak_bytes": peak + kids.ru_maxrss * 1024,
+    "children_peak_bytes": kids.ru_maxrss * 1024,
+    "result": result,
+}))
 """
 
 
@@ -329,7 +347,8 @@ def main() -> int:
     args = ap.parse_args()
 
     inputs = sorted(DATA.glob("*.json.gz")) if DATA.is_dir() else []
-    names = ["perflab", *FLOORS, "pandas"] + (["hta"] if args.hta_python else [])
+    names = ["perflab", "perflab (one process)", *FLOORS, "pandas"]
+    names += ["hta"] if args.hta_python else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         generated = Path(tmp) / f"generated_{args.events}.json.gz"
@@ -364,10 +383,11 @@ def main() -> int:
         "versions": versions(args.hta_python),
         "events_generated": args.events,
         "repeat": args.repeat,
-        "note": "seconds (interpreter start to result, imports included) and peak RSS of a "
-        "fresh process per run; median of the runs on the generated trace, the contenders "
-        "taking turns; the floor is the "
-        "faster of the two floor decoders",
+        "note": "seconds (interpreter start to result, imports included), CPU seconds (with "
+        "children) and peak memory (peak RSS plus the largest child's) of a fresh process per "
+        "run; median of the runs on the generated trace, the contenders taking turns; the "
+        "floor is the faster of the two floor decoders (one process); perflab decodes with "
+        "helper processes on spare cores, 'perflab (one process)' without",
         "goals": goals,
         "rows": rows,
     }
@@ -386,6 +406,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if len(runs) > 1:
         chosen["all_seconds"] = [r.get("seconds") for r in runs]
         chosen["all_peak_bytes"] = [r.get("peak_bytes") for r in runs]
+        chosen["all_cpu_seconds"] = [r.get("cpu_seconds") for r in runs]
     return chosen
 
 
@@ -398,8 +419,17 @@ def fastest_floor(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_goals(row: dict[str, Any]) -> dict[str, Any]:
-    """The issue's goals on the generated trace, as measured ratios."""
-    perflab, floor, hta = (row.get(k) or {} for k in ("perflab", "floor", "hta"))
+    """The issue's goals on the generated trace, as measured ratios; the same ratios for
+    perflab in one process, for information."""
+    goals = _ratios(row, row.get("perflab") or {})
+    one = _ratios(row, row.get("perflab (one process)") or {})
+    if one:
+        goals["one_process"] = one
+    return goals
+
+
+def _ratios(row: dict[str, Any], perflab: dict[str, Any]) -> dict[str, Any]:
+    floor, hta = (row.get(k) or {} for k in ("floor", "hta"))
     goals: dict[str, Any] = {}
     if "seconds" in perflab and "seconds" in hta:
         speedup = hta["seconds"] / perflab["seconds"]
@@ -431,6 +461,10 @@ def goal_lines(goals: dict[str, Any]) -> list[str]:
         op = ">=" if key == "hta_time" else "<="
         verdict = "met" if g["met"] else "NOT met"
         lines.append(f"goal {text} = {g['value']:.2f} (goal {op} {g['goal']}): {verdict}")
+    one = goals.get("one_process", {})
+    if one:
+        values = ", ".join(f"{words[k].split(' = ')[0]} = {g['value']:.2f}" for k, g in one.items())
+        lines.append(f"perflab in one process, for information: {values}")
     return lines
 
 
@@ -445,7 +479,8 @@ def _line(row: dict[str, Any], names: list[str]) -> str:
         if "error" in r:
             parts.append(f"{name} error ({r['error']})")
             continue
-        text = f"{name} {r['seconds']:.2f} s {r['peak_bytes'] / 2**20:.0f} MiB"
+        text = f"{name} {r['seconds']:.2f} s (cpu {r.get('cpu_seconds', 0):.2f} s) "
+        text += f"{r['peak_bytes'] / 2**20:.0f} MiB"
         if name != "perflab" and "seconds" in base:
             text += f" ({r['seconds'] / base['seconds']:.2f}x perflab's time)"
         parts.append(text)

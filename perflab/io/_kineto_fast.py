@@ -45,6 +45,9 @@ HEAD_LIMIT = 64 << 20  # a head larger than this is not a Kineto layout we strea
 CUT_RETRIES = 8  # earlier cut points tried when a cut lands inside an element
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = b"},"
+# where ranges for parallel loading end: "}," before the next element's "{", which skips the
+# "}," of an object followed by another key inside an element
+_RANGE_CUT = re.compile(rb"},\s*\{")
 
 
 class Unusual(Exception):
@@ -129,61 +132,191 @@ def read_blocks(path: str | os.PathLike[str]) -> Generator[bytes, None, None]:
 # -- slicing ---------------------------------------------------------------------------------
 
 
+def text_size(path: str | os.PathLike[str]) -> int:
+    """The decompressed size of the file: exact for plain files and single-member gzip
+    under 4 GiB (gzip's trailer holds the size modulo 2**32), an estimate otherwise."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        stated = int.from_bytes(fh.read(4), "little")
+    return stated if stated >= size else size * 8  # wrapped past 4 GiB: guess
+
+
+class _Cursor:
+    """A forward-only window on the decompressed text, addressed by offsets from its start."""
+
+    def __init__(self, blocks: Iterator[bytes]) -> None:
+        self.blocks = blocks
+        self.buf = b""
+        self.base = 0  # offset of buf[0]
+        self.eof = False
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.buf)
+
+    def fill(self, upto: int, keep_from: int) -> bool:
+        """Read until the window reaches ``upto`` (False when the text ends first), keeping
+        the bytes from ``keep_from`` on."""
+        if self.end >= upto:
+            return True
+        keep = max(keep_from, self.base)
+        parts = [memoryview(self.buf)[keep - self.base :]]
+        self.base = keep
+        end = self.end
+        while end < upto:
+            block = next(self.blocks, None)
+            if block is None:
+                self.eof = True
+                break
+            parts.append(memoryview(block))
+            end += len(block)
+        self.buf = b"".join(parts)
+        return end >= upto
+
+    def find(self, pattern: re.Pattern[bytes], start: int, keep_from: int) -> int:
+        """Offset of the first match of ``pattern`` (which starts with "},") at or after
+        ``start``, -1 when there is none; reads on as needed, keeping the bytes from
+        ``keep_from`` on."""
+        while True:
+            found = pattern.search(self.buf, max(start - self.base, 0))
+            if found:
+                return self.base + found.start()
+            if not self.fill(self.end + PIECE_SIZE, min(keep_from, self._match_may_begin())):
+                found = pattern.search(self.buf, max(start - self.base, 0))
+                return self.base + found.start() if found else -1
+
+    def _match_may_begin(self) -> int:
+        """Where a "},"-match not found yet may still begin once more text arrives: at a
+        final "}," followed by nothing but whitespace, or at the last byte."""
+        last = self.buf.rfind(_CUT)
+        if last >= 0 and not self.buf[last + 2 :].strip():
+            return self.base + last
+        return self.base + max(len(self.buf) - 1, 0)
+
+    def text(self, start: int, stop: int) -> memoryview:
+        return memoryview(self.buf)[start - self.base : stop - self.base]
+
+
 class EventStream:
-    """Iterating yields the decoded events slice by slice (tail included); afterwards
-    ``head`` and ``tail`` hold the decoded top-level objects (their own events excluded for
-    the head, which has none)."""
+    """Decodes the events of a Kineto file slice by slice.
+
+    Iterating yields every event (the tail's included). For parallel loading, ``bounds``
+    (increasing offsets into the decompressed text) splits ``traceEvents`` into ranges: range
+    k ends at the first ``},`` at or after ``bounds[k]`` and the next one starts after it;
+    range 0 starts at the array, the last one runs to the end of the file. ``ranges(claim)``
+    decodes the ranges that ``claim`` hands out, which must increase. ``head`` and ``tail``
+    hold the decoded top level around the array (the head's own events excluded), each once a
+    range that holds it was decoded."""
 
     def __init__(
         self,
         blocks: Iterator[bytes],
         decode_events: Callable[[bytes], list[Any]],
         decode_file: Callable[[bytes], Any],
+        bounds: list[int] | None = None,
     ) -> None:
-        self.blocks = blocks
+        self.cursor = _Cursor(blocks)
         self.decode_events = decode_events
         self.decode_file = decode_file
+        self.bounds = bounds or []
         self.head: Any = None
         self.tail: Any = None
+        # text offsets of the last range decoded: from its first byte to past its last "}"
+        # (to the end for the tail); None when the events ended before it
+        self.span: tuple[int, int] | None = None
+        self.key_start, self.array_start = self._find_array()
 
     def __iter__(self) -> Iterator[list[Any]]:
-        pending = [self._read_head()]  # bytes after the last cut, not yet decoded
-        for block in self.blocks:
-            events, rest = self._cut(pending, block)
-            if events:
-                pending = [rest]
-                yield events
-            else:
-                pending.append(block)
-        self.tail = self.decode_file(b"".join([b'{"traceEvents":[', *pending]))
-        yield self.tail.traceEvents
+        return self._range_events(self.array_start, None)
 
-    def _read_head(self) -> bytes:
-        buf = b""
-        for block in self.blocks:
-            buf += block
-            found = _EVENTS_KEY.search(buf)
+    def ranges(self, claim: Callable[[], int | None]) -> Iterator[tuple[int, Iterator[list[Any]]]]:
+        """(k, events of range k) for every range that ``claim`` gives; each range's events
+        must be consumed before the next is asked for."""
+        while (k := claim()) is not None:
+            yield k, self._range(k)
+
+    def _find_array(self) -> tuple[int, int]:
+        cursor = self.cursor
+        while True:
+            found = _EVENTS_KEY.search(cursor.buf)
             if found:
-                self.head = self.decode_file(buf[: found.start()] + b'"traceEvents":[]}')
-                return buf[found.end() :]
-            if len(buf) > HEAD_LIMIT:
-                break
-        raise Unusual("no traceEvents array near the start")
+                return found.start(), found.end()
+            if cursor.eof or cursor.end > HEAD_LIMIT:
+                raise Unusual("no traceEvents array near the start")
+            cursor.fill(cursor.end + 1, 0)
 
-    def _cut(self, pending: list[bytes], block: bytes) -> tuple[list[Any], bytes]:
-        """Decode the pending bytes and the longest run of whole elements at the start of
-        ``block``; returns the events and the rest of the block ([] when no cut worked)."""
-        end = len(block)
+    def _range(self, k: int) -> Iterator[list[Any]]:
+        self.span = None
+        bound = self.bounds[k] if k < len(self.bounds) else None
+        if k == 0:
+            return self._range_events(self.array_start, bound)
+        cut = self._cut_at(self.bounds[k - 1], self.bounds[k - 1])
+        if cut < 0:
+            return iter(())  # the events ended before this range
+        return self._range_events(cut + 2, bound)
+
+    def _cut_at(self, bound: int, keep_from: int) -> int:
+        cut = self.cursor.find(_RANGE_CUT, bound, keep_from)
+        if 0 <= cut < self.array_start:
+            raise Unusual("a range bound before the events")
+        return cut
+
+    def _range_events(self, start: int, bound: int | None) -> Iterator[list[Any]]:
+        """Events of the elements from text offset ``start`` to the range end after
+        ``bound`` (None: to the end of the file, whose last part is decoded as the tail)."""
+        if start == self.array_start:
+            self._decode_head()
+        pos, window = start, PIECE_SIZE
+        while True:
+            if bound is not None and pos + window >= bound:
+                stop = self._cut_at(bound, pos)
+                if stop >= 0:
+                    if stop >= pos:  # else the range is empty: one element spans it
+                        yield self._last_piece(pos, stop + 1)
+                    self.span = (start, stop + 1)
+                    return
+                bound = None  # no cut after the bound: this range runs to the end
+            if not self.cursor.fill(pos + window, pos):
+                rest = self.cursor.text(pos, self.cursor.end)
+                self.tail = self.decode_file(b"".join([b'{"traceEvents":[', rest]))
+                self.span = (start, self.cursor.end)
+                yield self.tail.traceEvents
+                return
+            events, cut = self._cut(pos, pos + window)
+            if cut < 0:
+                window += PIECE_SIZE  # no cut decoded: an element longer than the window
+                continue
+            pos, window = cut + 2, PIECE_SIZE
+            yield events
+
+    def _decode_head(self) -> None:
+        if self.cursor.base > 0:
+            raise Unusual("the head was passed already")
+        head = self.cursor.text(0, self.key_start)
+        self.head = self.decode_file(b"".join([head, b'"traceEvents":[]}']))
+
+    def _last_piece(self, start: int, stop: int) -> list[Any]:
+        try:
+            return self.decode_events(self._piece(start, stop))
+        except Truncated:  # the range's end is fixed: no earlier cut to fall back on
+            raise Unusual("a range ends inside an element") from None
+
+    def _piece(self, start: int, stop: int) -> bytes:
+        return b"".join([b"[", self.cursor.text(start, stop), b"]"])
+
+    def _cut(self, start: int, end: int) -> tuple[list[Any], int]:
+        """Decode the longest run of whole elements in text[start:end]; returns the events
+        and the offset of the ``},`` after them (-1 when no cut worked)."""
+        buf, base = self.cursor.buf, self.cursor.base
         for _ in range(CUT_RETRIES):
-            cut = block.rfind(_CUT, 0, end)
+            cut = buf.rfind(_CUT, start - base, end - base)
             if cut < 0:
                 break
             try:
-                events = self.decode_events(
-                    b"".join([b"[", *pending, memoryview(block)[: cut + 1], b"]"])
-                )
+                return self.decode_events(self._piece(start, base + cut + 1)), base + cut
             except Truncated:
-                end = cut  # the cut fell inside an element; try the one before
-                continue
-            return events, block[cut + 2 :]
-        return [], b""
+                end = base + cut  # the cut fell inside an element; try the one before
+        return [], -1

@@ -18,10 +18,15 @@ import json
 import math
 import operator
 import os
+import tempfile
+import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, pairwise
 from operator import attrgetter, itemgetter
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import numpy as np
@@ -29,7 +34,7 @@ import numpy.typing as npt
 
 from perflab._gc import gc_paused
 from perflab.errors import InputError
-from perflab.io import _kineto_fast
+from perflab.io import _kineto_fast, _parallel
 from perflab.io._common import (
     StringTable,
     build_tracks,
@@ -75,15 +80,28 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
 _OTHER = (EventKind.OTHER, False)
 _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
+PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
+RANGES_PER_PROCESS = 16  # ranges are claimed one at a time: a slow process takes fewer
+_HELPER_MODULE = "perflab.io._kineto_helper"
+_TOP_LEVEL = ("deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
-def load_kineto(path: str | os.PathLike[str], *, python: bool = False) -> Trace:
-    """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``)."""
+def load_kineto(
+    path: str | os.PathLike[str], *, python: bool = False, workers: int | None = None
+) -> Trace:
+    """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``).
+
+    ``workers``: helper processes that decode parts of a large file at the same time (the
+    result is the same). None: one per spare core, up to 7, for files of 64 MB of JSON or
+    more; 0: this process only.
+    """
     source = str(path)
+    helpers = _helper_count(path, workers)
     with gc_paused():
         if msgspec is not None:
             try:
-                return _load_streaming(path, source, python)
+                trace = _load_parallel(path, source, python, helpers) if helpers else None
+                return trace or _load_streaming(path, source, python)
             except _kineto_fast.Unusual:
                 pass  # decoded whole below, which also explains what is wrong
         doc = _decode(read_bytes(path), source)
@@ -251,6 +269,154 @@ def _reread(path: str | os.PathLike[str]) -> Iterator[list[Any]]:
         yield from stream
 
 
+# -- parallel loading: the file's ranges shared with helper processes (see _parallel) ------
+
+
+def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            message = f"workers must be a whole number >= 0, not {workers!r}"
+            raise InputError(message, source=str(path))
+        return workers
+    try:
+        size = _kineto_fast.text_size(path)
+    except OSError:
+        return 0  # reading it will say what is wrong
+    spare = min(_parallel.available_cores() - 1, _parallel.MAX_HELPERS)
+    return max(0, min(spare, size // PARALLEL_MIN_TEXT))
+
+
+def _load_parallel(
+    path: str | os.PathLike[str], source: str, python: bool, helpers: int
+) -> Trace | None:
+    """This process and ``helpers`` helper processes decode the file's ranges; None when the
+    file must be read in one process after all (bad input, which that path explains, or a
+    helper that failed)."""
+    n_ranges = RANGES_PER_PROCESS * (helpers + 1)
+    with tempfile.TemporaryDirectory(prefix="perflab-load-") as tmp, _event_stream(path) as stream:
+        start, size = stream.array_start, _kineto_fast.text_size(path)
+        stream.bounds = [start + (size - start) * k // n_ranges for k in range(1, n_ranges)]
+        claims = _parallel.Claims(tmp, n_ranges)
+        first = [claims.claim()]  # range 0 (the head) stays here
+        job = {"path": os.fspath(path), "python": python, "bounds": stream.bounds, "dir": tmp}
+        started = [
+            _parallel.start_helper(_HELPER_MODULE, job, Path(tmp, f"helper-{i}.log"))
+            for i in range(helpers)
+        ]
+        running = [h for h in started if h is not None]
+        try:
+            claim = lambda: first.pop() if first else claims.claim()  # noqa: E731
+            own, slowest = _own_ranges(stream, claim, source, python)
+            statuses = _parallel.finish_helpers(running, _parallel.HELPER_START_S + 10 * slowest)
+        except (InputError, _kineto_fast.Unusual):
+            return None  # one process reads it again (and names the bad event, if any)
+        finally:
+            _parallel.stop_helpers(running)
+        results = (
+            own.pop(k, None) or _helper_result(claims, k, statuses, tmp) for k in range(n_ranges)
+        )
+        merged = _merge_ranges(results, _Columns(source, python), stream.tail)
+        if merged is None or stream.head is None:
+            return None
+        columns, tail = merged
+        return columns.finish(_doc_of(stream.head, tail, events=()), lambda: _reread(path))
+
+
+def _merge_ranges(
+    results: Iterator[tuple[dict[str, npt.NDArray[Any]], dict[str, Any]] | None],
+    columns: _Columns,
+    tail: Any,
+) -> tuple[_Columns, Any] | None:
+    """All ranges' results absorbed in order, and the file's tail; None when one is missing
+    or their texts do not tile the events array."""
+    spans = []
+    for result in results:  # one at a time: each is freed once absorbed
+        if result is None:
+            return None
+        arrays, meta = result
+        columns.absorb(arrays, meta)
+        spans.append(meta["span"])
+        tail = SimpleNamespace(**meta["tail"]) if meta.get("tail") else tail
+    return (columns, tail) if tail is not None and _ranges_tile(spans) else None
+
+
+def _own_ranges(
+    stream: _kineto_fast.EventStream, claim: Callable[[], int | None], source: str, python: bool
+) -> tuple[dict[int, Any], float]:
+    """This process's share: exported columns per range, and the longest time a range took."""
+    own: dict[int, Any] = {}
+    slowest = 0.0
+    for k, events in stream.ranges(claim):
+        began = time.perf_counter()
+        own[k] = _range_result(events, stream, source, python)
+        slowest = max(slowest, time.perf_counter() - began)
+    return own, slowest
+
+
+def _range_result(
+    events: Iterable[list[Any]], stream: _kineto_fast.EventStream, source: str, python: bool
+) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+    """One range's columns, exported, with the span of text it covered."""
+    columns = _Columns(source, python)
+    for piece in events:
+        columns.add(piece)
+    arrays, meta = columns.export()
+    meta["span"] = stream.span
+    return arrays, meta
+
+
+def _ranges_tile(spans: list[Any]) -> bool:
+    """Whether the ranges' texts follow one another exactly, a comma apart; only ranges
+    after the end of the events cover nothing."""
+    n = next((i for i, span in enumerate(spans) if span is None), len(spans))
+    covered = [tuple(span) for span in spans[:n]]
+    return (
+        n > 0
+        and all(span is None for span in spans[n:])
+        and all(b[0] == a[1] + 1 for a, b in pairwise(covered))
+    )
+
+
+def _helper_result(
+    claims: _parallel.Claims, k: int, statuses: list[int], tmp: str
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Range k as a helper saved it; None (with a warning when the helper broke down rather
+    than found bad input) when it did not."""
+    result = claims.result_path(k)
+    if result.exists():
+        return _parallel.load_result(result)
+    if any(status not in (0, _parallel.DATA_ERROR) for status in statuses):
+        logs = sorted(Path(tmp).glob("helper-*.log"))
+        last = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+        warnings.warn(
+            "a helper process of the parallel trace load failed"
+            + (f" ({last[-1]})" if last else "")
+            + "; reading the file in one process instead",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return None
+
+
+def run_helper(job: dict[str, Any]) -> int:
+    """A helper process's work (``python -m perflab.io._kineto_helper JOB``): claim ranges
+    of the file, decode them, save their columns. Its exit status."""
+    claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
+    with gc_paused():
+        try:
+            with _event_stream(job["path"]) as stream:
+                stream.bounds = job["bounds"]
+                for k, events in stream.ranges(claims.claim):
+                    arrays, meta = _range_result(events, stream, job["path"], job["python"])
+                    if stream.tail is not None:
+                        meta["tail"] = {name: getattr(stream.tail, name) for name in _TOP_LEVEL}
+                        stream.tail = None  # sent once
+                    _parallel.save_result(claims.result_path(k), arrays, meta)
+        except (InputError, _kineto_fast.Unusual):
+            return _parallel.DATA_ERROR
+    return 0
+
+
 def _decode_slice(piece: bytes) -> list[Any]:
     """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path."""
     try:
@@ -403,6 +569,7 @@ _ARG_IDS = attrgetter("correlation", "external_id")
 _ARG_IDS_DTYPE = np.dtype([("correlation", np.int64), ("external_id", np.int64)])
 _GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
 _OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
+_OP_TEXT = ("input_dims", "input_types")
 
 
 class _KeyTable:
@@ -451,9 +618,9 @@ class _Columns:
         self.python = python
         self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
         self.strings = StringTable()
-        # CPU ops' shapes and dtypes, joined to ``strings`` at the end so that string ids do
-        # not depend on where the file was sliced
-        self.op_strings = StringTable()
+        # CPU ops' shapes and dtypes, one table each, joined to ``strings`` at the end so that
+        # string ids do not depend on where the file was sliced
+        self.op_strings = {name: StringTable() for name in _OP_TEXT}
         self.text_ids = _Ids()  # pids/tids given as names
         self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
         self.dims = _KeyTable(lambda keys: {"dim3": _dim3(keys)}, _DIM3_COLUMNS)
@@ -473,6 +640,44 @@ class _Columns:
         if not parts:
             return np.zeros(0, dtype=dtype)
         return np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
+
+    def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """The columns read so far and what their ids stand for (JSON-able), for ``absorb``."""
+        arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
+        meta = {
+            "keys": list(self.events.ids),
+            "dims": list(self.dims.ids),
+            "op_strings": {name: table.strings for name, table in self.op_strings.items()},
+            "events_read": self.events_read,
+            "kept": self.kept,
+            "maybe_flows": self.maybe_flows,
+        }
+        return arrays, meta
+
+    def absorb(self, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
+        """Take in the columns that another reader exported for the next part of the file,
+        as if this one had read that part: ids are translated to this reader's."""
+        keys = [tuple(key) for key in meta["keys"]]
+        dims = [_hashable(dim) for dim in meta["dims"]]
+        dim_id = self.dims.ids.codes(dims, len(dims))
+        new_id = {
+            "code": self.events.ids.codes(keys, len(keys)),
+            "k_grid": dim_id,
+            "k_block": dim_id,
+            **{
+                f"o_{name}": table.add_all(meta["op_strings"][name])
+                for name, table in self.op_strings.items()
+            },
+        }
+        for key, values in arrays.items():
+            if key in new_id:
+                values = _string_ids(values, new_id[key])
+            elif key.endswith("_event"):
+                values = values + self.kept  # rows of this reader's kept events
+            self._put(**{key: values})
+        self.events_read += meta["events_read"]
+        self.kept += meta["kept"]
+        self.maybe_flows += meta["maybe_flows"]
 
     def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
         """Lookup columns for new (ph, cat, name, pid, tid) keys."""
@@ -627,8 +832,8 @@ class _Columns:
         flops, dims, types = zip(*extras, strict=True)
         return (
             np.array(flops, dtype=np.float64).reshape(-1),
-            _raw_strings(list(dims), self.op_strings),
-            _raw_strings(list(types), self.op_strings),
+            _raw_strings(list(dims), self.op_strings["input_dims"]),
+            _raw_strings(list(types), self.op_strings["input_types"]),
         )
 
     # -- the whole trace -------------------------------------------------------------------
@@ -761,10 +966,11 @@ class _Columns:
         )
 
     def _op_table(self) -> Table:
-        string_id = self.strings.add_all(self.op_strings.strings)
         text = {
-            name: _string_ids(self._column(f"o_{name}", np.int32), string_id)
-            for name in ("input_dims", "input_types")
+            name: _string_ids(
+                self._column(f"o_{name}", np.int32), self.strings.add_all(table.strings)
+            )
+            for name, table in self.op_strings.items()
         }
         return Table(
             OP_COLUMNS,

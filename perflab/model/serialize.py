@@ -1,11 +1,16 @@
-"""Versioned JSON files for model objects: a header (kind, schema_version), never pickle."""
+"""Versioned files for model objects: JSON with a header (kind, schema_version), or numpy
+arrays with a JSON header in one ``.npz``; never pickle."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from perflab.errors import InputError, SchemaError
 
@@ -20,6 +25,35 @@ def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) 
     tmp.write_text(json.dumps(doc, indent=1, allow_nan=False), encoding="utf-8")
     tmp.replace(target)
     return target
+
+
+def save_arrays(
+    path: str | os.PathLike[str],
+    arrays: dict[str, npt.NDArray[Any]],
+    header: dict[str, Any],
+    *,
+    compress: bool = True,
+) -> Path:
+    """Numeric arrays and a JSON ``header`` in one ``.npz``, written aside and renamed, so
+    that a reader never sees half a file."""
+    target = Path(path)
+    text = np.frombuffer(json.dumps(header, allow_nan=False).encode(), np.uint8)
+    save: Any = np.savez_compressed if compress else np.savez
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        save(fh, header=text, **arrays)
+    tmp.replace(target)
+    return target
+
+
+def load_arrays(path: str | os.PathLike[str]) -> tuple[dict[str, npt.NDArray[Any]], Any]:
+    """The arrays and the decoded header of a :func:`save_arrays` file (header None when
+    there is none). Raises OSError, ValueError, zipfile.BadZipFile or EOFError."""
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    if "header" not in arrays:
+        return arrays, None
+    return arrays, json.load(io.BytesIO(arrays.pop("header").tobytes()))
 
 
 def load_json(kind: str, path: str | os.PathLike[str]) -> dict[str, Any]:

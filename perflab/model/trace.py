@@ -51,7 +51,6 @@ meta live in a JSON header with ``schema_version``) and read back with :meth:`Tr
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import zipfile
@@ -64,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
-from perflab.model.serialize import SCHEMA_VERSION, check_header
+from perflab.model.serialize import SCHEMA_VERSION, check_header, load_arrays, save_arrays
 
 KIND = "trace"
 
@@ -410,34 +409,26 @@ class Trace:
             "strings": self.strings,
             "meta": self.meta,
         }
-        arrays: dict[str, npt.NDArray[Any]] = {
-            "header": np.frombuffer(json.dumps(header, allow_nan=False).encode(), np.uint8)
+        arrays = {
+            f"{table_name}.{col}": values
+            for table_name in _TABLES
+            for col, values in getattr(self, table_name).columns.items()
         }
-        for table_name in _TABLES:
-            for col, values in getattr(self, table_name).columns.items():
-                arrays[f"{table_name}.{col}"] = values
-        tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
-        tmp.replace(target)
-        return target
+        return save_arrays(target, arrays, header)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Trace:
         source = str(path)
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays, doc = load_arrays(path)
         except FileNotFoundError:
             raise SchemaError("no such file", source=source) from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SchemaError(f"unreadable header: {exc}", source=source) from None
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
             raise SchemaError(f"not a perflab trace (.npz): {exc}", source=source) from None
-        if "header" not in arrays:
+        if doc is None:
             raise SchemaError("not a perflab trace: no header", source=source)
-        try:
-            doc = json.load(io.BytesIO(arrays.pop("header").tobytes()))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SchemaError(f"unreadable header: {exc}", source=source) from None
         check_header(KIND, doc, source)
         tables: dict[str, Table] = {}
         try:

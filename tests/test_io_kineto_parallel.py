@@ -1,0 +1,230 @@
+"""Parallel Kineto loading: helper processes decode ranges of the file; the result must be
+the very same trace (string ids included) as one process reads, whatever goes wrong."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_io_kineto import KINETO, _event, _tricky_doc, needs_data
+
+from perflab.errors import InputError
+from perflab.io import _kineto_fast, _parallel, kineto, load_trace
+from perflab.model.trace import Trace
+
+
+def assert_identical(a: Trace, b: Trace) -> None:
+    """Same tables, dtypes, string table and meta (the file name aside)."""
+    assert a.strings == b.strings
+    for table in ("events", "tracks", "kernels", "memcpy", "ops"):
+        x, y = getattr(a, table), getattr(b, table)
+        assert list(x.columns) == list(y.columns)
+        for col in x.columns:
+            np.testing.assert_array_equal(x[col], y[col], err_msg=f"{table}.{col}")
+            assert x[col].dtype == y[col].dtype, f"{table}.{col}"
+    strip = lambda meta: {k: v for k, v in meta.items() if k != "source"}  # noqa: E731
+    assert strip(a.meta) == strip(b.meta)
+
+
+class _Finished:
+    """What start_helper returns, for a helper that already ran in this process."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.status
+
+    def poll(self) -> int:
+        return self.status
+
+    def kill(self) -> None:
+        raise AssertionError("a finished helper is not killed")
+
+
+@pytest.fixture
+def helper_in_process(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The helper runs at once, in this process, when started: it claims every range but
+    range 0, so that all of them travel through the result files. The jobs it was given."""
+    jobs: list[dict[str, Any]] = []
+
+    def start(module: str, job: dict[str, Any], log: Path) -> _Finished:
+        assert module == "perflab.io._kineto_helper"
+        jobs.append(json.loads(json.dumps(job)))  # what the command line carries
+        return _Finished(kineto.run_helper(jobs[-1]))
+
+    monkeypatch.setattr(_parallel, "start_helper", start)
+    return jobs
+
+
+def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    names: list[str] = []
+    original = _parallel.load_result
+
+    def spy(path: Path) -> Any:
+        names.append(path.name)
+        return original(path)
+
+    monkeypatch.setattr(_parallel, "load_result", spy)
+    return names
+
+
+@needs_data
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
+def test_ranges_from_a_helper_give_the_same_trace(
+    path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+) -> None:
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 4096)  # several slices per range
+    loaded = _loaded_results(monkeypatch)
+    parallel = load_trace(path, workers=1)
+    n_ranges = 2 * kineto.RANGES_PER_PROCESS
+    assert len(helper_in_process) == 1 and len(helper_in_process[0]["bounds"]) == n_ranges - 1
+    assert len(loaded) == n_ranges - 1  # every range but the first came from the helper
+    assert_identical(parallel, load_trace(path, workers=0))
+
+
+@pytest.mark.parametrize("per_process", [1, 3, 40])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_range_bounds_anywhere_in_tricky_text(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    helper_in_process: list[dict[str, Any]],
+    per_process: int,
+    indent: int | None,
+) -> None:
+    """Bounds land inside strings and nested objects that hold "}," and "}, {": the trace is
+    still the one a single process reads (through the ranges or, when they cannot be
+    trusted, by reading again in one process)."""
+    monkeypatch.setattr(kineto, "RANGES_PER_PROCESS", per_process)
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    doc = _tricky_doc(60)
+    notes = ["a }, { b", {"x": [{"y": 1}, {"z": "}, {"}]}]
+    for i, event in enumerate(doc["traceEvents"]):
+        event.setdefault("args", {})["note"] = notes[i % 2]
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc, indent=indent).encode()))
+    assert_identical(load_trace(path, workers=1), load_trace(path, workers=0))
+
+
+def test_bad_input_in_a_helpers_range_names_the_event(
+    tmp_path: Path, helper_in_process: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 2048)
+    events = [_event(ts=float(i)) for i in range(2000)]
+    events[1777]["dur"] = -1
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(InputError, match=r"traceEvents\[1777\].*negative duration"):
+        load_trace(path, workers=1)
+
+
+def test_a_failed_helper_is_reported_and_nothing_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_helper(module: str, job: dict[str, Any], log: Path) -> _Finished:
+        claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
+        assert claims.claim() == 1  # claimed, never delivered
+        log.write_text("Traceback (most recent call last):\nMemoryError: boom\n")
+        return _Finished(1)
+
+    monkeypatch.setattr(_parallel, "start_helper", broken_helper)
+    events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(3000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.warns(RuntimeWarning, match="MemoryError: boom"):
+        trace = load_trace(path, workers=1)
+    assert_identical(trace, load_trace(path, workers=0))
+
+
+def test_a_real_helper_process_shares_the_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper is a real ``python -m`` process; this process waits in its first range
+    until the helper has delivered one, so that both really take part."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    loaded = _loaded_results(monkeypatch)
+    original: Callable[..., Any] = kineto._range_result
+
+    def first_range_waits(*args: Any) -> Any:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("perflab-load-*/range-*.npz")):
+            assert time.monotonic() < deadline, "the helper never delivered a range"
+            time.sleep(0.02)
+        return original(*args)
+
+    monkeypatch.setattr(kineto, "_range_result", first_range_waits)
+    events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(4000)]
+    doc = {
+        "traceEvents": events,
+        "distributedInfo": {"rank": 3, "world_size": 8, "backend": "nccl"},
+        "baseTimeNanoseconds": 1700000000000000000,
+    }
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    trace = load_trace(path, workers=1)
+    assert loaded  # the helper's ranges were merged
+    monkeypatch.setattr(kineto, "_range_result", original)
+    assert_identical(trace, load_trace(path, workers=0))
+    assert trace.meta["rank"] == 3 and trace.meta["base_time_ns"] == 1700000000000000000
+    assert not list(tmp_path.glob("perflab-load-*"))  # the private directory is gone
+
+
+def test_ranges_tile_only_when_they_abut() -> None:
+    assert kineto._ranges_tile([(10, 20), [21, 30], None, None])
+    assert kineto._ranges_tile([(10, 20), (21, 20), (21, 40)])  # an empty range between
+    assert not kineto._ranges_tile([(10, 20), (22, 30)])  # a gap
+    assert not kineto._ranges_tile([(10, 20), (20, 30)])  # an overlap
+    assert not kineto._ranges_tile([(10, 20), None, (21, 30)])  # text after the end
+    assert not kineto._ranges_tile([None])
+
+
+def test_claims_hand_out_each_range_once_in_increasing_order(tmp_path: Path) -> None:
+    a, b = _parallel.Claims(tmp_path, 6), _parallel.Claims(tmp_path, 6)
+    got = {"a": [a.claim(), a.claim()], "b": [b.claim()]}
+    got["a"].append(a.claim())
+    got["b"] += [b.claim(), b.claim(), b.claim()]
+    assert got == {"a": [0, 1, 3], "b": [2, 4, 5, None]}
+    assert a.claim() is None
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, "2", True])
+def test_odd_worker_counts_are_clean_errors(tmp_path: Path, workers: Any) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [_event()]}))
+    with pytest.raises(InputError, match="workers must be a whole number") as info:
+        load_trace(path, workers=workers)
+    assert str(path) in str(info.value)
+
+
+def test_helpers_only_for_large_files_and_spare_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b" " * 1000)
+    assert kineto._helper_count(path, None) == 0  # small: not worth a process
+    monkeypatch.setattr(kineto, "PARALLEL_MIN_TEXT", 300)
+    monkeypatch.setattr(_parallel, "available_cores", lambda: 16)
+    assert kineto._helper_count(path, None) == 3  # one per 300 bytes
+    monkeypatch.setattr(_parallel, "available_cores", lambda: 2)
+    assert kineto._helper_count(path, None) == 1  # one per spare core
+    monkeypatch.setattr(_parallel, "available_cores", lambda: 1)
+    assert kineto._helper_count(path, None) == 0
+    assert kineto._helper_count(path, 5) == 5  # asked for
+    assert kineto._helper_count(tmp_path / "missing.json", None) == 0
+
+
+def test_text_size_of_plain_and_gzip(tmp_path: Path) -> None:
+    text = os.urandom(5000).hex().encode()
+    plain, packed = tmp_path / "a.json", tmp_path / "a.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    assert _kineto_fast.text_size(plain) == _kineto_fast.text_size(packed) == len(text)
