@@ -475,6 +475,38 @@ def test_errors_in_late_slices_name_the_event(tmp_path: Path, small_slices: None
     assert "raw.json" in str(info.value)
 
 
+def test_text_is_checked_as_utf8_across_block_borders(tmp_path: Path, small_slices: None) -> None:
+    events = [_event(ts=float(i), name=f"k\u00fc\u20ac{i % 5}") for i in range(300)]
+    text = json.dumps({"traceEvents": events}, ensure_ascii=False).encode()
+    trace = load_trace(_write_bytes(tmp_path, text))  # characters split between blocks
+    assert sorted({trace.strings[i] for i in trace.name.tolist()}) == [
+        f"k\u00fc\u20ac{i}" for i in range(5)
+    ]
+    late = text.rindex("\u20ac".encode())
+    broken = text[:late] + b"\xff\xfe\xfd" + text[late + 3 :]  # never in UTF-8
+    with pytest.raises(InputError, match="UTF-8"):
+        load_trace(_write_bytes(tmp_path, broken))
+
+
+@pytest.mark.parametrize(
+    ("blocks", "valid"),
+    [
+        ([b"a\xc3", b"\xbcb", b"c"], True),  # "\u00fc" split between two blocks
+        ([b"a\xe2\x82", b"\xac"], True),  # "\u20ac" split after two of three bytes
+        ([b"a\xc3", b"bc"], False),  # the split character never completes
+        ([b"ab", b"c\xc3"], False),  # the text ends inside a character
+        ([b"a\xff", b"bc"], False),
+    ],
+)
+def test_the_text_cursor_checks_utf8(blocks: list[bytes], valid: bool) -> None:
+    cursor = _kineto_fast._Cursor(iter(blocks))
+    if valid:
+        assert not cursor.fill(10**6, 0) and bytes(cursor.buf) == b"".join(blocks)
+    else:
+        with pytest.raises(_kineto_fast.Unusual, match="not UTF-8"):
+            cursor.fill(10**6, 0)
+
+
 def test_loading_leaves_no_thread_or_open_file_and_restores_gc(
     tmp_path: Path, small_slices: None
 ) -> None:

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +94,12 @@ def start_helper(module: str, job: dict[str, Any], log: Path) -> subprocess.Pope
 def finish_helpers(helpers: list[subprocess.Popen[bytes]], timeout: float) -> list[int]:
     """Wait for the helpers (each is busy with one range at most by now); those still
     running after ``timeout`` seconds are killed. Their exit statuses."""
-    statuses = []
-    for helper in helpers:
-        try:
-            statuses.append(helper.wait(timeout=timeout))
-        except subprocess.TimeoutExpired:
-            helper.kill()
-            statuses.append(helper.wait())
-    return statuses
+    deadline = time.monotonic() + timeout
+    # polled every millisecond: Popen.wait(timeout) sleeps up to 50 ms past the exit
+    while any(h.poll() is None for h in helpers) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    stop_helpers(helpers)
+    return [h.wait() for h in helpers]
 
 
 def stop_helpers(helpers: list[subprocess.Popen[bytes]]) -> None:

@@ -4,10 +4,12 @@ msgspec decodes the events into compact typed records that declare only the fiel
 uses (the decoder skips everything else), and each slice of records becomes numpy columns at
 once; no dict per event is built. Large files are streamed: decompressed and decoded a slice of
 ``traceEvents`` at a time, so memory stays a small multiple of the columns (see
-:mod:`perflab.io._kineto_fast`); files with an unusual layout are decoded whole. Without
-msgspec the standard ``json`` module is used (slower, same result). ``ac2g`` flow events fill
-in a missing launch<->kernel correlation and are then dropped; ``python_function`` events are
-skipped unless ``python=True``.
+:mod:`perflab.io._kineto_fast`); files with an unusual layout are decoded whole. Files of 64 MB
+of JSON or more are shared out in ranges with helper processes on spare cores (see
+:mod:`perflab.io._parallel`), whose columns are merged into the very trace one process
+builds. Without msgspec the standard ``json`` module is used (slower, same result). ``ac2g``
+flow events fill in a missing launch<->kernel correlation and are then dropped;
+``python_function`` events are skipped unless ``python=True``.
 """
 
 from __future__ import annotations
@@ -417,8 +419,9 @@ def run_helper(job: dict[str, Any]) -> int:
     return 0
 
 
-def _decode_slice(piece: bytes) -> list[Any]:
-    """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path."""
+def _decode_slice(piece: bytes | memoryview) -> list[Any]:
+    """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path.
+    (The stream has checked that the text is UTF-8.)"""
     try:
         events: list[Any] = _SLICE_DECODER.decode(piece)
     except msgspec.ValidationError:
@@ -427,25 +430,14 @@ def _decode_slice(piece: bytes) -> list[Any]:
         if "truncated" in str(exc):
             raise _kineto_fast.Truncated from None
         raise _kineto_fast.Unusual("malformed JSON") from None
-    _check_slice_utf8(piece)
     return events
 
 
 def _decode_top_level(piece: bytes) -> Any:
     try:
-        top = _DECODER.decode(piece)
+        return _DECODER.decode(piece)
     except msgspec.DecodeError:
         raise _kineto_fast.Unusual("unusual top level") from None
-    _check_slice_utf8(piece)
-    return top
-
-
-def _check_slice_utf8(piece: bytes) -> None:
-    if not piece.isascii():
-        try:
-            piece.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _kineto_fast.Unusual("not UTF-8") from None
 
 
 class _DictArgs:
