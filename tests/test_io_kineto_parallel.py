@@ -115,6 +115,40 @@ def test_range_bounds_anywhere_in_tricky_text(
     assert_identical(load_trace(path, workers=1), load_trace(path, workers=0))
 
 
+def test_flows_link_missing_correlations_across_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+) -> None:
+    """Launches and kernels without a correlation id: the flows that bind them are read in a
+    second pass, after the ranges were merged."""
+    events: list[dict[str, Any]] = []
+    for i in range(1500):
+        launch = _event(cat="cuda_runtime", name="cudaLaunchKernel", pid=1, tid=2, ts=10.0 * i)
+        kernel = _event(name=f"k{i % 5}", ts=10.0 * i + 3)
+        for event in (launch, kernel):
+            event["args"].pop("correlation")
+        events += [
+            launch,
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 2, "ts": 10.0 * i},
+            {
+                "ph": "f",
+                "cat": "ac2g",
+                "name": "ac2g",
+                "id": i,
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 3,
+            },
+            kernel,
+        ]
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    loaded = _loaded_results(monkeypatch)
+    trace = load_trace(path, workers=1)
+    assert loaded  # merged from the helper's ranges
+    assert sorted(trace.correlation.tolist()) == sorted([*range(1500), *range(1500)])
+    assert_identical(trace, load_trace(path, workers=0))
+
+
 def test_bad_input_in_a_helpers_range_names_the_event(
     tmp_path: Path, helper_in_process: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

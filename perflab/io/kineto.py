@@ -187,6 +187,13 @@ if msgspec is not None:
         id: I64 | str = -1
 
     _FLOW_TYPES = (_Flow, msgspec.defstruct("_FlowEnd", [], bases=(_Flow,), tag="f"))
+    # The first pass only notes that flows are there: they are read (a second pass, with the
+    # types above and complete events left empty) only when a correlation is missing.
+    _FLOW_MARKS = [
+        msgspec.defstruct(f"_FlowMark{i}", [], bases=(_Phased,), tag=phase)
+        for i, phase in enumerate("sf")
+    ]
+    _COMPLETE_MARK = msgspec.defstruct("_CompleteMark", [], bases=(_Phased,), tag="X")
     _DROPPED = [
         msgspec.defstruct(f"_Phase{i}", [], bases=(_Phased,), tag=phase)
         for i, phase in enumerate("BEiICbnetPONDMVvRc()")
@@ -200,8 +207,12 @@ if msgspec is not None:
         baseTimeNanoseconds: I64 | None = None
 
     _DECODER = msgspec.json.Decoder(_File)
-    _RECORD: Any = functools.reduce(operator.or_, (_Complete, *_FLOW_TYPES, *_DROPPED))
-    _SLICE_DECODER = msgspec.json.Decoder(list.__class_getitem__(_RECORD))
+
+    def _slice_decoder(*types: Any) -> Any:
+        return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
+
+    _SLICE_DECODER = _slice_decoder(_Complete, *_FLOW_MARKS, *_DROPPED)
+    _FLOW_SLICE_DECODER = _slice_decoder(_COMPLETE_MARK, *_FLOW_TYPES, *_DROPPED)
 
 
 def _decode(data: bytes, source: str) -> _Doc:
@@ -257,17 +268,22 @@ def _load_streaming(path: str | os.PathLike[str], source: str, python: bool) -> 
 
 
 @contextlib.contextmanager
-def _event_stream(path: str | os.PathLike[str]) -> Iterator[_kineto_fast.EventStream]:
-    """The file's events, slice by slice; the file is closed when the block ends."""
+def _event_stream(
+    path: str | os.PathLike[str], *, flows: bool = False
+) -> Iterator[_kineto_fast.EventStream]:
+    """The file's events, slice by slice (``flows``: flow events in full, complete events
+    empty); the file is closed when the block ends."""
     blocks = _kineto_fast.read_blocks(path)
+    decode = _decode_flow_slice if flows else _decode_slice
     try:
-        yield _kineto_fast.EventStream(blocks, _decode_slice, _decode_top_level)
+        yield _kineto_fast.EventStream(blocks, decode, _decode_top_level)
     finally:
         blocks.close()
 
 
 def _reread(path: str | os.PathLike[str]) -> Iterator[list[Any]]:
-    with _event_stream(path) as stream:
+    """The file's events again, for their flows."""
+    with _event_stream(path, flows=True) as stream:
         yield from stream
 
 
@@ -422,8 +438,16 @@ def run_helper(job: dict[str, Any]) -> int:
 def _decode_slice(piece: bytes | memoryview) -> list[Any]:
     """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path.
     (The stream has checked that the text is UTF-8.)"""
+    return _decode_records(_SLICE_DECODER, piece)
+
+
+def _decode_flow_slice(piece: bytes | memoryview) -> list[Any]:
+    return _decode_records(_FLOW_SLICE_DECODER, piece)
+
+
+def _decode_records(decoder: Any, piece: bytes | memoryview) -> list[Any]:
     try:
-        events: list[Any] = _SLICE_DECODER.decode(piece)
+        events: list[Any] = decoder.decode(piece)
     except msgspec.ValidationError:
         raise _kineto_fast.Unusual("invalid event") from None
     except msgspec.DecodeError as exc:
