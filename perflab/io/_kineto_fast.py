@@ -224,24 +224,23 @@ class EventStream:
     """Decodes the events of a Kineto file slice by slice.
 
     Iterating yields every event (the tail's included). For parallel loading, ``bounds``
-    (increasing offsets into the decompressed text) splits ``traceEvents`` into ranges: range
-    k ends at the first ``},`` at or after ``bounds[k]`` and the next one starts after it;
-    range 0 starts at the array, the last one runs to the end of the file. ``ranges(claim)``
-    decodes the ranges that ``claim`` hands out, which must increase. ``head`` and ``tail``
-    hold the decoded top level around the array (the head's own events excluded), each once a
-    range that holds it was decoded."""
+    (set once ``array_start`` is known: increasing offsets into the decompressed text) splits
+    ``traceEvents`` into ranges: range k ends at the first ``},`` before a ``{`` at or after
+    ``bounds[k]``, and the next one starts after that comma; range 0 starts at the array, the
+    last one runs to the end of the file. ``ranges(claim)`` decodes the ranges that ``claim``
+    hands out, which must increase. ``head`` and ``tail`` hold the decoded top level around
+    the array (the head's own events excluded), each once a range that holds it was decoded."""
 
     def __init__(
         self,
         blocks: Iterator[bytes],
         decode_events: Callable[[memoryview], list[Any]],
         decode_file: Callable[[bytes], Any],
-        bounds: list[int] | None = None,
     ) -> None:
         self.cursor = _Cursor(blocks)
         self.decode_events = decode_events
         self.decode_file = decode_file
-        self.bounds = bounds or []
+        self.bounds: list[int] = []
         self.head: Any = None
         self.tail: Any = None
         # text offsets of the last range decoded: from its first byte to past its last "}"
