@@ -58,7 +58,8 @@ def helper_in_process(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     def start(module: str, job: dict[str, Any], log: Path) -> _Finished:
         assert module == "perflab.io._kineto_helper"
-        jobs.append(json.loads(json.dumps(job)))  # what the command line carries
+        # what the command line carries; the helper's parent is this process's parent here
+        jobs.append({**json.loads(json.dumps(job)), "parent": os.getppid()})
         return _Finished(kineto.run_helper(jobs[-1]))
 
     monkeypatch.setattr(_parallel, "start_helper", start)
@@ -78,17 +79,31 @@ def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @needs_data
+@pytest.mark.parametrize("python", [False, True], ids=["default", "python_functions"])
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_ranges_from_a_helper_give_the_same_trace(
-    path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+    path: Path,
+    python: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    helper_in_process: list[dict[str, Any]],
 ) -> None:
     monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 4096)  # several slices per range
     loaded = _loaded_results(monkeypatch)
-    parallel = load_trace(path, workers=1)
+    parallel = load_trace(path, python=python, workers=1)
     n_ranges = 2 * kineto.RANGES_PER_PROCESS
     assert len(helper_in_process) == 1 and len(helper_in_process[0]["bounds"]) == n_ranges - 1
     assert len(loaded) == n_ranges - 1  # every range but the first came from the helper
-    assert_identical(parallel, load_trace(path, workers=0))
+    assert_identical(parallel, load_trace(path, python=python, workers=0))
+
+
+def test_a_helper_whose_parent_is_gone_stops(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(50)]}))
+    job = {"path": str(path), "python": False, "bounds": [100, 200], "dir": str(tmp_path)}
+    assert kineto.run_helper({**job, "parent": os.getppid() + 1}) == 0
+    assert not list(tmp_path.glob("claim-*"))  # claimed nothing
+    assert kineto.run_helper({**job, "parent": os.getppid()}) == 0
+    assert len(list(tmp_path.glob("range-*.npz"))) == 3
 
 
 @pytest.mark.parametrize("per_process", [1, 3, 40])

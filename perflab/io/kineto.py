@@ -316,7 +316,13 @@ def _load_parallel(
         stream.bounds = [start + (size - start) * k // n_ranges for k in range(1, n_ranges)]
         claims = _parallel.Claims(tmp, n_ranges)
         first = [claims.claim()]  # range 0 (the head) stays here
-        job = {"path": os.fspath(path), "python": python, "bounds": stream.bounds, "dir": tmp}
+        job = {
+            "path": os.fspath(path),
+            "python": python,
+            "bounds": stream.bounds,
+            "dir": tmp,
+            "parent": os.getpid(),
+        }
         started = [
             _parallel.start_helper(_HELPER_MODULE, job, Path(tmp, f"helper-{i}.log"))
             for i in range(helpers)
@@ -424,7 +430,7 @@ def run_helper(job: dict[str, Any]) -> int:
         try:
             with _event_stream(job["path"]) as stream:
                 stream.bounds = job["bounds"]
-                for k, events in stream.ranges(claims.claim):
+                for k, events in stream.ranges(lambda: _claim_for(job, claims)):
                     arrays, meta = _range_result(events, stream, job["path"], job["python"])
                     if stream.tail is not None:
                         meta["tail"] = {name: getattr(stream.tail, name) for name in _TOP_LEVEL}
@@ -433,6 +439,11 @@ def run_helper(job: dict[str, Any]) -> int:
         except (InputError, _kineto_fast.Unusual):
             return _parallel.DATA_ERROR
     return 0
+
+
+def _claim_for(job: dict[str, Any], claims: _parallel.Claims) -> int | None:
+    """The next range for a helper; none once the process that started it is gone."""
+    return claims.claim() if os.getppid() == job["parent"] else None
 
 
 def _decode_slice(piece: bytes | memoryview) -> list[Any]:
