@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import tempfile
 import time
 from collections.abc import Callable
@@ -15,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 from test_io_kineto import KINETO, _event, _tricky_doc, needs_data
+from test_trace_reference import DATA
 
-from perflab.errors import InputError
+from perflab.errors import InputError, PerflabError
 from perflab.io import _kineto_fast, _parallel, kineto, load_trace
 from perflab.model.trace import Trace
 
@@ -162,6 +164,45 @@ def test_flows_link_missing_correlations_across_ranges(
     assert loaded  # merged from the helper's ranges
     assert sorted(trace.correlation.tolist()) == sorted([*range(1500), *range(1500)])
     assert_identical(trace, load_trace(path, workers=0))
+
+
+@needs_data
+def test_mutated_files_load_the_same_through_helpers_or_fail_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+) -> None:
+    """Byte flips and cuts of a real trace: through helper ranges, each either gives the very
+    trace one process gives, or the same perflab error."""
+    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 2048)
+    text = gzip.decompress((DATA / "kineto" / "triton_example_a100.json.gz").read_bytes())
+    rng = random.Random(99)
+    path = tmp_path / "m.json"
+    outcomes = {"same": 0, "error": 0}
+    for i in range(80):
+        data = bytearray(text)
+        if i % 5 == 0:
+            data = data[: rng.randrange(len(data) // 2, len(data))]
+        # structural bytes break files; letters and digits often leave them valid
+        alphabet = b'{}[],:"\xff' if i % 3 == 0 else b"0a7X"
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.choice(alphabet)
+        path.write_bytes(bytes(data))
+        one, parallel = _outcome(path, workers=0), _outcome(path, workers=1)
+        if isinstance(one, str):
+            assert parallel == one  # the same error
+            outcomes["error"] += 1
+        else:
+            assert isinstance(parallel, Trace)
+            assert_identical(parallel, one)
+            outcomes["same"] += 1
+    assert outcomes["same"] > 5 and outcomes["error"] > 5  # both kinds were exercised
+
+
+def _outcome(path: Path, workers: int) -> Trace | str:
+    """The trace, or the perflab error's text."""
+    try:
+        return load_trace(path, workers=workers)
+    except PerflabError as exc:
+        return str(exc)
 
 
 def test_bad_input_in_a_helpers_range_names_the_event(
