@@ -268,6 +268,23 @@ def test_a_real_helper_process_shares_the_work(
     assert not list(tmp_path.glob("perflab-load-*"))  # the private directory is gone
 
 
+def test_a_helper_sees_this_interpreters_search_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Modules reachable only through a sys.path entry added at run time (as notebooks do)
+    are importable by a helper."""
+    (tmp_path / "probe_dir").mkdir()
+    (tmp_path / "probe_dir" / "perflab_probe_helper.py").write_text(
+        "import json, sys\njob = json.loads(sys.argv[1])\nopen(job['out'], 'w').write('started')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "probe_dir"))
+    out = tmp_path / "out.txt"
+    helper = _parallel.start_helper("perflab_probe_helper", {"out": str(out)}, tmp_path / "log")
+    assert helper is not None
+    assert _parallel.finish_helpers([helper], timeout=60) == [0]
+    assert out.read_text() == "started"
+
+
 def test_ranges_tile_only_when_they_abut() -> None:
     assert kineto._ranges_tile([(10, 20), [21, 30], None, None])
     assert kineto._ranges_tile([(10, 20), (21, 20), (21, 40)])  # an empty range between

@@ -71,13 +71,14 @@ def load_result(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]
 
 
 def start_helper(module: str, job: dict[str, Any], log: Path) -> subprocess.Popen[bytes] | None:
-    """``python -m module JOB``, with perflab importable from where this copy lives; None
-    when no Python can be started."""
+    """``python -m module JOB`` with this interpreter's module search path; None when no
+    Python can be started."""
     if not sys.executable:
         return None
-    package_root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, path) if p)}
+    # this interpreter's search path, in its order: the helper imports the same perflab (and
+    # numpy) even when sys.path was changed at run time, as notebooks often do
+    search = [str(Path(p).resolve()) for p in sys.path if p]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(search)}
     try:
         with open(log, "wb") as err:
             return subprocess.Popen(
