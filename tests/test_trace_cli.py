@@ -54,6 +54,22 @@ def test_bad_file_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["trace", "summary", str(tmp_path / "missing.json")]) == 2
 
 
+@needs_trace
+@pytest.mark.parametrize("command", [["trace", "summary"], ["trace", "kernels"], ["timeline"]])
+def test_workers_option(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--workers reaches the loader: 1 gives what 0 gives, a negative count is a clean error."""
+    out = [] if command[0] == "trace" else ["-o", str(tmp_path / "t.html")]
+    outputs = []
+    for workers in ("0", "1"):
+        assert main([*command, str(TRACE), "--workers", workers, *out]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert main([*command, str(TRACE), "--workers", "-1", *out]) == 2
+    assert "workers must be a whole number >= 0, not -1" in capsys.readouterr().err
+
+
 def test_profile_cpu_returns_a_trace_and_cleans_up() -> None:
     torch = pytest.importorskip("torch")
     from perflab.analysis.trace_stats import kernel_table

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perflab.model.trace import Trace
 
 
 def print_json(doc: Any) -> None:
     json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
     sys.stdout.write("\n")
+
+
+def add_trace_file(parser: Any, help: str = "trace file to read") -> None:
+    """The trace file argument and how many helper processes may read it."""
+    parser.add_argument("file", help=help)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="helper processes that decode a large Kineto file at the same time (default: "
+        "one per spare core for files of 64 MB of JSON or more; 0: none)",
+    )
+
+
+def load_trace_file(args: argparse.Namespace) -> Trace:
+    from perflab.io import load_trace
+
+    return load_trace(args.file, workers=args.workers)

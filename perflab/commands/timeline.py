@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perflab.commands._common import add_trace_file, load_trace_file
 from perflab.errors import InputError
 
 
@@ -16,7 +17,7 @@ def register(sub: Any) -> None:
         "or a saved perflab trace) and write a self-contained HTML timeline: zoom, pan and "
         "hover work offline, with levels of detail so millions of events stay interactive.",
     )
-    p.add_argument("file", help="trace file to read")
+    add_trace_file(p)
     p.add_argument("-o", "--output", required=True, help="HTML file to write")
     p.add_argument(
         "--rows",
@@ -29,12 +30,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perflab.io import load_trace
     from perflab.render.timeline import save_timeline
 
     if args.rows < 1000:
         raise InputError(f"--rows must be at least 1000, not {args.rows}")
-    trace = load_trace(args.file)
+    trace = load_trace_file(args)
     if len(trace) == 0:
         raise InputError("the trace has no events to draw", source=args.file)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perflab.commands._common import print_json
+from perflab.commands._common import add_trace_file, load_trace_file, print_json
 
 
 def register(sub: Any) -> None:
@@ -18,26 +18,24 @@ def register(sub: Any) -> None:
     tsub = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
 
     s = tsub.add_parser("summary", help="busy/idle per device, kernels, comm overlap, memcpy")
-    s.add_argument("file")
+    add_trace_file(s)
     s.add_argument("--json", action="store_true", help="print machine-readable JSON")
     s.set_defaults(handler=run_summary)
 
     k = tsub.add_parser("kernels", help="top kernels by total time")
-    k.add_argument("file")
+    add_trace_file(k)
     k.add_argument("-n", "--top", type=int, default=25, help="rows to show (default 25)")
     k.add_argument("--json", action="store_true", help="print machine-readable JSON")
     k.set_defaults(handler=run_kernels)
 
     e = tsub.add_parser("export", help="write Chrome/Perfetto JSON (opens in ui.perfetto.dev)")
-    e.add_argument("file")
+    add_trace_file(e)
     e.add_argument("-o", "--output", required=True, help="output .json file")
     e.set_defaults(handler=run_export)
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    from perflab.io import load_trace
-
-    summary = load_trace(args.file).summary()
+    summary = load_trace_file(args).summary()
     if args.json:
         print_json(summary.to_dict())
     else:
@@ -48,12 +46,11 @@ def run_summary(args: argparse.Namespace) -> int:
 def run_kernels(args: argparse.Namespace) -> int:
     from perflab.analysis.trace_stats import kernel_table
     from perflab.errors import InputError
-    from perflab.io import load_trace
     from perflab.render.tables import optable_text
 
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
-    table = kernel_table(load_trace(args.file))
+    table = kernel_table(load_trace_file(args))
     if args.json:
         print_json(table.top(args.top).to_dict())
     else:
@@ -62,9 +59,9 @@ def run_kernels(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from perflab.io import export_chrome, load_trace
+    from perflab.io import export_chrome
 
-    trace = load_trace(args.file)
+    trace = load_trace_file(args)
     out = export_chrome(trace, args.output)
     print(f"wrote {out} ({len(trace)} events); open it in https://ui.perfetto.dev")
     return 0
