@@ -165,19 +165,16 @@ try:
 except ImportError:
     from gzip import decompress
 """
+# perflab's contenders: load_trace(PATH, <options>)
+PERFLAB = """
+from perflab.io import load_trace
+s = load_trace(PATH, {options}).summary().to_dict()
+busy = sum(d["busy_us"] for d in s["devices"].values())
+result = {{"kernels": s["kernels"]["count"], "busy_us": busy}}
+"""
 CONTENDERS = {
-    "perflab": """
-from perflab.io import load_trace
-s = load_trace(PATH).summary().to_dict()
-busy = sum(d["busy_us"] for d in s["devices"].values())
-result = {"kernels": s["kernels"]["count"], "busy_us": busy}
-""",
-    "perflab (one process)": """
-from perflab.io import load_trace
-s = load_trace(PATH, workers=0).summary().to_dict()
-busy = sum(d["busy_us"] for d in s["devices"].values())
-result = {"kernels": s["kernels"]["count"], "busy_us": busy}
-""",
+    "perflab": PERFLAB.format(options=""),
+    "perflab (one process)": PERFLAB.format(options="workers=0"),
     "floor (perflab types)": GUNZIP
     + """
 import gc, msgspec

@@ -235,6 +235,21 @@ def test_a_failed_helper_is_reported_and_nothing_is_lost(
     assert_identical(trace, load_trace(path, workers=0))
 
 
+def test_an_unreadable_range_result_reads_the_file_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def garbling_helper(module: str, job: dict[str, Any], log: Path) -> _Finished:
+        claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
+        assert claims.claim() == 1
+        claims.result_path(1).write_bytes(b"PK\x03\x04 not a zip")
+        return _Finished(0)
+
+    monkeypatch.setattr(_parallel, "start_helper", garbling_helper)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(3000)]}))
+    assert_identical(load_trace(path, workers=1), load_trace(path, workers=0))
+
+
 def test_a_real_helper_process_shares_the_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ import os
 import tempfile
 import time
 import warnings
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, pairwise
@@ -408,7 +409,8 @@ def _helper_result(
     than found bad input) when it did not."""
     result = claims.result_path(k)
     if result.exists():
-        return _parallel.load_result(result)
+        with contextlib.suppress(OSError, ValueError, zipfile.BadZipFile, EOFError):
+            return _parallel.load_result(result)  # else unreadable: read in one process
     if any(status not in (0, _parallel.DATA_ERROR) for status in statuses):
         logs = sorted(Path(tmp).glob("helper-*.log"))
         last = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
@@ -698,7 +700,7 @@ class _Columns:
         }
         for key, values in arrays.items():
             if key in new_id:
-                values = _string_ids(values, new_id[key])
+                values = _translated(values, new_id[key])
             elif key.endswith("_event"):
                 values = values + self.kept  # rows of this reader's kept events
             self._put(**{key: values})
@@ -994,7 +996,7 @@ class _Columns:
 
     def _op_table(self) -> Table:
         text = {
-            name: _string_ids(
+            name: _translated(
                 self._column(f"o_{name}", np.int32), self.strings.add_all(table.strings)
             )
             for name, table in self.op_strings.items()
@@ -1088,13 +1090,13 @@ def memcpy_direction(name: str) -> int:
     return _DIRECTION_CODE.get(token, 0)
 
 
-def _string_ids(
-    local: npt.NDArray[np.int32], string_id: npt.NDArray[np.int32]
+def _translated(
+    local: npt.NDArray[np.int32], new_id: npt.NDArray[np.int32]
 ) -> npt.NDArray[np.int32]:
-    """Ids into another string table (``string_id``: local id -> id there); -1 stays."""
-    if len(string_id) == 0:
+    """Ids of one table as ids of another (``new_id``: local id -> id there); -1 stays."""
+    if len(new_id) == 0:
         return local
-    return np.where(local >= 0, string_id[np.maximum(local, 0)], -1).astype(np.int32)
+    return np.where(local >= 0, new_id[np.maximum(local, 0)], -1).astype(np.int32)
 
 
 def _raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]:
