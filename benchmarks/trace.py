@@ -19,7 +19,7 @@ its largest child's, an upper bound when the two peaks did not coincide):
 - ``perflab timeline`` (generated trace only): the whole ``perflab timeline FILE -o OUT.html``
   process
 
-Inputs: the real Kineto traces in ../shared/data/kineto and a generated deterministic trace
+Inputs: the real Kineto traces in tests/data/traces/kineto and a generated deterministic trace
 (``--events``, default about one million: kernels on four streams, each with its cpu_op,
 launch and flow events). Each contender runs ``--repeat`` times on the generated trace (once
 on the small real ones), the contenders taking turns, and the median is kept. The goals of
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "kineto"
+DATA = ROOT / "tests" / "data" / "traces" / "kineto"
 RESULTS = ROOT / "benchmarks" / "results" / "trace.json"
 GOALS = {"hta_time": 12.0, "hta_memory": 0.25, "floor_time": 1.7}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+TRACE_DATA = ROOT / "tests" / "data" / "traces"
 
 
 def _profiler_enabled() -> bool:
@@ -37,10 +37,9 @@ def _no_leaked_state() -> Iterator[None]:
 
 
 @pytest.fixture
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def trace_data() -> Path:
+    """The real traces recorded on GPUs by other projects (tests/data/traces/README.md)."""
+    return TRACE_DATA
 
 
 @pytest.fixture(autouse=True)

@@ -18,17 +18,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_trace_reference import DATA, assert_close, kineto_reference
+from trace_reference import DATA, assert_close, kineto_reference
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import _kineto_fast, kineto, load_trace
 from perflab.model.trace import EventKind, Trace
 
 KINETO = sorted((DATA / "kineto").glob("*.json.gz")) if (DATA / "kineto").is_dir() else []
-needs_data = pytest.mark.skipif(not KINETO, reason=f"shared traces missing: {DATA / 'kineto'}")
 
 
-@needs_data
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_summary_matches_independent_computation(path: Path) -> None:
     ours = load_trace(path).summary().to_dict()
@@ -42,7 +40,6 @@ def test_summary_matches_independent_computation(path: Path) -> None:
     )
 
 
-@needs_data
 def test_nccl_trace_has_comm_overlap_and_kernel_attributes() -> None:
     trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
     s = trace.summary().to_dict()
@@ -57,7 +54,6 @@ def test_nccl_trace_has_comm_overlap_and_kernel_attributes() -> None:
     assert set(trace.correlation[k["event"]].tolist()) <= launch
 
 
-@needs_data
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_stdlib_fallback_gives_the_same_trace(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = load_trace(path)
@@ -214,7 +210,6 @@ def test_error_names_the_event_position(tmp_path: Path) -> None:
         load_trace(_write(tmp_path, {"traceEvents": events}))
 
 
-@needs_data
 @pytest.mark.parametrize("piece", [None, 256], ids=["whole", "sliced"])
 def test_mutated_real_traces_only_raise_perflab_errors(
     tmp_path: Path, piece: int | None, monkeypatch: pytest.MonkeyPatch
@@ -256,7 +251,6 @@ def test_mutated_real_traces_only_raise_perflab_errors(
     assert outcomes["error"] > 50  # the mutations really did break files
 
 
-@needs_data
 def test_save_load_round_trip_of_a_real_trace(tmp_path: Path) -> None:
     trace = load_trace(DATA / "kineto" / "sampled_4streams.json.gz")
     out = trace.save(tmp_path / "t.npz")
@@ -320,7 +314,6 @@ def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
 
 
-@needs_data
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_streamed_equals_whole_file_decode(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = gzip.decompress(path.read_bytes())
@@ -616,7 +609,6 @@ def test_streaming_property_same_trace_as_whole_decode(
         assert_same_trace(streamed, whole)
 
 
-@needs_data
 def test_zlib_inflates_like_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the isal wheel is missing, zlib inflates the stream: same trace, and corrupt
     data still ends in a perflab error."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_io_kineto import KINETO, _event, _tricky_doc, needs_data
-from test_trace_reference import DATA
+from test_io_kineto import KINETO, _event, _tricky_doc
+from trace_reference import DATA
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import _kineto_fast, _parallel, kineto, load_trace
@@ -80,7 +80,6 @@ def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
-@needs_data
 @pytest.mark.parametrize("python", [False, True], ids=["default", "python_functions"])
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_ranges_from_a_helper_give_the_same_trace(
@@ -166,7 +165,6 @@ def test_flows_link_missing_correlations_across_ranges(
     assert_identical(trace, load_trace(path, workers=0))
 
 
-@needs_data
 def test_mutated_files_load_the_same_through_helpers_or_fail_cleanly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
 ) -> None:

@@ -7,16 +7,14 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from test_trace_reference import DATA
+from trace_reference import DATA
 
 from perflab.errors import InputError
 from perflab.io import load_ncu, load_trace
 
 CSV = DATA / "ncu" / "copy_blocked.csv"
-needs_csv = pytest.mark.skipif(not CSV.is_file(), reason=f"shared ncu CSV missing: {CSV}")
 
 
-@needs_csv
 def test_reads_every_metric_and_rule() -> None:
     report = load_ncu(CSV)
     with CSV.open(newline="") as fh:
@@ -35,7 +33,6 @@ def test_reads_every_metric_and_rule() -> None:
     assert "copy_blocked" in html and "<script" not in html
 
 
-@needs_csv
 def test_load_trace_points_to_load_ncu() -> None:
     with pytest.raises(InputError, match="load_ncu"):
         load_trace(CSV)
@@ -49,7 +46,6 @@ def test_csv_that_is_not_ncu_output(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
-@needs_csv
 def test_broken_row_names_its_line(tmp_path: Path) -> None:
     lines = CSV.read_text().splitlines()
     lines[3] = '"0","1"'

@@ -8,14 +8,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_trace_reference import DATA
+from trace_reference import DATA
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import load_trace
 from perflab.model.trace import EventKind
 
 NSYS = DATA / "nsys" / "power_iteration.sqlite"
-pytestmark = pytest.mark.skipif(not NSYS.is_file(), reason=f"shared export missing: {NSYS}")
 
 
 def _sql(query: str) -> list[tuple[int, ...]]:

@@ -15,7 +15,7 @@ from perflab.cli import main as cli
 from perflab.errors import InputError
 from perflab.model.timing import TimingResult
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data" / "traces"
 ROOF = Roof("toy", {"fp32": 100e12, "bf16_tensor": 1000e12}, {"hbm": 2e12, "l2": 8e12}, "toy")
 
 
@@ -103,8 +103,6 @@ def test_measured_ceilings_replace_the_spec_sheet(
 
 def test_hierarchical_points_from_ncu() -> None:
     path = DATA / "ncu" / "copy_blocked.csv"
-    if not path.exists():
-        pytest.skip(f"shared data missing: {path}")
     from perflab.io import load_ncu
     from perflab.render.roofline import points_from_ncu, roofline
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_trace_model import small_trace
-from test_trace_reference import DATA
+from trace_reference import DATA
 
 from perflab.analysis.categories import DEFAULT_RULES, categorize, category_names
 from perflab.analysis.trace_intervals import intersection_length, merge, union_length
@@ -117,7 +117,6 @@ def test_mfu_and_bandwidth() -> None:
 NCCL = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
 
 
-@pytest.mark.skipif(not NCCL.is_file(), reason=f"shared trace missing: {NCCL}")
 def test_launch_stats_match_a_plain_python_join() -> None:
     import gzip
     import json
@@ -142,7 +141,6 @@ def test_launch_stats_match_a_plain_python_join() -> None:
     assert stats["delay_us"]["p50"] == pytest.approx(float(np.percentile(delays, 50)), rel=1e-4)
 
 
-@pytest.mark.skipif(not NCCL.is_file(), reason=f"shared trace missing: {NCCL}")
 def test_idle_gaps_add_up_to_idle_time() -> None:
     trace = load_trace(NCCL)
     dev = trace.summary().to_dict()["devices"]["0"]

@@ -6,17 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from test_trace_reference import DATA
+from trace_reference import DATA
 
 from perflab.cli import main
 from perflab.io import load_trace
 from perflab.model.trace import EventKind
 
 TRACE = DATA / "kineto" / "sampled_4streams.json.gz"
-needs_trace = pytest.mark.skipif(not TRACE.is_file(), reason=f"shared trace missing: {TRACE}")
 
 
-@needs_trace
 def test_summary_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "summary", str(TRACE), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -30,7 +28,6 @@ def test_summary_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixt
     assert doc["events"] == 4855
 
 
-@needs_trace
 def test_kernels_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "kernels", str(TRACE), "-n", "3"]) == 0
     out = capsys.readouterr().out
@@ -54,7 +51,6 @@ def test_bad_file_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["trace", "summary", str(tmp_path / "missing.json")]) == 2
 
 
-@needs_trace
 @pytest.mark.parametrize("command", [["trace", "summary"], ["trace", "kernels"], ["timeline"]])
 def test_workers_option(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]

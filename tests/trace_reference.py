@@ -9,7 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data" / "traces"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
