@@ -27,7 +27,16 @@ _LAZY: dict[str, tuple[str, str]] = {
     "roofline": ("perflab.render.roofline", "roofline"),
 }
 
-__all__ = ["__version__", "bench", "load_ipython_extension", *_LAZY]
+# ``import *`` exports no name that shadows a builtin: ``perflab.range`` stays an attribute
+# (``with perflab.range("step"):``) but would hide ``range`` in the user's namespace.
+_NOT_STARRED = frozenset({"range"})
+
+__all__ = [
+    "__version__",
+    "bench",
+    "load_ipython_extension",
+    *(name for name in _LAZY if name not in _NOT_STARRED),
+]
 
 
 def __getattr__(name: str) -> Any:

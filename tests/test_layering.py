@@ -111,3 +111,19 @@ def test_layers_import_only_what_the_design_allows() -> None:
                     wrong.append(f"{where}:{line} imports {name}")
     assert wrong == []
     assert seen == EXCEPTIONS  # an exception that no longer happens comes off the list
+
+
+def test_star_import_shadows_no_builtin() -> None:
+    import builtins
+
+    assert not set(perflab.__all__) & set(dir(builtins))
+    assert perflab.range.__name__ == "Range"  # still reachable as an attribute
+
+
+def test_star_import_leaves_range_the_builtin_in_a_fresh_namespace() -> None:
+    namespace: dict[str, object] = {}
+    exec("from perflab import *", namespace)
+    assert "range" not in namespace
+    exec("result = list(range(3))", namespace)
+    assert namespace["result"] == [0, 1, 2]
+    assert {"Trace", "load_trace", "bench"} <= namespace.keys()
