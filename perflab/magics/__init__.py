@@ -11,6 +11,19 @@ import importlib.util
 from typing import Any
 
 MAGIC_MODULES = ("gpuprofile", "ptx")
+HELP_WORDS = ("-h", "--help")
+
+
+def help_requested(line: str) -> bool:
+    """Whether a magic's line asks for help. IPython's ``magic_arguments`` parsers have
+    no ``--help`` option, and an empty cell-magic body is refused before the magic
+    runs, so each magic checks this itself (in both its line and its cell form)."""
+    return any(word in HELP_WORDS for word in line.split())
+
+
+def magic_help(magic: Any) -> str:
+    """A magic's help: its docstring, which ``magic_arguments`` fills with the options."""
+    return str(getattr(magic, "__doc__", "") or "").strip()
 
 
 def load_ipython_extension(ipython: Any) -> None:
