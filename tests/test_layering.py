@@ -64,7 +64,7 @@ EXCEPTIONS = {
     ("model/bench.py", "perflab.render.bench_view"),
     ("model/ceilings.py", "perflab.render.bench_view"),
     ("model/kernel.py", "perflab.render.ptx_view"),
-    ("model/ncu.py", "perflab.render.html"),
+    ("model/ncu.py", "perflab.render.tables"),
     ("model/optable.py", "perflab.render.tables"),
     ("model/timing.py", "perflab.render.timing"),
     ("model/trace.py", "perflab.render.html"),

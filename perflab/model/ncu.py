@@ -65,25 +65,14 @@ class NcuReport:
         }
 
     def text(self) -> str:
-        lines = []
-        for k, launch in enumerate(self.kernels):
-            n = sum(1 for m in self.metrics if m.kernel == k)
-            lines.append(
-                f"kernel {k}: {launch.get('Kernel Name', '?')[:100]} "
-                f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')}"
-                f" ({n} metrics)"
-            )
-            for r in self.rules:
-                if r.kernel == k and r.type in ("OPT", "WRN"):
-                    gain = f" (est. speedup {r.speedup:g}%)" if r.speedup is not None else ""
-                    lines.append(f"  [{r.type}] {r.rule}{gain}: {r.description[:160]}")
-        return "\n".join(lines) or "no kernels"
+        from perflab.render.tables import ncu_text
+
+        return ncu_text(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.html import esc, wrap
+        from perflab.render.tables import ncu_html
 
-        body = "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines())
-        return {"text/plain": self.text(), "text/html": wrap(body)}
+        return {"text/plain": self.text(), "text/html": ncu_html(self)}

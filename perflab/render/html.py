@@ -13,6 +13,8 @@ STYLE = """<style>
 .perflab .warn{color:#a15c00}.perflab .note{color:#555}
 .perflab .bar{display:inline-block;height:9px;background:#4c78a8;vertical-align:middle}
 .perflab code{font-family:var(--jp-code-font-family,monospace)}
+.perflab .wrap{overflow-wrap:anywhere}
+.perflab .advice{margin:2px 0 8px;padding-left:20px;max-width:70em;overflow-wrap:anywhere}
 </style>"""
 
 

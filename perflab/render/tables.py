@@ -1,7 +1,10 @@
-"""Kernel/op tables as text and HTML."""
+"""Kernel/op tables and Nsight Compute reports as text and HTML."""
 
 from __future__ import annotations
 
+import textwrap
+
+from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
 from perflab.model.units import format_ns
 from perflab.render.html import esc, table, text_table, wrap
@@ -40,3 +43,65 @@ def optable_html(t: OpTable, limit: int = 25) -> str:
     more = f'<div class="note">{len(t) - limit} more not shown</div>' if len(t) > limit else ""
     body = f"<div><b>{esc(_title(t))}</b></div>" + table(HEADERS, rows, raw_cols=1) + more
     return wrap(body)
+
+
+# --- Nsight Compute: each kernel's launch and the rules' advice, in full -------------------
+
+ADVICE_TYPES = ("OPT", "WRN")  # rule results that give advice (INF ones only inform)
+TEXT_WIDTH = 100
+
+
+def _advice(report: NcuReport, kernel: int) -> list[NcuRule]:
+    return [r for r in report.rules if r.kernel == kernel and r.type in ADVICE_TYPES]
+
+
+def _rule_head(rule: NcuRule) -> str:
+    gain = f" (est. speedup {rule.speedup:g}%)" if rule.speedup is not None else ""
+    return f"[{rule.type}] {rule.rule}{gain}"
+
+
+def _launch(report: NcuReport, kernel: int) -> str:
+    launch = report.kernels[kernel]
+    n = sum(1 for m in report.metrics if m.kernel == kernel)
+    return (
+        f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')} ({n} metrics)"
+    )
+
+
+def ncu_text(report: NcuReport) -> str:
+    """Per kernel: its launch, then each rule's whole advice, wrapped (never cut)."""
+    lines = []
+    for k, launch in enumerate(report.kernels):
+        name = launch.get("Kernel Name", "?")
+        lines.append(f"kernel {k}: {_short(name)} {_launch(report, k)}")
+        for rule in _advice(report, k):
+            head = f"  {_rule_head(rule)}: "
+            lines.append(
+                textwrap.fill(
+                    " ".join(rule.description.split()),
+                    width=TEXT_WIDTH,
+                    initial_indent=head,
+                    subsequent_indent=" " * 6,
+                    break_long_words=True,
+                    break_on_hyphens=False,
+                )
+            )
+    return "\n".join(lines) or "no kernels"
+
+
+def ncu_html(report: NcuReport) -> str:
+    """The same as :func:`ncu_text`, with full kernel names and advice (escaped)."""
+    parts = []
+    for k, launch in enumerate(report.kernels):
+        name = launch.get("Kernel Name", "?")
+        parts.append(
+            f'<div class="wrap">kernel {k}: <code>{esc(name)}</code> '
+            f"{esc(_launch(report, k))}</div>"
+        )
+        items = [
+            f"<li><b>{esc(_rule_head(rule))}</b>: {esc(rule.description)}</li>"
+            for rule in _advice(report, k)
+        ]
+        if items:
+            parts.append(f'<ul class="advice">{"".join(items)}</ul>')
+    return wrap("".join(parts) or "no kernels")
