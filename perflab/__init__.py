@@ -21,6 +21,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PerflabError": ("perflab.errors", "PerflabError"),
     "Trace": ("perflab.model.trace", "Trace"),
     "load_trace": ("perflab.io", "load_trace"),
+    "load_job": ("perflab.io.job", "load_job"),
     "compile_cuda": ("perflab.capture.compile", "compile_cuda"),
     "compile_triton": ("perflab.capture.compile", "compile_triton"),
     "TritonSpec": ("perflab.capture.compile", "TritonSpec"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perflab.commands import job
 from perflab.commands._common import add_trace_file, load_trace_file, print_json
 
 
@@ -19,11 +20,13 @@ def register(sub: Any) -> None:
 
     s = tsub.add_parser("summary", help="busy/idle per device, kernels, comm overlap, memcpy")
     add_trace_file(s)
+    job.add_more_files(s)  # several files or a directory: a job
     s.add_argument("--json", action="store_true", help="print machine-readable JSON")
     s.set_defaults(handler=run_summary)
 
     k = tsub.add_parser("kernels", help="top kernels by total time")
     add_trace_file(k)
+    job.add_more_files(k)
     k.add_argument("-n", "--top", type=int, default=25, help="rows to show (default 25)")
     k.add_argument("--json", action="store_true", help="print machine-readable JSON")
     k.set_defaults(handler=run_kernels)
@@ -35,6 +38,8 @@ def register(sub: Any) -> None:
 
 
 def run_summary(args: argparse.Namespace) -> int:
+    if job.is_job(args):
+        return job.run_summary(args)
     summary = load_trace_file(args).summary()
     if args.json:
         print_json(summary.to_dict())
@@ -44,6 +49,8 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def run_kernels(args: argparse.Namespace) -> int:
+    if job.is_job(args):
+        return job.run_kernels(args)
     from perflab.analysis.trace_stats import kernel_table
     from perflab.errors import InputError
     from perflab.render.tables import optable_text

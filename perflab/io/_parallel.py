@@ -87,6 +87,7 @@ def start_helper(module: str, job: dict[str, Any], log: Path) -> subprocess.Pope
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 env=env,
+                start_new_session=True,  # own process group: a terminal's Ctrl-C is ours
             )
     except OSError:
         return None

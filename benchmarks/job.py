@@ -1,0 +1,348 @@
+"""A whole distributed job (a directory of rank traces): perflab against HTA, on the same files.
+
+Contenders, each in a fresh subprocess (the runner of benchmarks/trace.py: wall time from
+interpreter start to result, imports included; CPU time of the process and its children; peak
+memory: the process's peak RSS plus its largest child's):
+
+- ``perflab``: the whole ``perflab trace summary DIR --json`` (ranks read by this process and a
+  helper process per spare core, per-rank summaries, collectives matched across ranks,
+  stragglers)
+- ``perflab (one process)``: ``load_job(DIR, workers=0)`` + ``summarize_job``
+- ``hta``: Holistic Trace Analysis ``TraceAnalysis(trace_dir=DIR)`` + temporal breakdown +
+  communication/computation overlap, run by the Python given with ``--hta-python`` (its own
+  virtualenv: ``python -m venv V && V/bin/pip install HolisticTraceAnalysis==0.5.0``); HTA
+  parses the ranks with a multiprocessing pool on every core
+
+Input: a generated deterministic job (``--ranks`` files ``rank-N.json.gz`` of about
+``--events`` events in all; see :func:`generate_job`). The contenders take turns, ``--repeat``
+times, and the median run is kept. Goals: perflab >= 10x faster than HTA at <= 0.5x its peak
+memory. Results go to benchmarks/results/job.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import importlib.util
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "job.json"
+GOALS = {"hta_time": 10.0, "hta_memory": 0.5}
+BASE_NS = 1_700_000_000_000_000_000  # the job's wall clock at its start
+COMPUTE = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"
+OVERLAP = "triton_poi_fused_add_mul_0"
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+EVENTS_PER_ITERATION = 15  # 3 kernels x (kernel, cpu_op, launch, 2 flows); and step marks
+STEP = 50  # iterations per ProfilerStep
+
+
+@functools.cache
+def trace_benchmark() -> Any:
+    """benchmarks/trace.py as a module (its runner, machine and version helpers)."""
+    spec = importlib.util.spec_from_file_location("bench_trace", ROOT / "benchmarks" / "trace.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class RankTruth:
+    """What a generated rank's summary must say (ns)."""
+
+    busy: int = 0
+    span: int = 0
+    kernels: int = 0
+    comm_count: int = 0
+    comm_total: int = 0
+    overlapped: int = 0
+
+
+@dataclass
+class JobTruth:
+    """Per rank, and per collective instance the ranks' comm kernel starts (job clock, ns)."""
+
+    ranks: dict[int, RankTruth] = field(default_factory=dict)
+    starts: list[dict[int, int]] = field(default_factory=list)
+
+
+def generate_job(
+    directory: Path,
+    ranks: int,
+    iterations: int,
+    *,
+    straggler: int | None = None,
+    late_share: float = 0.8,
+    seed: int = 0,
+    stop_early: dict[int, int] | None = None,
+    distributed_info: bool = True,
+    base_time: bool = True,
+) -> JobTruth:
+    """Write ``rank-N.json.gz`` for every rank and return the truth.
+
+    Each iteration, on every rank: a compute kernel (stream 7) of random length, then an NCCL
+    all-reduce (stream 20) from the end of the compute until every rank has arrived plus the
+    transfer time, with a small kernel (stream 7) inside it. ``straggler`` computes longer in
+    ``late_share`` of the iterations. Each rank's timestamps are relative to its own
+    ``baseTimeNanoseconds`` (a different one per rank) unless ``base_time`` is False; a rank in
+    ``stop_early`` writes only that many iterations (a rank that crashed).
+    """
+    rng = random.Random(seed)
+    truth = JobTruth({r: RankTruth() for r in range(ranks)})
+    events: dict[int, list[str]] = {r: [] for r in range(ranks)}
+    first = {r: 0 for r in range(ranks)}
+    last_end = {r: 0 for r in range(ranks)}
+    t = 1_000_000_000  # ns after BASE_NS
+    for i in range(iterations):
+        compute = {r: rng.randrange(200_000, 260_000) for r in range(ranks)}
+        if straggler is not None and rng.random() < late_share:
+            compute[straggler] += rng.randrange(40_000, 80_000)
+        arrive = {r: t + compute[r] for r in range(ranks)}
+        done = max(arrive.values()) + rng.randrange(50_000, 70_000)
+        overlap = rng.randrange(5_000, 20_000)
+        alive = [r for r in range(ranks) if (stop_early or {}).get(r, iterations) > i]
+        truth.starts.append({r: arrive[r] for r in alive})
+        for r in alive:
+            out, tr = events[r], truth.ranks[r]
+            corr = i * 4
+            kernels = (
+                (COMPUTE, 7, t, compute[r]),
+                (NCCL, 20, arrive[r], done - arrive[r]),
+                (OVERLAP, 7, arrive[r], overlap),
+            )
+            for k, (name, stream, start, dur) in enumerate(kernels):
+                out += _kernel_events(r, name, stream, start, dur, corr + k, base_time)
+            if i % STEP == 0:
+                out.append(_step(r, i // STEP, t, base_time))
+            if i == 0:
+                first[r] = t
+            last_end[r] = done
+            tr.busy += done - t
+            tr.kernels += 3
+            tr.comm_count += 1
+            tr.comm_total += done - arrive[r]
+            tr.overlapped += overlap
+        t = done + rng.randrange(20_000, 40_000)
+    for r in range(ranks):
+        truth.ranks[r].span = last_end[r] - first[r]
+        _write_rank(directory, r, ranks, events[r], distributed_info, base_time)
+    return truth
+
+
+def _base(rank: int, base_time: bool) -> int:
+    """Rank r's baseTimeNanoseconds (each rank its own), or 0 when written without."""
+    return BASE_NS + rank * 1_000_000_007 if base_time else 0
+
+
+def _ts(ns: int, rank: int, base_time: bool) -> str:
+    """Microseconds with three decimals (exact), relative to the rank's base time."""
+    rel = ns + BASE_NS - _base(rank, base_time)
+    return f"{rel // 1000}.{rel % 1000:03d}"
+
+
+def _kernel_events(
+    rank: int, name: str, stream: int, start: int, dur: int, corr: int, base_time: bool
+) -> list[str]:
+    """A kernel with its cpu_op, launch and the two ac2g flow events."""
+    pid, tid = 1000 + rank, 2000 + rank
+    launch = start - 30_000
+    ts = functools.partial(_ts, rank=rank, base_time=base_time)
+    return [
+        f'{{"ph":"X","cat":"cpu_op","name":"aten::op{corr % 7}","pid":{pid},"tid":{tid},'
+        f'"ts":{ts(launch - 5_000)},"dur":20.0,"args":{{"External id":{corr}}}}}',
+        f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":{pid},"tid":{tid},'
+        f'"ts":{ts(launch)},"dur":4.5,"args":{{"External id":{corr},"correlation":{corr}}}}}',
+        f'{{"ph":"X","cat":"kernel","name":"{name}","pid":{rank},"tid":{stream},'
+        f'"ts":{ts(start)},"dur":{dur // 1000}.{dur % 1000:03d},"args":{{"External id":{corr},'
+        f'"device":{rank},"stream":{stream},"correlation":{corr},"registers per thread":64,'
+        f'"shared memory":0,"grid":[128,1,1],"block":[256,1,1]}}}}',
+        f'{{"ph":"s","id":{corr},"pid":{pid},"tid":{tid},"ts":{ts(launch)},"cat":"ac2g",'
+        f'"name":"ac2g"}}',
+        f'{{"ph":"f","id":{corr},"pid":{rank},"tid":{stream},"ts":{ts(start)},"cat":"ac2g",'
+        f'"name":"ac2g","bp":"e"}}',
+    ]
+
+
+def _step(rank: int, step: int, start: int, base_time: bool) -> str:
+    """A ProfilerStep#N cpu_op (HTA's iteration marks), as long as ``STEP`` iterations."""
+    ts = _ts(start - 40_000, rank, base_time)
+    return (
+        f'{{"ph":"X","cat":"cpu_op","name":"ProfilerStep#{step}","pid":{1000 + rank},'
+        f'"tid":{2000 + rank},"ts":{ts},"dur":{STEP * 330}.0,"args":{{}}}}'
+    )
+
+
+def _write_rank(
+    directory: Path,
+    rank: int,
+    ranks: int,
+    events: list[str],
+    distributed_info: bool,
+    base_time: bool,
+) -> None:
+    head = ['"schemaVersion":1', f'"deviceProperties":[{{"id":{rank},"name":"synthetic"}}]']
+    if distributed_info:
+        head.append(f'"distributedInfo":{{"backend":"nccl","rank":{rank},"world_size":{ranks}}}')
+    if base_time:
+        head.append(f'"baseTimeNanoseconds":{_base(rank, base_time)}')
+    text = "{" + ",".join(head) + ',"traceEvents":[' + ",\n".join(events) + "]}"
+    with gzip.open(directory / f"rank-{rank}.json.gz", "wt", compresslevel=1) as fh:
+        fh.write(text)
+
+
+# -- the benchmark ------------------------------------------------------------------------------
+
+CONTENDERS = {
+    "perflab": """
+import contextlib, io
+from perflab.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    assert main(["trace", "summary", PATH, "--json"]) == 0
+doc = json.loads(out.getvalue())
+result = {"ranks": len(doc["ranks"]), "collectives": doc["collectives"]["count"],
+          "straggler": doc["stragglers"][0]["rank"] if doc["stragglers"] else None,
+          "busy_us": {r: v["busy_us"] for r, v in doc["ranks"].items()}}
+""",
+    "perflab (one process)": """
+from perflab.io.job import load_job
+from perflab.analysis.job import summarize_job
+doc = summarize_job(load_job(PATH, workers=0)).to_dict()
+result = {"ranks": len(doc["ranks"]), "collectives": doc["collectives"]["count"],
+          "straggler": doc["stragglers"][0]["rank"] if doc["stragglers"] else None}
+""",
+    "hta": """
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=PATH)
+temporal = ta.get_temporal_breakdown(visualize=False)
+overlap = ta.get_comm_comp_overlap(visualize=False)
+idle = zip(temporal["rank"], temporal["idle_time(us)"])
+result = {"temporal_rows": int(len(temporal)), "overlap_rows": int(len(overlap)),
+          "idle_time_us": {str(r): float(v) for r, v in idle}}
+""",
+}
+
+
+def run_contender(python: str, name: str, path: Path, timeout: float) -> dict[str, Any]:
+    """One run in a fresh interpreter, through benchmarks/trace.py's runner."""
+    bench = trace_benchmark()
+    bench.CONTENDERS.update(CONTENDERS)
+    result: dict[str, Any] = bench.run_contender(python, name, path, timeout)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--events", type=int, default=1_950_000, help="events in all ranks")
+    ap.add_argument("--hta-python", default=None, help="python of a venv with HTA 0.5.0")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per contender")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    ap.add_argument("--output", type=Path, default=RESULTS)
+    ap.add_argument("--note", default="", help="added to the results (e.g. machine load)")
+    args = ap.parse_args()
+    bench = trace_benchmark()
+    iterations = args.events // (args.ranks * EVENTS_PER_ITERATION)
+    names = ["perflab", "perflab (one process)"] + (["hta"] if args.hta_python else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        job_dir = Path(tmp)
+        t0 = time.perf_counter()
+        truth = generate_job(job_dir, args.ranks, iterations, straggler=args.ranks - 3, seed=1)
+        size = sum(p.stat().st_size for p in job_dir.iterdir())
+        events = _count_events(job_dir)
+        print(
+            f"generated {args.ranks} ranks, {events} events, {size >> 20} MiB gzip in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        for _ in range(args.repeat):  # round-robin: slow spells hit every contender alike
+            for name in names:
+                python = args.hta_python if name == "hta" else sys.executable
+                runs[name].append(run_contender(python, name, job_dir, args.timeout))
+                print(f"  {name}: {_brief(runs[name][-1])}", flush=True)
+    row = {name: bench.median_run(runs[name]) for name in names}
+    goals = _goals(row)
+    for line in _goal_lines(goals):
+        print(line)
+    doc = {
+        "benchmark": "job",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": bench.machine(),
+        "versions": bench.versions(args.hta_python),
+        "ranks": args.ranks,
+        "events": events,
+        "gzip_bytes": size,
+        "straggler_injected": args.ranks - 3,
+        "collectives_generated": len(truth.starts),
+        "repeat": args.repeat,
+        "note": "seconds (interpreter start to result, imports included), CPU seconds (with "
+        "children) and peak memory (peak RSS plus the largest child's) of a fresh process per "
+        "run; median of the runs, the contenders taking turns. " + args.note,
+        "goals": goals,
+        "results": row,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _count_events(directory: Path) -> int:
+    total = 0
+    for path in directory.glob("rank-*.json.gz"):
+        with gzip.open(path, "rt") as fh:
+            total += sum(1 for line in fh if line.startswith("{"))
+    return total
+
+
+def _brief(run: dict[str, Any]) -> str:
+    if "error" in run:
+        return f"error: {run['error']}"
+    return (
+        f"{run['seconds']:.2f} s (cpu {run['cpu_seconds']:.2f} s), "
+        f"{run['peak_bytes'] / 2**20:.0f} MiB"
+    )
+
+
+def _goals(row: dict[str, Any]) -> dict[str, Any]:
+    perflab, hta = row.get("perflab") or {}, row.get("hta") or {}
+    if "seconds" not in perflab or "seconds" not in hta:
+        return {}
+    speedup = hta["seconds"] / perflab["seconds"]
+    memory = perflab["peak_bytes"] / hta["peak_bytes"]
+    return {
+        "hta_time": {"value": round(speedup, 3), "goal": GOALS["hta_time"], "met": speedup >= 10},
+        "hta_memory": {
+            "value": round(memory, 3),
+            "goal": GOALS["hta_memory"],
+            "met": memory <= 0.5,
+        },
+    }
+
+
+def _goal_lines(goals: dict[str, Any]) -> list[str]:
+    if not goals:
+        return ["goals: not measured (no HTA run)"]
+    t, m = goals["hta_time"], goals["hta_memory"]
+    return [
+        f"HTA time / perflab time = {t['value']:.2f} (goal >= 10): "
+        + ("met" if t["met"] else "NOT met"),
+        f"perflab peak / HTA peak = {m['value']:.2f} (goal <= 0.5): "
+        + ("met" if m["met"] else "NOT met"),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

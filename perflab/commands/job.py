@@ -1,0 +1,61 @@
+"""``perflab trace summary|kernels DIR`` or ``FILE FILE...``: a whole distributed job (one trace
+per rank), dispatched here from :mod:`perflab.commands.trace`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perflab.commands._common import print_json
+
+if TYPE_CHECKING:
+    from perflab.model.job import Job
+
+
+def add_more_files(parser: Any) -> None:
+    """More trace files after the first: one per rank of a job."""
+    parser.add_argument(
+        "more",
+        nargs="*",
+        metavar="FILE",
+        help="more rank files of the same job (FILE may also be a directory of rank files)",
+    )
+
+
+def is_job(args: argparse.Namespace) -> bool:
+    """Whether the command names a job (several files, or a directory) rather than a file."""
+    return bool(getattr(args, "more", None)) or Path(args.file).is_dir()
+
+
+def load(args: argparse.Namespace) -> Job:
+    from perflab.io.job import load_job
+
+    return load_job([args.file, *args.more], workers=args.workers)
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    from perflab.analysis.job import summarize_job
+    from perflab.render.job import summary_text
+
+    summary = summarize_job(load(args))
+    if args.json:
+        print_json(summary.to_dict())
+    else:
+        print(summary_text(summary))
+    return 0
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    from perflab.analysis.job import kernel_rows
+    from perflab.errors import InputError
+    from perflab.render.job import kernel_text
+
+    if args.top < 1:
+        raise InputError(f"--top must be at least 1, not {args.top}")
+    rows = kernel_rows(load(args))[: args.top]
+    if args.json:
+        print_json({"kind": "kernel", "rows": rows})
+    else:
+        print(kernel_text(rows))
+    return 0

@@ -1,0 +1,359 @@
+"""The traces of a distributed job (a directory of rank files, or a list of files) -> :class:`Job`.
+
+Rank files are read at the same time by this process and a helper process per spare core, as a
+large single file is (see :mod:`perflab.io._parallel`): the files are claimed one at a time,
+largest first; a helper is a ``python -m perflab.io.job JOB`` subprocess (an argument list, its
+own process group, no fork of a possibly threaded Jupyter kernel) that saves each trace's
+columns as ``.npz`` with a JSON header (the layout of :meth:`Trace.save`, no pickle), read back
+with :meth:`Trace.load`. A file a helper did not deliver (bad input, a helper that failed) is
+read by this process, which then names what is wrong with it.
+
+A rank's number comes from the file's ``distributedInfo.rank``, else from ``rank-N`` in its
+name; its clock offset from its ``baseTimeNanoseconds`` (see :mod:`perflab.model.job`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import InputError, PerflabError
+from perflab.io import _parallel, load_trace
+from perflab.model.job import Job, RankTrace
+from perflab.model.serialize import SCHEMA_VERSION
+from perflab.model.trace import KIND as TRACE_KIND
+from perflab.model.trace import Trace
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".npz")  # files of a directory that are read
+_HELPER_MODULE = "perflab.io.job"
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+MAX_RANK = 1 << 24  # ranks above this are not ranks but damage
+MAX_BASE_NS = 1 << 62  # base times beyond this (year 2116) are damage, and could wrap
+_I64_MAX = (1 << 63) - 1
+_TABLES = ("events", "tracks", "kernels", "memcpy", "ops")  # Trace.save's layout
+
+
+def load_job(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    workers: int | None = None,
+) -> Job:
+    """Read every rank of a job: a directory (its ``.json``, ``.json.gz`` and saved ``.npz``
+    traces) or a list of trace files, one per rank.
+
+    ``workers``: helper processes that read rank files at the same time as this one (None:
+    one per spare core, up to 7; 0: this process only).
+    """
+    files = job_files(source)
+    traces = load_files(files, workers)
+    return assemble(files, traces)
+
+
+def job_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The trace files a job source names, in a stable order; InputError when there are none
+    or one is missing."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if not items:
+        raise InputError("no trace files given")
+    files: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if _is_trace_file(p))
+            if not found:
+                kinds = ", ".join(TRACE_SUFFIXES)
+                raise InputError(f"no trace files ({kinds}) in this directory", source=str(path))
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError("no such file or directory", source=str(path))
+    if len(set(files)) != len(files):
+        raise InputError("the same file is given twice", source=str(_first_repeat(files)))
+    return files
+
+
+def _is_trace_file(path: Path) -> bool:
+    return path.is_file() and not path.name.startswith(".") and path.name.endswith(TRACE_SUFFIXES)
+
+
+def _first_repeat(files: list[Path]) -> Path:
+    seen: set[Path] = set()
+    for f in files:
+        if f in seen:
+            return f
+        seen.add(f)
+    raise AssertionError("no repeat")  # pragma: no cover
+
+
+# -- reading the files, in parallel -----------------------------------------------------------
+
+
+def helper_count(n_files: int, workers: int | None) -> int:
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise InputError(f"workers must be a whole number >= 0, not {workers!r}")
+        return min(workers, n_files - 1)
+    spare = min(_parallel.available_cores() - 1, _parallel.MAX_HELPERS)
+    return max(0, min(spare, n_files - 1))
+
+
+def load_files(files: list[Path], workers: int | None) -> list[Trace]:
+    """The trace of every file, in the order given."""
+    if len(files) == 1:  # one file: its own loader shares it out with helpers
+        return [load_trace(files[0], workers=workers)]
+    helpers = helper_count(len(files), workers)
+    if helpers == 0:
+        return [load_trace(f, workers=0) for f in files]
+    # largest first: the last files claimed are the quickest, so no process idles long
+    order = sorted(range(len(files)), key=lambda i: (-_size(files[i]), i))
+    traces = _load_parallel([files[i] for i in order], helpers)
+    by_file: list[Trace | None] = [None] * len(files)
+    for i, trace in zip(order, traces, strict=True):
+        by_file[i] = trace
+    return [t for t in by_file if t is not None]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # reading it will say what is wrong
+
+
+def _load_parallel(files: list[Path], helpers: int) -> list[Trace]:
+    with tempfile.TemporaryDirectory(prefix="perflab-job-") as tmp:
+        claims = _parallel.Claims(tmp, len(files))
+        job = {"files": [str(f) for f in files], "dir": tmp, "parent": os.getpid()}
+        started = [
+            _parallel.start_helper(_HELPER_MODULE, job, Path(tmp, f"helper-{i}.log"))
+            for i in range(helpers)
+        ]
+        running = [h for h in started if h is not None]
+        own: dict[int, Trace] = {}
+        try:
+            slowest = 0.0
+            while (k := claims.claim()) is not None:
+                began = time.perf_counter()
+                own[k] = load_trace(files[k], workers=0)
+                slowest = max(slowest, time.perf_counter() - began)
+            # a helper is busy with one file at most by now
+            _parallel.finish_helpers(running, _parallel.HELPER_START_S + 10 * slowest)
+        finally:
+            _parallel.stop_helpers(running)
+        return [own[k] if k in own else _delivered(claims, k, files[k]) for k in range(len(files))]
+
+
+def _delivered(claims: _parallel.Claims, k: int, path: Path) -> Trace:
+    """File k as a helper saved it, else read here (which names the problem if it is bad)."""
+    result = claims.result_path(k)
+    if result.exists():
+        try:
+            return Trace.load(result)
+        except PerflabError:
+            pass  # unreadable: read the file here
+    return load_trace(path, workers=0)
+
+
+def run_helper(job: dict[str, Any]) -> int:
+    """A helper process's work (``python -m perflab.io.job JOB``): claim files, read them,
+    save their traces. Its exit status."""
+    files = job["files"]
+    claims = _parallel.Claims(job["dir"], len(files))
+    while os.getppid() == job["parent"] and (k := claims.claim()) is not None:
+        try:
+            trace = load_trace(files[k], workers=0)
+        except PerflabError:
+            return _parallel.DATA_ERROR  # the caller reads it again and says what is wrong
+        save_uncompressed(trace, claims.result_path(k))
+    return 0
+
+
+def save_uncompressed(trace: Trace, path: Path) -> None:
+    """:meth:`Trace.save`'s file without compression: it is read back at once."""
+    header = {
+        "perflab": TRACE_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "strings": trace.strings,
+        "meta": trace.meta,
+    }
+    arrays = {
+        f"{table}.{column}": values
+        for table in _TABLES
+        for column, values in getattr(trace, table).columns.items()
+    }
+    _parallel.save_result(path, arrays, header)
+
+
+# -- ranks and clocks ---------------------------------------------------------------------------
+
+
+def assemble(files: Sequence[Path], traces: Sequence[Trace]) -> Job:
+    """A Job from each file's trace: ranks numbered, clocks aligned, oddities noted."""
+    notes: list[str] = []
+    ranks: dict[int, tuple[Path, Trace]] = {}
+    for path, trace in zip(files, traces, strict=True):
+        rank = rank_of(path, trace, notes)
+        if rank in ranks:
+            other = ranks[rank][0]
+            raise InputError(f"rank {rank} is also the rank of {other}", source=str(path))
+        ranks[rank] = (path, trace)
+    world_size = _world_size(ranks, notes)
+    bases = {rank: _base_time(path, trace) for rank, (path, trace) in ranks.items()}
+    offsets, aligned_on, clock = align_clocks({r: t for r, (_, t) in ranks.items()}, bases)
+    job = Job(
+        {
+            rank: RankTrace(rank, trace, str(path), offsets[rank], aligned_on[rank])
+            for rank, (path, trace) in ranks.items()
+        },
+        clock,
+        notes,
+        world_size,
+    )
+    _check_overlap(job)
+    return job
+
+
+def rank_of(path: Path, trace: Trace, notes: list[str]) -> int:
+    """The file's ``distributedInfo.rank``, else ``rank-N`` in its name."""
+    match = _RANK_IN_NAME.search(path.name)
+    named = int(match.group(1)) if match else None
+    given = trace.meta.get("rank")
+    if given is None:
+        if named is None:
+            raise InputError(
+                "no rank: the trace has no distributedInfo.rank and the file name has no 'rank-N'",
+                source=str(path),
+            )
+        return _checked_rank(named, path, "the file name's rank")
+    rank = _checked_rank(given, path, "distributedInfo.rank")
+    if named is not None and named != rank:
+        notes.append(f"{path.name}: distributedInfo says rank {rank}, the name says {named}")
+    return rank
+
+
+def _checked_rank(value: Any, path: Path, what: str) -> int:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_RANK:
+        raise InputError(f"{what} {value!r} is not a rank number", source=str(path))
+    return value
+
+
+def _world_size(ranks: dict[int, tuple[Path, Trace]], notes: list[str]) -> int | None:
+    sizes = {}
+    for rank, (path, trace) in ranks.items():
+        size = trace.meta.get("world_size")
+        if size is None:
+            continue
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RANK:
+            raise InputError(f"distributedInfo.world_size {size!r} is not a size", source=str(path))
+        sizes[rank] = size
+    distinct = sorted(set(sizes.values()))
+    if len(distinct) > 1:
+        notes.append(f"the ranks disagree on the world size ({', '.join(map(str, distinct))})")
+        return None
+    if not distinct:
+        return None
+    size = distinct[0]
+    missing = size - sum(1 for r in ranks if r < size)
+    beyond = [r for r in ranks if r >= size]
+    if beyond:
+        notes.append(f"ranks {_ranges(beyond)} are beyond the world size {size}")
+    if missing:
+        absent = [r for r in range(size) if r not in ranks]
+        notes.append(f"{len(ranks)} of {size} ranks present (missing: {_ranges(absent)})")
+    return size
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _base_time(path: Path, trace: Trace) -> int | None:
+    """The rank's ``baseTimeNanoseconds``, range-checked; None when it has none."""
+    base = trace.meta.get("base_time_ns")
+    if base is None:
+        return None
+    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= MAX_BASE_NS:
+        raise InputError(f"baseTimeNanoseconds {base!r} is out of range", source=str(path))
+    if len(trace) and int(trace.end_ns.max()) > _I64_MAX - base:
+        raise InputError(
+            "baseTimeNanoseconds plus the timestamps do not fit in 64-bit nanoseconds",
+            source=str(path),
+        )
+    return base
+
+
+def align_clocks(
+    traces: dict[int, Trace], bases: dict[int, int | None]
+) -> tuple[dict[int, int], dict[int, str], str]:
+    """Per rank: clock offset (ns) and what it rests on; and the whole choice in words."""
+    based = [r for r, b in bases.items() if b is not None]
+    offsets = {r: bases[r] or 0 for r in traces}
+    aligned_on = {
+        r: "baseTimeNanoseconds" if bases[r] is not None else "timestamps" for r in traces
+    }
+    if len(based) == len(traces):
+        return offsets, aligned_on, "each rank's baseTimeNanoseconds"
+    if not based:
+        clock = "the recorded timestamps (no rank has baseTimeNanoseconds; taken as one clock)"
+        return offsets, aligned_on, clock
+    spans = [_span(traces[r], offsets[r]) for r in based]
+    known = [s for s in spans if s is not None]
+    lo = min((s[0] for s in known), default=0)
+    hi = max((s[1] for s in known), default=0)
+    for r in traces:
+        own = _span(traces[r], 0)
+        if r in based or own is None or (own[0] < hi and own[1] > lo):
+            continue  # on the others' clock already, as far as can be told
+        offsets[r] = lo - own[0]
+        aligned_on[r] = "first event"
+    parts = [f"baseTimeNanoseconds on ranks {_ranges(based)}"]
+    for how, words in (
+        ("timestamps", "recorded timestamps as they are on ranks"),
+        ("first event", "first event put at the others' first on ranks"),
+    ):
+        which = [r for r in traces if aligned_on[r] == how]
+        if which:
+            parts.append(f"{words} {_ranges(which)}")
+    return offsets, aligned_on, "; ".join(parts) + " (the ranks' clocks disagree)"
+
+
+def _span(trace: Trace, offset: int) -> tuple[int, int] | None:
+    if len(trace) == 0:
+        return None
+    return int(trace.start_ns.min()) + offset, int(trace.end_ns.max()) + offset
+
+
+def _check_overlap(job: Job) -> None:
+    """A note when some ranks' spans do not overlap in time on the job's clock."""
+    spans = {r.rank: _span(r.trace, r.clock_offset_ns) for r in job}
+    known = {rank: s for rank, s in spans.items() if s is not None}
+    if len(known) < 2:
+        return
+    late = max(known, key=lambda r: known[r][0])
+    early = min(known, key=lambda r: known[r][1])
+    if known[early][1] <= known[late][0]:
+        job.warnings.append(
+            f"rank {early}'s trace ends before rank {late}'s begins: their clocks disagree "
+            "or the files are not from one job, so cross-rank times mean little"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(run_helper(json.loads(sys.argv[1])))

@@ -1,0 +1,105 @@
+"""A distributed job: one :class:`Trace` per rank, with how each rank's clock was aligned.
+
+Every rank's trace is kept exactly as its importer built it (``start_ns`` on that rank's own
+recording clock), so a rank's summary is the single-file summary of its file. The job's common
+clock is ``start_ns + clock_offset_ns`` of each rank: :meth:`Job.aligned_start_ns` and
+:meth:`Job.merged` apply it.
+
+``aligned_on`` says, per rank, what the offset rests on:
+
+- ``"baseTimeNanoseconds"``: the rank's own Kineto ``baseTimeNanoseconds`` (its timestamps
+  are relative to it; the offset makes them wall-clock nanoseconds);
+- ``"timestamps"``: the rank's timestamps as recorded (no base time; they are taken to be on
+  the same clock as the others');
+- ``"first event"``: no base time while other ranks have one and its timestamps do not fall
+  within theirs: its first event is put at the earliest first event of the others (a guess,
+  said so in ``Job.clock``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.model.trace import Trace
+
+ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """One rank of a job: its trace, the file it came from and its clock offset."""
+
+    rank: int
+    trace: Trace
+    source: str
+    clock_offset_ns: int  # added to the trace's start_ns to put it on the job's clock
+    aligned_on: str  # one of ALIGNED_ON
+
+    def aligned_start_ns(self) -> npt.NDArray[np.int64]:
+        start: npt.NDArray[np.int64] = self.trace.start_ns + np.int64(self.clock_offset_ns)
+        return start
+
+
+@dataclass
+class Job:
+    """Ranks (sorted by rank number) -> :class:`RankTrace`; ``clock`` says in words what the
+    ranks' clocks were aligned on; ``warnings`` lists what looked wrong while loading."""
+
+    ranks: dict[int, RankTrace]
+    clock: str
+    warnings: list[str] = field(default_factory=list)
+    world_size: int | None = None
+
+    def __post_init__(self) -> None:
+        self.ranks = dict(sorted(self.ranks.items()))
+
+    def __getitem__(self, rank: int) -> Trace:
+        return self.ranks[rank].trace
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __iter__(self) -> Iterator[RankTrace]:
+        return iter(self.ranks.values())
+
+    @property
+    def rank_numbers(self) -> list[int]:
+        return list(self.ranks)
+
+    def aligned_start_ns(self, rank: int) -> npt.NDArray[np.int64]:
+        """Rank ``rank``'s event starts on the job's common clock."""
+        return self.ranks[rank].aligned_start_ns()
+
+    def merged(self) -> Trace:
+        """One trace of every rank on the job's clock (ranks as track groups), e.g. for a
+        timeline. Correlation ids stay per rank (see :meth:`Trace.merge`)."""
+        shifted = []
+        for r in self:
+            events = r.trace.events.take(np.arange(len(r.trace)))
+            events.columns["start_ns"] = r.aligned_start_ns()
+            shifted.append(
+                Trace(
+                    events,
+                    r.trace.tracks,
+                    r.trace.strings,
+                    kernels=r.trace.kernels,
+                    memcpy=r.trace.memcpy,
+                    ops=r.trace.ops,
+                    meta=r.trace.meta,
+                )
+            )
+        merged = Trace.merge(shifted, ranks=self.rank_numbers)
+        merged.meta["clock"] = self.clock
+        return merged
+
+    def describe(self) -> str:
+        events = sum(len(r.trace) for r in self)
+        size = f" of {self.world_size}" if self.world_size is not None else ""
+        return f"Job of {len(self)}{size} ranks, {events} events; clocks: {self.clock}"
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()}>"
