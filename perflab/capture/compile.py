@@ -27,6 +27,8 @@ import os
 import re
 import shlex
 import time
+import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,72 +55,244 @@ STDS = ("c++11", "c++14", "c++17", "c++20")
 MIN_TRITON = (3, 6)
 DEFAULT_BLOCK_THREADS = 256
 
-# nvcc flags a cell may pass; anything else (outputs, modes, host compilers, option
-# files) is refused so that a flag can never redirect files or run another program.
-_FLAGS_WITH_VALUE = frozenset(
-    {
-        "-D",
-        "-U",
-        "-I",
-        "-isystem",
-        "-Xptxas",
-        "--ptxas-options",
-        "-maxrregcount",
-        "--maxrregcount",
-        "--diag-suppress",
-        "-diag-suppress",
-        "--default-stream",
-        "-default-stream",
-        "-O",
-        "--optimize",
-    }
+# ---- the flags a cell may pass ----------------------------------------------------------
+#
+# nvcc runs its sub-tools through ``sh -c`` with these flags inside, so a flag is accepted
+# only when its name is in this table exactly and its value matches a strict pattern
+# (no shell metacharacters, no commas where nvcc would split a list). Outputs, modes,
+# host compilers and option files are not in the table, so they cannot be passed.
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    pattern: re.Pattern[str]  # the whole value must match
+    shown: str  # how the refusal message names it
+
+
+def _rule(pattern: str, shown: str) -> ValueRule:
+    return ValueRule(re.compile(pattern), shown)
+
+
+_MACRO = r"[A-Za-z_][A-Za-z0-9_]*"
+_V_DEFINE = _rule(rf"{_MACRO}(=[A-Za-z0-9_.:+-]*)?", "NAME[=VALUE]")
+_V_MACRO = _rule(_MACRO, "NAME")
+_V_DIR = _rule(r"[A-Za-z0-9_./+][A-Za-z0-9_./+-]*", "DIR")
+_V_LEVEL = _rule(r"[0-3]", "0-3")
+_V_REGISTERS = _rule(r"[1-9][0-9]{0,2}", "N")
+_V_THREADS = _rule(r"[0-9]{1,2}", "N")
+_V_BOOL = _rule(r"true|false", "true|false")
+_V_STREAM = _rule(r"legacy|null|per-thread", "legacy|null|per-thread")
+_V_DIAG = _rule(r"[0-9]{1,5}(,[0-9]{1,5})*", "NUMBER[,NUMBER]")
+_WERROR_KINDS = (
+    "all-warnings|cross-execution-space-call|reorder|default-stream-launch|"
+    "missing-launch-bounds|ext-lambda-captures-this|deprecated-declarations"
 )
-# flags that take no value; with _FLAGS_WITH_VALUE, the prefixes a cell's flag may start with
-_FLAGS_ALONE = (
-    "-use_fast_math",
-    "--use_fast_math",
-    "-ftz",
-    "--ftz",
-    "-prec-div",
-    "--prec-div",
-    "-prec-sqrt",
-    "--prec-sqrt",
-    "-fmad",
-    "--fmad",
-    "--extended-lambda",
-    "--expt-extended-lambda",
-    "--expt-relaxed-constexpr",
-    "-lineinfo",
-    "--restrict",
-    "-restrict",
-    "-w",
-    "-Werror",
-    "--Werror",
-    "-rdc",
-    "--relocatable-device-code",
-    "-G",
-    "--device-debug",
-    "-Wno-deprecated",
-    "--disable-warnings",
-    "-t",
-    "--threads",
+_V_WERROR = _rule(rf"({_WERROR_KINDS})(,({_WERROR_KINDS}))*", "KIND[,KIND]")
+_V_LOAD_CACHE = _rule(r"ca|cg|cs|lu|cv", "ca|cg|cs|lu|cv")
+_V_STORE_CACHE = _rule(r"wb|cg|cs|wt", "wb|cg|cs|wt")
+# the value of -Xptxas: ptxas options (checked one by one against _PTXAS_FLAGS)
+_V_PTXAS = ValueRule(re.compile(r".*"), "OPT[,OPT]")
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """One flag: its spellings, its value (None: takes none) and whether the value may
+    follow a one-letter name directly (``-DN=4``, ``-O3``)."""
+
+    names: tuple[str, ...]
+    value: ValueRule | None = None
+    attached: bool = False
+
+    def shown(self) -> str:
+        return "/".join(self.names) + (f" {self.value.shown}" if self.value else "")
+
+
+NVCC_FLAGS: tuple[FlagRule, ...] = (
+    FlagRule(("-D", "--define-macro"), _V_DEFINE, attached=True),
+    FlagRule(("-U", "--undefine-macro"), _V_MACRO, attached=True),
+    FlagRule(("-I", "--include-path"), _V_DIR, attached=True),
+    FlagRule(("-isystem", "--system-include"), _V_DIR),
+    FlagRule(("-O", "--optimize"), _V_LEVEL, attached=True),
+    FlagRule(("-maxrregcount", "--maxrregcount"), _V_REGISTERS),
+    FlagRule(("-Xptxas", "--ptxas-options"), _V_PTXAS),
+    FlagRule(("-use_fast_math", "--use_fast_math")),
+    FlagRule(("-ftz", "--ftz"), _V_BOOL),
+    FlagRule(("-prec-div", "--prec-div"), _V_BOOL),
+    FlagRule(("-prec-sqrt", "--prec-sqrt"), _V_BOOL),
+    FlagRule(("-fmad", "--fmad"), _V_BOOL),
+    FlagRule(("-rdc", "--relocatable-device-code"), _V_BOOL),
+    FlagRule(("-extended-lambda", "--extended-lambda")),
+    FlagRule(("-expt-extended-lambda", "--expt-extended-lambda")),
+    FlagRule(("-expt-relaxed-constexpr", "--expt-relaxed-constexpr")),
+    FlagRule(("-extra-device-vectorization", "--extra-device-vectorization")),
+    FlagRule(("-restrict", "--restrict")),
+    FlagRule(("-lineinfo", "--generate-line-info")),
+    FlagRule(("-G", "--device-debug")),
+    FlagRule(("-w", "--disable-warnings")),
+    FlagRule(("-Wreorder", "--Wreorder")),
+    FlagRule(("-Wno-deprecated-gpu-targets", "--Wno-deprecated-gpu-targets")),
+    FlagRule(("-Wno-deprecated-declarations", "--Wno-deprecated-declarations")),
+    FlagRule(("-Werror", "--Werror"), _V_WERROR),
+    FlagRule(("-diag-suppress", "--diag-suppress"), _V_DIAG),
+    FlagRule(("-diag-warn", "--diag-warn"), _V_DIAG),
+    FlagRule(("-diag-error", "--diag-error"), _V_DIAG),
+    FlagRule(("-default-stream", "--default-stream"), _V_STREAM),
+    FlagRule(("-t", "--threads"), _V_THREADS),
 )
-_ALLOWED_PREFIXES = tuple(sorted(_FLAGS_WITH_VALUE)) + _FLAGS_ALONE
-_FORBIDDEN_PTXAS = ("-o", "--output-file", "--options-file", "-optf", "-E")
+# ptxas options inside -Xptxas (NAME or NAME=VALUE, one per comma-separated part)
+PTXAS_FLAGS: tuple[FlagRule, ...] = (
+    FlagRule(("-v", "--verbose")),
+    FlagRule(("-warn-spills", "--warn-on-spills")),
+    FlagRule(("-warn-lmem-usage", "--warn-on-local-memory-usage")),
+    FlagRule(("-warn-double-usage", "--warn-on-double-precision-use")),
+    FlagRule(("-suppress-stack-size-warning", "--suppress-stack-size-warning")),
+    FlagRule(("-Werror", "--warning-as-error")),
+    FlagRule(("-w", "--disable-warnings")),
+    FlagRule(("-O", "--opt-level"), _V_LEVEL, attached=True),
+    FlagRule(("-maxrregcount", "--maxrregcount"), _V_REGISTERS),
+    FlagRule(("-dlcm", "--def-load-cache"), _V_LOAD_CACHE),
+    FlagRule(("-dscm", "--def-store-cache"), _V_STORE_CACHE),
+    FlagRule(("-fmad", "--fmad"), _V_BOOL),
+    FlagRule(("-allow-expensive-optimizations", "--allow-expensive-optimizations"), _V_BOOL),
+)
+
+
+def allowed_flags_text() -> str:
+    """What a refusal lists: every flag in the tables above."""
+    nvcc = ", ".join(rule.shown() for rule in NVCC_FLAGS)
+    ptxas = ", ".join(rule.shown() for rule in PTXAS_FLAGS)
+    return f"allowed: {nvcc}; -Xptxas OPT is one of: {ptxas}"
+
+
+def _by_name(rules: Sequence[FlagRule]) -> dict[str, FlagRule]:
+    return {name: rule for rule in rules for name in rule.names}
+
+
+_NVCC_BY_NAME = _by_name(NVCC_FLAGS)
+_PTXAS_BY_NAME = _by_name(PTXAS_FLAGS)
+
+
+def _match_flag(token: str, by_name: Mapping[str, FlagRule]) -> tuple[FlagRule, str | None] | None:
+    """The rule ``token`` names and its value in the token (None: none given), or None
+    when no rule fits. ``NAME``, ``NAME=VALUE`` and, for one-letter names, ``-XVALUE``."""
+    if token in by_name:
+        return by_name[token], None
+    name, sep, value = token.partition("=")
+    rule = by_name.get(name)
+    if sep and rule is not None and rule.value is not None and len(name) > 2:
+        return rule, value
+    rule = by_name.get(token[:2])
+    if rule is not None and rule.attached and len(token) > 2:
+        return rule, token[2:]
+    return None
+
+
+def _refuse(what: str) -> InputError:
+    return InputError(f"--flags: {what} is not allowed; {allowed_flags_text()}")
+
+
+def _check_value(rule: FlagRule, value: str) -> None:
+    if rule.value is _V_PTXAS:
+        for part in value.split(","):
+            _check_ptxas_option(part)
+    elif rule.value is not None and not rule.value.pattern.fullmatch(value):
+        raise _refuse(f"{rule.names[0]} {value!r} (the value must be {rule.value.shown})")
+
+
+def _check_ptxas_option(part: str) -> None:
+    found = _match_flag(part, _PTXAS_BY_NAME)
+    if found is None:
+        raise _refuse(f"ptxas option {part!r}")
+    rule, value = found
+    if (rule.value is None) != (value is None) or (
+        rule.value is not None and value is not None and not rule.value.pattern.fullmatch(value)
+    ):
+        raise _refuse(f"ptxas option {part!r}")
+
+
+def check_flags(flags: str | Sequence[str]) -> list[str]:
+    """Split and vet extra nvcc flags (a string is split like a shell would, but no
+    shell ever runs here). Every flag must be in :data:`NVCC_FLAGS` exactly, with a
+    value matching its pattern; raises InputError naming the first flag refused and
+    listing what is allowed. Returns the tokens as given."""
+    try:
+        tokens = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
+    except ValueError as exc:
+        raise InputError(f"--flags: cannot split {flags!r}: {exc}") from None
+    position = 0
+    while position < len(tokens):
+        token = tokens[position]
+        found = _match_flag(token, _NVCC_BY_NAME)
+        if found is None:
+            raise _refuse(repr(token))
+        rule, value = found
+        if rule.value is None and value is not None:
+            raise _refuse(repr(token))
+        if rule.value is not None and value is None:  # the value is the next token
+            position += 1
+            if position == len(tokens):
+                raise InputError(f"--flags: {token} needs a value ({rule.value.shown})")
+            value = tokens[position]
+        if value is not None:
+            _check_value(rule, value)
+        position += 1
+    return tokens
 
 
 # ---- errors -------------------------------------------------------------------------------
 
 
 class CompileError(InputError):
-    """The compiler rejected the source; ``diagnostics`` point at the user's lines."""
+    """The compiler rejected the source; ``diagnostics`` point at the user's lines.
 
-    def __init__(self, tool: str, diagnostics: list[Diagnostic], log: str) -> None:
+    ``source`` (the name diagnostics give the user's source, and its text) and
+    ``columns`` (0-based, one per diagnostic, None where the tool gave none) let the
+    message show each error's line with a caret under the column and
+    the line before it, as a compiler does: EDG reports a missing ``;`` at the next token.
+    """
+
+    def __init__(
+        self,
+        tool: str,
+        diagnostics: list[Diagnostic],
+        log: str,
+        *,
+        source: tuple[str, str] | None = None,
+        columns: Sequence[int | None] = (),
+    ) -> None:
         self.diagnostics = diagnostics
         self.log = log
-        errors = [d for d in diagnostics if d.severity in ("error", "fatal")] or diagnostics
-        shown = "\n".join(str(d) for d in errors[:20]) or log.strip()[-4000:]
-        super().__init__(f"{tool} failed:\n{shown}")
+        name, text = source or ("", "")
+        lines = text.splitlines()
+        located = list(zip(diagnostics, [*columns, *[None] * len(diagnostics)], strict=False))
+        # errors and the notes that go with them; everything when there is no error
+        errors = [p for p in located if p[0].severity in ("error", "fatal")]
+        if errors:
+            errors = [p for p in located if p[0].severity in ("error", "fatal", "note")]
+        errors = errors or located
+        self.details = "\n".join(
+            str(d) + (source_excerpt(lines, d.line, column) if d.file == name else "")
+            for d, column in errors[:MAX_SHOWN_ERRORS]
+        )
+        self.details = self.details or log.strip()[-4000:]
+        super().__init__(f"{tool} failed:\n{self.details}")
+
+
+MAX_SHOWN_ERRORS = 20
+
+
+def source_excerpt(lines: Sequence[str], line: int | None, column: int | None) -> str:
+    """The line before and ``line`` of ``lines`` (1-based), numbered, with a caret under
+    ``column`` (0-based) when known: ``""`` when the line is not in ``lines``."""
+    if line is None or not 1 <= line <= len(lines):
+        return ""
+    width = len(str(line))
+    out = [f"{n:>{width + 2}} | {lines[n - 1]}" for n in range(max(line - 1, 1), line + 1)]
+    if column is not None and 0 <= column <= len(lines[line - 1]):
+        # keep the line's tabs so that the caret lands under the same character
+        lead = "".join("\t" if c == "\t" else " " for c in lines[line - 1][:column])
+        out.append(f"{'':>{width + 2}} | {lead}^")
+    return "\n" + "\n".join(out)
 
 
 _NVCC_DIAG_RE = re.compile(
@@ -126,8 +300,8 @@ _NVCC_DIAG_RE = re.compile(
     r"remark|note)[^:]*: (?P<msg>.*)$"
 )
 _GCC_DIAG_RE = re.compile(
-    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning|note): "
-    r"(?P<msg>.*)$"
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|"
+    r"note): (?P<msg>.*)$"
 )
 _TOOL_DIAG_RE = re.compile(
     r"^(?P<file>ptxas|nvcc|nvlink|cicc|nvdisasm)\s+(?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
@@ -136,6 +310,9 @@ _TOOL_DIAG_RE = re.compile(
 _PTXAS_LINE_RE = re.compile(
     r"^ptxas (?P<file>\S+?), line (?P<line>\d+); (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
 )
+# EDG (nvcc's front end) echoes the line indented by two spaces, then a caret line
+_EDG_INDENT = 2
+_EDG_CARET_RE = re.compile(r"^ *\^$")
 _SEVERITY = {"catastrophic error": "error", "fatal error": "error", "fatal": "error"}
 _MISSING_CCCL_RE = re.compile(r"(cub|thrust|cuda/std|cuda)/[\w/.]+: No such file")
 
@@ -145,15 +322,19 @@ def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
 
     ``paths`` maps a path the compiler saw (full or bare) to the name to show.
     """
-    found: list[Diagnostic] = []
-    for raw in log.splitlines():
+    return [d for d, _ in located_diagnostics(log, paths)]
+
+
+def located_diagnostics(log: str, paths: Mapping[str, str]) -> list[tuple[Diagnostic, int | None]]:
+    """:func:`parse_diagnostics` with the 0-based column each message points at, from
+    GCC's ``file:line:col:`` or EDG's caret line (None where the tool gave none)."""
+    found: list[tuple[Diagnostic, int | None]] = []
+    raw_lines = log.splitlines()
+    for index, raw in enumerate(raw_lines):
         line = raw.rstrip()
-        m = (
-            _NVCC_DIAG_RE.match(line)
-            or _GCC_DIAG_RE.match(line)
-            or _PTXAS_LINE_RE.match(line)
-            or _TOOL_DIAG_RE.match(line)
-        )
+        edg = _NVCC_DIAG_RE.match(line)
+        m = edg or _GCC_DIAG_RE.match(line) or _PTXAS_LINE_RE.match(line)
+        m = m or _TOOL_DIAG_RE.match(line)
         if m is None:
             continue
         fields = m.groupdict()
@@ -163,51 +344,21 @@ def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
         if _MISSING_CCCL_RE.search(message):
             message += " (CUB/Thrust/libcu++ headers: pip install nvidia-cuda-cccl)"
         shown = paths.get(fields["file"]) or paths.get(os.path.basename(fields["file"]))
-        found.append(Diagnostic(shown or os.path.basename(fields["file"]), number, sev, message))
+        diagnostic = Diagnostic(shown or os.path.basename(fields["file"]), number, sev, message)
+        column = int(fields["col"]) - 1 if fields.get("col") else None
+        if edg is not None:
+            column = _edg_column(raw_lines[index + 1 : index + 3])
+        found.append((diagnostic, column))
     return found
 
 
+def _edg_column(after: Sequence[str]) -> int | None:
+    if len(after) == 2 and _EDG_CARET_RE.match(after[1].rstrip()):
+        return max(after[1].index("^") - _EDG_INDENT, 0)
+    return None
+
+
 # ---- options --------------------------------------------------------------------------------
-
-
-def check_flags(flags: str | Sequence[str]) -> list[str]:
-    """Split and vet extra nvcc flags (a string is split like a shell would, but no
-    shell ever runs). Raises InputError naming the first flag refused."""
-    try:
-        tokens = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
-    except ValueError as exc:
-        raise InputError(f"--flags: cannot split {flags!r}: {exc}") from None
-    checked: list[str] = []
-    expect_value_for: str | None = None
-    for tok in tokens:
-        if expect_value_for is not None:
-            _check_flag_value(expect_value_for, tok)
-            checked.append(tok)
-            expect_value_for = None
-            continue
-        if not tok.startswith("-") or not tok.startswith(_ALLOWED_PREFIXES):
-            raise InputError(
-                f"--flags: {tok!r} is not allowed (perflab chooses outputs and modes); "
-                "allowed: -D, -U, -I, -isystem, -O, -maxrregcount, -Xptxas, --use_fast_math, "
-                "-ftz, -prec-div, -prec-sqrt, -fmad, --extended-lambda, "
-                "--expt-relaxed-constexpr, -rdc, -G, -w, --diag-suppress"
-            )
-        name, _, value = tok.partition("=")
-        if name in _FLAGS_WITH_VALUE and not value and tok == name and name not in ("-O",):
-            expect_value_for = name
-        elif value or name.startswith(("-Xptxas", "--ptxas-options")):
-            _check_flag_value(name, value)
-        checked.append(tok)
-    if expect_value_for is not None:
-        raise InputError(f"--flags: {expect_value_for} needs a value")
-    return checked
-
-
-def _check_flag_value(flag: str, value: str) -> None:
-    if flag in ("-Xptxas", "--ptxas-options"):
-        for part in value.split(","):
-            if part.strip().startswith(_FORBIDDEN_PTXAS):
-                raise InputError(f"--flags: ptxas option {part.strip()!r} is not allowed")
 
 
 def _check_std(std: str) -> str:
@@ -403,7 +554,14 @@ def _run_nvcc(
         log = done.stderr + done.stdout
         paths = {str(cell): source_name, CELL_FILE: source_name}
         if done.returncode != 0:
-            raise CompileError("nvcc", parse_diagnostics(log, paths), log)
+            located = located_diagnostics(log, paths)
+            raise CompileError(
+                "nvcc",
+                [d for d, _ in located],
+                log,
+                source=(source_name, source),
+                columns=[c for _, c in located],
+            )
         ptx = (tmp / "cell.ptx").read_text(encoding="utf-8", errors="replace")
         cubin = (tmp / "cell.cubin").read_bytes()
         constants = _constant_bank_sizes(tmp, timeout)
@@ -497,7 +655,13 @@ class TritonSpec:
     num_stages: int = 3
     aligned: Sequence[str] | None = None  # None: every pointer (as the JIT sees torch tensors)
 
-    def compile(self, arch: str = "sm_90a", timeout: float = DEFAULT_TIMEOUT_S) -> CompileResult:
+    def compile(
+        self,
+        arch: str = "sm_90a",
+        timeout: float = DEFAULT_TIMEOUT_S,
+        *,
+        source_name: str | None = None,
+    ) -> CompileResult:
         return compile_triton(
             self.fn,
             signature=self.signature,
@@ -507,6 +671,7 @@ class TritonSpec:
             num_stages=self.num_stages,
             aligned=self.aligned,
             timeout=timeout,
+            source_name=source_name,
         )
 
 
@@ -587,6 +752,7 @@ def compile_triton(
     aligned: Sequence[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     cache: bool = True,
+    source_name: str | None = None,
 ) -> CompileResult:
     """Compile a ``@triton.jit`` function ahead of time for ``arch``; no GPU needed.
 
@@ -595,7 +761,10 @@ def compile_triton(
     tensors it is usually called with (and what enables 128-bit loads).
 
     Keeps ttir, ttgir, llir (in ``stages``), PTX, cubin and SASS. ``signature`` and
-    ``constexprs`` as in :class:`TritonSpec`.
+    ``constexprs`` as in :class:`TritonSpec`. ``source_name`` is how errors name the
+    file that defines ``fn`` (``%%ptx`` passes "cell"; default: the file's name); their
+    line numbers are that file's. Triton's FP-fusion default is kept (its warning about
+    it is not shown) and the setting used is one of the result's ``flags``.
     """
     triton = _triton()
     constexprs = dict(constexprs or {})
@@ -620,6 +789,7 @@ def compile_triton(
                     "num_stages": num_stages,
                     "aligned": aligned_params,
                     "triton": triton.__version__,
+                    "fp_fusion": _fusion_env(),
                     "file": code.co_filename,
                     "tools": toolchain.versions_key(("nvdisasm",)),
                 }
@@ -631,7 +801,15 @@ def compile_triton(
     result = entry.load() if entry is not None else None
     if result is None:
         result = _run_triton(
-            triton, fn, sig, constexprs, aligned_params, target, num_warps, num_stages, timeout
+            triton,
+            fn,
+            sig,
+            constexprs,
+            aligned_params,
+            target,
+            (num_warps, num_stages),
+            timeout,
+            source_name or Path(code.co_filename).name,
         )
         if entry is not None:
             entry.store(result)
@@ -646,28 +824,31 @@ def _run_triton(
     constexprs: dict[str, Any],
     aligned: list[str],
     target: Arch,
-    num_warps: int,
-    num_stages: int,
+    warps_stages: tuple[int, int],
     timeout: float,
+    source_name: str,
 ) -> CompileResult:
     from triton.backends.compiler import GPUTarget
 
     started = time.perf_counter()
     code = fn.fn.__code__
+    num_warps, num_stages = warps_stages
     try:
-        compiled = triton.compile(
-            _triton_ast_source(triton, fn, sig, constexprs, aligned),
-            target=GPUTarget("cuda", target.cc, 32),
-            options={"num_warps": num_warps, "num_stages": num_stages},
-        )
+        with warnings.catch_warnings():
+            # Triton 3.9 warns on every first compile that its FP-fusion default will
+            # change; the default is kept and the result says which setting was used
+            warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+            compiled = triton.compile(
+                _triton_ast_source(triton, fn, sig, constexprs, aligned),
+                target=GPUTarget("cuda", target.cc, 32),
+                options={"num_warps": num_warps, "num_stages": num_stages},
+            )
     except PerflabError:
         raise
     except Exception as exc:  # Triton raises many types for bad kernels; all are the user's
-        message = str(exc).strip() or type(exc).__name__
-        raise CompileError(
-            "triton", [Diagnostic(code.co_filename, None, "error", message)], message
-        ) from None
+        raise triton_compile_error(exc, _python_source(fn), source_name) from None
     asm = compiled.asm
+    fp_fusion = bool(compiled.metadata.enable_fp_fusion)
     ptx = str(asm["ptx"])
     name = str(compiled.metadata.name)
     ptx_arch = re.search(r"^\.target\s+(\w+)", ptx, re.MULTILINE)
@@ -677,13 +858,13 @@ def _run_triton(
         bytes(asm["cubin"]),
         target,
         arch_name,
-        bool(compiled.metadata.enable_fp_fusion),
+        fp_fusion,
         timeout,
     )
     shared = int(getattr(compiled.metadata, "shared", 0) or 0)
     for r in resources.values():
         r.shared_dynamic, r.shared_static = shared, 0  # Triton's smem is all dynamic
-    user_file = _defining_file(ptx, code.co_filename)
+    user_file = defining_file(ptx, code.co_filename)
     kernels = _kernels(ptx, user_file, arch_name, resources)
     return CompileResult(
         lang="triton",
@@ -694,25 +875,39 @@ def _run_triton(
         ptx=ptx,
         cubin=bytes(asm["cubin"]),
         source_path=user_file,
-        flags=[f"num_warps={num_warps}", f"num_stages={num_stages}"],
+        flags=[f"num_warps={num_warps}", f"num_stages={num_stages}", _fusion_flag(fp_fusion)],
         stages={k: str(asm[k]) for k in ("ttir", "ttgir", "llir") if k in asm},
         versions=_versions(),
         compile_s=time.perf_counter() - started,
     )
 
 
-def _defining_file(ptx: str, filename: str) -> str:
-    """The path line info names for the user's code. Triton's own cache may hand back
-    PTX from an earlier run of the same code under another name (a re-run notebook
-    cell): then the file with the same text is the user's."""
-    files = parse_files(ptx).values()
-    if filename in files:
+def defining_file(ptx: str, filename: str) -> str:
+    """The path line info in ``ptx`` names for the user's code (``filename`` defines the
+    kernel). Triton's own cache may hand back PTX compiled earlier under another name:
+    a re-run notebook cell (the file with the same text is the user's), or another
+    process, such as a restarted Jupyter kernel, whose cell files are named per process.
+    Triton's cache key covers the function's text and first line, so then the file of
+    the kernel's own (not inlined) lines is the user's, with the same line numbers."""
+    files = parse_files(ptx)
+    if filename in files.values():
         return filename
     current = linecache.getlines(filename)
-    for path in files:
+    for path in files.values():
         if current and linecache.getlines(path) == current:
             return path
-    return filename
+    return _kernel_file(ptx, files) or filename
+
+
+_OWN_LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+[1-9]\d*\s+\d+\s*(?://.*)?$")
+
+
+def _kernel_file(ptx: str, files: Mapping[int, str]) -> str | None:
+    """The file most ``.loc`` lines without ``inlined_at`` name: the kernel's own."""
+    counts = Counter(int(m.group(1)) for m in map(_OWN_LOC_RE.match, ptx.splitlines()) if m)
+    for index, _ in counts.most_common(1):
+        return files.get(index)
+    return None
 
 
 def _python_source(fn: Any) -> str:
@@ -724,6 +919,82 @@ def _python_source(fn: Any) -> str:
         return "".join(str(line) for line in lines)
     padding: str = "\n" * (code.co_firstlineno - 1)
     return padding + str(getattr(fn, "src", ""))
+
+
+_FUSION_ENV = ("TRITON_DEFAULT_FP_FUSION", "TRITON_FORCE_DISABLE_FP_FUSION")
+
+
+def _fusion_env() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in _FUSION_ENV}
+
+
+def _fusion_flag(enabled: bool) -> str:
+    """``fp_fusion=on (Triton's default)``: the setting and what chose it."""
+    chosen = [f"{k}={v}" for k, v in _fusion_env().items() if v is not None]
+    why = ", ".join(chosen) or "Triton's default"
+    return f"fp_fusion={'on' if enabled else 'off'} ({why})"
+
+
+def triton_compile_error(exc: BaseException, source: str, source_name: str) -> CompileError:
+    """Triton's error as compiler diagnostics at lines of the file defining the kernel.
+
+    Triton counts a position from the ``def`` line of the function it was compiling
+    ("at 4:31"); the error in a called ``@triton.jit`` function is the ``__cause__`` of
+    the caller's. So the innermost error is reported with its message and each caller
+    as a note, all at file (cell) lines with the column Triton gave.
+    """
+    lines = source.splitlines()
+    chain = _compilation_chain(exc)
+    if not chain:  # not a positioned error
+        message = str(exc).strip() or type(exc).__name__
+        return CompileError("triton", [Diagnostic(source_name, None, "error", message)], message)
+    diagnostics: list[Diagnostic] = []
+    columns: list[int | None] = []
+    for depth, err in enumerate(reversed(chain)):
+        line, column = _file_position(err, lines)
+        if depth == 0:
+            diagnostics.append(Diagnostic(source_name, line, "error", _triton_message(err)))
+        else:
+            diagnostics.append(Diagnostic(source_name, line, "note", "called from here"))
+        columns.append(column)
+    return CompileError(
+        "triton", diagnostics, str(exc), source=(source_name, source), columns=columns
+    )
+
+
+def _compilation_chain(exc: BaseException) -> list[Any]:
+    """Triton's positioned errors (``src`` and ``node``), outermost first."""
+    chain: list[Any] = []
+    current: BaseException | None = exc
+    while current is not None and hasattr(getattr(current, "node", None), "lineno"):
+        chain.append(current)
+        current = current.__cause__
+    return chain
+
+
+_EXCEPTION_REPR_RE = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.DOTALL)
+
+
+def _triton_message(err: Any) -> str:
+    """The message of Triton's innermost error: ``AttributeError("no foo")`` (a repr,
+    as Triton stores it) reads ``AttributeError: no foo``."""
+    text = str(getattr(err, "error_message", "") or "").strip()
+    if not text and err.__cause__ is not None:
+        text = f"{type(err.__cause__).__name__}: {err.__cause__}".strip()
+    m = _EXCEPTION_REPR_RE.match(text)
+    return f"{m.group(1)}: {m.group(3)}" if m else text or type(err).__name__
+
+
+def _file_position(err: Any, lines: Sequence[str]) -> tuple[int | None, int | None]:
+    """``err``'s (line, 0-based column) in ``lines``: its function's ``def`` found there
+    by text (Triton's ``src`` is the function from ``def`` on, dedented)."""
+    src = str(getattr(err, "src", "") or "").splitlines()
+    head = [text.strip() for text in src[:3]]
+    for start in range(len(lines)):
+        if [text.strip() for text in lines[start : start + len(head)]] == head and head:
+            indent = len(lines[start]) - len(lines[start].lstrip())
+            return start + err.node.lineno, indent + int(getattr(err.node, "col_offset", 0))
+    return None, None
 
 
 def _triton_ptxas(cc: int) -> Tool | None:

@@ -1,6 +1,7 @@
 """Find and run the CUDA tools: ``PERFLAB_<TOOL>`` overrides, the pip wheels, Triton's
-copies, PATH. Every run gets an argument list (never a shell), a timeout and, through
-:func:`private_tempdir`, a scratch folder that is always removed."""
+copies, PATH. Every run gets an argument list (never a shell), a timeout, its own process
+group (killed whole on timeout or interrupt, see :mod:`perflab.capture._proc`) and,
+through :func:`private_tempdir`, a scratch folder that is always removed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perflab.capture import _proc
 from perflab.errors import InputError, ToolchainError
 
 TOOLS = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
@@ -92,9 +94,7 @@ def find_tool(name: str) -> Tool | None:
 def tool_output(argv: list[str], timeout: float = VERSION_TIMEOUT_S) -> str | None:
     """Standard output of a short query command, or None when it cannot run or hangs."""
     try:
-        return subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, check=False
-        ).stdout
+        return _proc.run(argv, timeout=timeout).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -147,21 +147,17 @@ def run_tool(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``tool args`` in ``cwd``; a timeout or an unstartable tool is a ToolchainError.
 
-    A non-zero exit is returned, not raised: callers turn the diagnostics into errors.
+    ``cwd`` is a scratch folder (:func:`private_tempdir`) and also the tool's TMPDIR, so
+    the temporary files nvcc and its children make (``cell-*.lgenfe.bc``...) are removed
+    with it even when the tool fails. A non-zero exit is returned, not raised: callers
+    turn the diagnostics into errors.
     """
     if not timeout > 0:
         raise InputError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    scratch = str(cwd)
+    env = {**os.environ, "TMPDIR": scratch, "TMP": scratch, "TEMP": scratch}
     try:
-        return subprocess.run(
-            [str(tool.path), *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            input=stdin,
-            errors="replace",
-        )
+        return _proc.run([str(tool.path), *args], cwd=cwd, timeout=timeout, stdin=stdin, env=env)
     except subprocess.TimeoutExpired:
         raise ToolchainError(
             f"{tool.name} timed out after {timeout:g} s (pass a larger timeout, e.g. --timeout 120)"
@@ -259,13 +255,8 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     if not wanted or tool is None:
         return found
     try:
-        out = subprocess.run(
-            [str(tool.path)],
-            input="\n".join(wanted) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=DEMANGLE_TIMEOUT_S,
-            check=False,
+        out = _proc.run(
+            [str(tool.path)], stdin="\n".join(wanted) + "\n", timeout=DEMANGLE_TIMEOUT_S
         ).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
         return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,40 @@ COMPILE_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
 ]
 
 
+# options whose value may itself start with "-": argparse reads `--flags "-DX=1"` as two
+# options ("expected one argument"), so such a pair is joined into `--flags=-DX=1` first
+DASH_VALUE_OPTIONS = ("--flags",)
+
+
+def join_dash_values(argv: Sequence[str], options: Sequence[str] = DASH_VALUE_OPTIONS) -> list[str]:
+    """``[..., "--flags", "-DX=1", ...]`` -> ``[..., "--flags=-DX=1", ...]``."""
+    joined: list[str] = []
+    position = 0
+    while position < len(argv):
+        token = argv[position]
+        following = argv[position + 1] if position + 1 < len(argv) else None
+        if token in options and following is not None and following.startswith("-"):
+            joined.append(f"{token}={following}")
+            position += 2
+        else:
+            joined.append(token)
+            position += 1
+    return joined
+
+
+def accept_dash_values(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` (a subcommand's) join :data:`DASH_VALUE_OPTIONS` values first;
+    argparse hands a subcommand its arguments through ``parse_known_args``."""
+    parse = parser.parse_known_args
+
+    def parse_joined(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        return parse(join_dash_values(sys.argv[1:] if args is None else args), namespace)
+
+    setattr(parser, "parse_known_args", parse_joined)  # noqa: B010  (an instance override)
+
+
 def default_arch() -> str:
     """The current GPU's target (``sm_90a`` on a Hopper GPU), else sm_90a."""
     from perflab.capture.env import gpu_devices
@@ -134,6 +169,7 @@ def register(sub: Any) -> None:
     add_arguments(p, COMPILE_ARGUMENTS)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
+    accept_dash_values(p)
 
 
 def kernel_json(result: CompileResult, name: str | None) -> dict[str, Any]:
@@ -176,10 +212,7 @@ def run(args: argparse.Namespace) -> int:
             source, args, source_name=str(path), include_dirs=[str(path.resolve().parent)]
         )
     except CompileError as exc:
-        for d in exc.diagnostics or []:
-            print(d, file=sys.stderr)
-        if not exc.diagnostics:
-            print(exc, file=sys.stderr)
+        print(exc.details, file=sys.stderr)  # FILE:LINE: error: ... and the source excerpt
         return 1
     if args.json:
         print_json(kernel_json(result, args.kernel))

@@ -1,5 +1,5 @@
 """``%%ptx``: compile a cell of CUDA C++ or Triton and show Source | PTX | SASS
-(see ``%%ptx --help``)."""
+(see ``%%ptx --help`` or ``%ptx --help``)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,21 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
+from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # (re-exported)
 
 from perflab.commands.ptx import (
     COMPILE_ARGUMENTS,
     compile_cuda_from_args,
     default_arch,
+    join_dash_values,
     view_options,
 )
 from perflab.errors import PerflabError
 from perflab.frontend import magic_arguments_from
+from perflab.magics import help_requested, magic_help
 from perflab.model.kernel import CompileResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,8 +84,8 @@ class PtxMagics(Magics):
         action="store_true",
         help="return the CompileResult as the cell's value",
     )
-    @cell_magic
-    def ptx(self, line: str, cell: str) -> Any:
+    @line_cell_magic
+    def ptx(self, line: str, cell: str | None = None) -> Any:
         """Compile the cell for a GPU target (no GPU needed) and show resources, occupancy,
         instruction mix, insights and Source | PTX | SASS side by side, lines linked by
         colour (hover or click a line).
@@ -96,10 +99,20 @@ class PtxMagics(Magics):
             spec = TritonSpec(add, signature=["*fp32", "*fp32", "i32"],
                               constexprs={"BLOCK": 1024}, num_warps=4)
 
-        Compile errors are shown with the cell's line numbers.
+        Compile errors are shown with the cell's line numbers. ``%ptx --help`` (or
+        ``--help`` on a ``%%ptx`` line) prints this help.
         """
         __tracebackhide__ = True  # IPython hides this frame
-        args = parse_argstring(self.ptx, line)
+        if help_requested(line):
+            print(magic_help(self.ptx))
+            return None
+        if cell is None:
+            raise UsageError(
+                "%ptx compiles a cell: put %%ptx on the first line of a cell of CUDA C++ or "
+                "Triton (%ptx --help lists the options)"
+            )
+        # `--flags -DX=1` and `--flags "-DX=1"` both work (argparse alone refuses the first)
+        args = self.ptx.parser.parse_args(join_dash_values(arg_split(line)))
         for name in ("flags", "signature", "constexprs", "show"):
             setattr(args, name, unquote(getattr(args, name)))
         try:
@@ -118,7 +131,7 @@ class PtxMagics(Magics):
             source = f"// %%ptx {line}".rstrip() + "\n" + cell
             return [compile_cuda_from_args(source, args, source_name="cell", include_dirs=[])]
         return [
-            spec.compile(args.arch or default_arch(), args.timeout)
+            spec.compile(args.arch or default_arch(), args.timeout, source_name="cell")
             for spec in self._triton_specs(args, cell)
         ]
 

@@ -117,9 +117,14 @@ def _resource_rows(kernel: KernelArtifacts) -> list[list[str]]:
 # ---- text ---------------------------------------------------------------------------------
 
 
+def options_line(result: CompileResult) -> str:
+    """The options that compiled the kernels (Triton: warps, stages, FP fusion), or ""."""
+    return f"compiled with: {', '.join(result.flags)}" if result.flags else ""
+
+
 def compile_text(result: CompileResult, opts: ViewOptions | None = None) -> str:
     opts = opts or ViewOptions()
-    out = [result.summary_line(), *opts.notes]
+    out = [result.summary_line(), *filter(None, [options_line(result)]), *opts.notes]
     out += [f"warning: {w}" for w in result.warnings]
     for kernel in _kernels(result, opts):
         out += [
@@ -312,7 +317,10 @@ def kernel_html(result: CompileResult, kernel: KernelArtifacts, opts: ViewOption
 
 def compile_html(result: CompileResult, opts: ViewOptions | None = None) -> str:
     opts = opts or ViewOptions()
-    notes = "".join(f'<div class="note">{esc(n)}</div>' for n in opts.notes)
+    notes = "".join(
+        f'<div class="note">{esc(n)}</div>'
+        for n in filter(None, [options_line(result), *opts.notes])
+    )
     warns = "".join(f'<div class="warn">{esc(w)}</div>' for w in result.warnings)
     body = "".join(kernel_html(result, k, opts) for k in _kernels(result, opts))
     if not result.kernels:
