@@ -70,6 +70,7 @@ EXCEPTIONS = {
     ("model/trace.py", "perflab.render.html"),
     ("model/trace.py", "perflab.render.timeline"),
     ("analysis/trace_summary.py", "perflab.render.html"),
+    ("analysis/trace_stats.py", "perflab.render.tables"),
     # Trace.summary(), a convenience the traces issue asks for
     ("model/trace.py", "perflab.analysis.trace_summary"),
     # compile results carry parsed PTX/SASS and resources; the parsers live in analysis

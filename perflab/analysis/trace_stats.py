@@ -4,7 +4,8 @@ utilisation, launch statistics, kernel tables, MFU and achieved bandwidth. Pure 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,15 +14,28 @@ import numpy.typing as npt
 from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
 from perflab.model.optable import OpTable
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.units import format_ns
 
 GAP_CAUSES = ("host launch delay", "synchronization", "data transfer", "other")
 
 
+# What a Frame column holds, for its text/HTML views (its data stay plain numbers)
+SINCE_START = "since start"  # an absolute timestamp (ns), shown as time since the trace start
+NS, US, SHARE = "ns", "us", "share"  # a duration in ns or us; a fraction
+
+
 @dataclass
 class Frame:
-    """A small columnar result (dict of equal-length lists/arrays) with ``to_pandas()``."""
+    """A small columnar result (dict of equal-length lists/arrays) with ``to_pandas()``.
+
+    ``units`` says which columns are times (:data:`SINCE_START`, :data:`NS`, :data:`US`) or
+    fractions (:data:`SHARE`): the text and HTML views show them as the trace summary does;
+    ``origin_ns`` is the trace start that :data:`SINCE_START` counts from."""
 
     columns: dict[str, Any]
+    units: dict[str, str] = field(default_factory=dict)
+    origin_ns: int = 0
+    title: str = ""
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
@@ -33,6 +47,34 @@ class Frame:
         import pandas as pd
 
         return pd.DataFrame(self.columns)
+
+    def take(self, rows: npt.ArrayLike) -> Frame:
+        """The rows at ``rows`` (indices), in that order."""
+        idx = np.asarray(rows, dtype=np.int64)
+        cols = {k: [v[i] for i in idx.tolist()] for k, v in self.columns.items()}
+        return Frame(cols, self.units, self.origin_ns, self.title)
+
+    def sorted_by(self, column: str, descending: bool = True) -> Frame:
+        order = np.argsort(np.asarray(self.columns[column]), kind="stable")
+        return self.take(order[::-1] if descending else order)
+
+    def head(self, n: int = 10) -> Frame:
+        return self.take(np.arange(min(n, len(self))))
+
+    def text(self) -> str:
+        from perflab.render.tables import frame_text
+
+        return frame_text(self)
+
+    __str__ = text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.tables import frame_html
+
+        return {"text/plain": self.text(), "text/html": frame_html(self)}
 
 
 def launch_start(trace: Trace) -> npt.NDArray[np.int64]:
@@ -111,7 +153,8 @@ def stream_utilisation(trace: Trace) -> Frame:
         cols["label"].append(trace.track_label(t))
         cols["busy_us"].append(busy / 1e3)
         cols["share"].append(busy / span if span else 0.0)
-    return Frame(cols)
+    units = {"busy_us": US, "share": SHARE}
+    return Frame(cols, units, title="GPU streams: busy time and share of their device's span")
 
 
 def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
@@ -150,16 +193,58 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
         cols["cause"] += [GAP_CAUSES[c] for c in cause.tolist()]
         cols["before"] += trace.names_of(prev)
         cols["after"] += trace.names_of(nxt)
-    return Frame(cols)
+    origin = int(trace.start_ns.min()) if len(trace) else 0
+    longer = f" longer than {format_ns(min_ns)}" if min_ns else ""
+    title = f"idle gaps{longer} in GPU busy time, with what came before and after"
+    return Frame(cols, {"start_ns": SINCE_START, "dur_ns": NS}, origin, title)
 
 
-def idle_breakdown(trace: Trace, min_ns: int = 0) -> dict[str, float]:
-    """Total idle microseconds per cause (see :func:`idle_gaps`)."""
+class IdleBreakdown(Mapping[str, float]):
+    """Idle microseconds per cause (a mapping, as ever) whose views show times with units."""
+
+    def __init__(self, idle_us: dict[str, float], gaps: dict[str, int]):
+        self.idle_us, self.gaps = idle_us, gaps
+
+    def __getitem__(self, cause: str) -> float:
+        return self.idle_us[cause]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.idle_us)
+
+    def __len__(self) -> int:
+        return len(self.idle_us)
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.idle_us)
+
+    def text(self) -> str:
+        from perflab.render.tables import idle_breakdown_text
+
+        return idle_breakdown_text(self)
+
+    __str__ = text
+
+    def __repr__(self) -> str:
+        return f"IdleBreakdown({self.idle_us!r})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from perflab.render.tables import idle_breakdown_html
+
+        return {"text/plain": self.text(), "text/html": idle_breakdown_html(self)}
+
+
+def idle_breakdown(trace: Trace, min_ns: int = 0) -> IdleBreakdown:
+    """Total idle microseconds per cause, and the number of gaps (see :func:`idle_gaps`)."""
     gaps = idle_gaps(trace, min_ns)
-    out = dict.fromkeys(GAP_CAUSES, 0.0)
+    idle_us = dict.fromkeys(GAP_CAUSES, 0.0)
+    count = dict.fromkeys(GAP_CAUSES, 0)
     for cause, dur in zip(gaps.columns["cause"], gaps.columns["dur_ns"], strict=True):
-        out[cause] += dur / 1e3
-    return out
+        idle_us[cause] += dur / 1e3
+        count[cause] += 1
+    return IdleBreakdown(idle_us, count)
 
 
 def _last_ending(e: npt.NDArray[Any], reach: npt.NDArray[Any], at: npt.NDArray[Any]) -> Any:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 STYLE = """<style>
 .perflab{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4}
 .perflab table{border-collapse:collapse;margin:4px 0}
 .perflab th,.perflab td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
-.perflab th:first-child,.perflab td:first-child{text-align:left}
+.perflab th.l,.perflab td.l{text-align:left}
 .perflab .warn{color:#a15c00}.perflab .note{color:#555}
 .perflab .bar{display:inline-block;height:9px;background:#4c78a8;vertical-align:middle}
 .perflab code{font-family:var(--jp-code-font-family,monospace)}
@@ -23,29 +23,42 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, raw_cols: int = 0) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    raw_cols: int = 0,
+    left: Collection[int] = (0,),
+) -> str:
     """An HTML table. Cells are escaped, except the last ``raw_cols`` columns, which
-    callers build from already-escaped markup (bars, links)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    callers build from already-escaped markup (bars, links). Columns ``left`` (text) are
+    left-aligned, the rest (numbers) right-aligned."""
+
+    def td(i: int, content: str, tag: str = "td") -> str:
+        return f'<{tag} class="l">{content}</{tag}>' if i in left else f"<{tag}>{content}</{tag}>"
+
+    head = "".join(td(i, esc(h), "th") for i, h in enumerate(headers))
     body = []
     for row in rows:
         cells = []
         for i, cell in enumerate(row):
             is_raw = raw_cols and i >= len(row) - raw_cols
-            cells.append(f"<td>{cell if is_raw else esc(cell)}</td>")
+            cells.append(td(i, cell if is_raw else esc(cell)))
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A fixed-width text table: first column left-aligned, the rest right-aligned."""
+def text_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[int] = (0,)
+) -> str:
+    """A fixed-width text table: columns ``left`` (text) left-aligned, the rest right."""
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
         parts = [
-            c.ljust(w) if i == 0 else c.rjust(w)
+            c.ljust(w) if i in left else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return "  ".join(parts).rstrip()

@@ -1,9 +1,14 @@
-"""Kernel/op tables and Nsight Compute reports as text and HTML."""
+"""Kernel/op tables, trace analysis tables and Nsight Compute reports as text and HTML."""
 
 from __future__ import annotations
 
+import math
 import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, IdleBreakdown
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
 from perflab.model.units import format_ns
@@ -105,3 +110,102 @@ def ncu_html(report: NcuReport) -> str:
         if items:
             parts.append(f'<ul class="advice">{"".join(items)}</ul>')
     return wrap("".join(parts) or "no kernels")
+
+
+# --- trace analysis tables: times as the trace summary shows them ---------------------------
+
+FRAME_ROWS = 25  # rows a table view shows; to_pandas() has them all
+
+
+def _cell(value: Any, unit: str | None, origin_ns: int) -> str:
+    if unit == SINCE_START:
+        return format_ns(float(value) - origin_ns)
+    if unit in (NS, US):
+        return format_ns(float(value) * (1e3 if unit == US else 1.0))
+    if unit == SHARE:
+        return f"{100 * float(value):.1f}%"
+    if isinstance(value, str):
+        return _short(value)
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _header(column: str, unit: str | None) -> str:
+    name = column.removesuffix("_ns").removesuffix("_us")
+    name = {"dur": "duration"}.get(name, name)
+    return f"{name} (since trace start)" if unit == SINCE_START else name
+
+
+@dataclass
+class _Shown:
+    """A Frame's first rows as text cells; ``left``: its text columns."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    left: set[int]
+
+
+def _frame_rows(frame: Frame, limit: int) -> _Shown:
+    units = frame.units
+    headers = [_header(c, units.get(c)) for c in frame.columns]
+    shown = frame.head(limit)
+    columns = [
+        [_cell(v, units.get(c), frame.origin_ns) for v in values]
+        for c, values in shown.columns.items()
+    ]
+    left = {
+        i
+        for i, values in enumerate(frame.columns.values())
+        if len(values) and isinstance(values[0], str)
+    }
+    return _Shown(headers, [list(row) for row in zip(*columns, strict=True)], left or {0})
+
+
+def _more(total: int, limit: int) -> str:
+    return f"{total - limit} more rows (to_pandas() has them all)" if total > limit else ""
+
+
+def frame_text(frame: Frame, limit: int = FRAME_ROWS) -> str:
+    s = _frame_rows(frame, limit)
+    parts = [frame.title] if frame.title else []
+    parts.append(text_table(s.headers, s.rows, left=s.left) if s.rows else "(no rows)")
+    more = _more(len(frame), limit)
+    return "\n".join([*parts, f"... {more}"] if more else parts)
+
+
+def frame_html(frame: Frame, limit: int = FRAME_ROWS) -> str:
+    s = _frame_rows(frame, limit)
+    title = f"<div><b>{esc(frame.title)}</b></div>" if frame.title else ""
+    more = _more(len(frame), limit)
+    note = f'<div class="note">{esc(more)}</div>' if more else ""
+    body = table(s.headers, s.rows, left=s.left) if s.rows else "(no rows)"
+    return wrap(title + body + note)
+
+
+IDLE_HEADERS = ("cause", "idle", "share", "gaps")
+
+
+def _idle_rows(idle: IdleBreakdown) -> tuple[str, Sequence[Sequence[str]]]:
+    total_us = sum(idle.values())
+    gaps = sum(idle.gaps.values())
+    rows = [
+        [
+            cause,
+            format_ns(us * 1e3),
+            f"{100 * us / total_us:.1f}%" if total_us else "-",
+            str(idle.gaps[cause]),
+        ]
+        for cause, us in idle.items()
+    ]
+    return f"idle GPU time by cause: {format_ns(total_us * 1e3)} in {gaps} gaps", rows
+
+
+def idle_breakdown_text(idle: IdleBreakdown) -> str:
+    title, rows = _idle_rows(idle)
+    return f"{title}\n{text_table(IDLE_HEADERS, rows)}"
+
+
+def idle_breakdown_html(idle: IdleBreakdown) -> str:
+    title, rows = _idle_rows(idle)
+    return wrap(f"<div><b>{esc(title)}</b></div>" + table(IDLE_HEADERS, rows))
