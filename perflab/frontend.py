@@ -7,6 +7,7 @@ CLI's argparse parser, and one function that turns parsed options into a timed r
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,18 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             type=float,
             default=100.0,
             metavar="MS",
-            help="measurement budget in milliseconds (default 100)",
+            help="time budget in milliseconds: sampling stops when it is spent, or earlier "
+            "once the noise target is met (default 100)",
+        ),
+    ),
+    (
+        ("--max-noise",),
+        dict(
+            type=float,
+            default=0.5,
+            metavar="PCT",
+            help="noise target: stop once the median's relative standard error is below "
+            "PCT percent, after at least 10 samples (default 0.5; 0: use the whole budget)",
         ),
     ),
     (
@@ -174,11 +186,14 @@ def bench_options(args: argparse.Namespace, default_name: str) -> BenchOptions:
         backend=args.backend,
         name=args.name or default_name,
         nvtx=not args.no_nvtx,
+        max_noise=args.max_noise / 100,
     )
+    if not (math.isfinite(args.max_noise) and 0 <= args.max_noise < 100):
+        raise InputError(f"--max-noise must be a percentage from 0 to 100, not {args.max_noise}")
     opts.validate()
     for label, value in (("--flops", args.flops), ("--bytes", args.bytes)):
-        if value is not None and not value >= 0:
-            raise InputError(f"{label} must be a non-negative number, not {value}")
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise InputError(f"{label} must be a finite non-negative number, not {value}")
     return opts
 
 

@@ -14,6 +14,8 @@ import numpy.typing as npt
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_CHUNK_VALUES = 4_000_000  # values drawn at once: 32 MB of float64
+BOOTSTRAP_MAX_SAMPLES = 50_000  # larger sets are subsampled (the method says so)
 
 
 def median(samples: npt.ArrayLike) -> float:
@@ -45,11 +47,13 @@ def median_ci95(samples: npt.ArrayLike) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Ratio:
-    """``other / self`` style ratio of medians with a bootstrap 95% interval."""
+    """``other / self`` style ratio of medians with a bootstrap 95% interval; ``method``
+    says how the interval was computed."""
 
     ratio: float
     low: float
     high: float
+    method: str = ""
 
     @property
     def significant(self) -> bool:
@@ -57,17 +61,52 @@ class Ratio:
         return self.low > 1.0 or self.high < 1.0
 
 
+def _bootstrap_medians(
+    values: npt.NDArray[np.float64], rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
+    """Medians of BOOTSTRAP_RESAMPLES resamples, drawn in chunks of about
+    BOOTSTRAP_CHUNK_VALUES values, so memory stays bounded whatever the sample count."""
+    rows = max(1, BOOTSTRAP_CHUNK_VALUES // values.size)
+    out = np.empty(BOOTSTRAP_RESAMPLES, dtype=np.float64)
+    for first in range(0, BOOTSTRAP_RESAMPLES, rows):
+        count = min(rows, BOOTSTRAP_RESAMPLES - first)
+        out[first : first + count] = np.median(
+            rng.choice(values, size=(count, values.size)), axis=1
+        )
+    return out
+
+
+def _bounded(values: npt.NDArray[np.float64], rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """At most BOOTSTRAP_MAX_SAMPLES of ``values``, drawn at random without replacement."""
+    if values.size <= BOOTSTRAP_MAX_SAMPLES:
+        return values
+    return rng.choice(values, size=BOOTSTRAP_MAX_SAMPLES, replace=False)
+
+
 def median_ratio(numerator: npt.ArrayLike, denominator: npt.ArrayLike, *, seed: int = 0) -> Ratio:
-    """Ratio of medians ``median(numerator) / median(denominator)`` with a bootstrap CI."""
-    a = np.asarray(numerator, dtype=np.float64)
-    b = np.asarray(denominator, dtype=np.float64)
+    """Ratio of medians ``median(numerator) / median(denominator)`` with a bootstrap CI.
+
+    Resamples are drawn in chunks (memory stays near BOOTSTRAP_CHUNK_VALUES values); a
+    set of more than BOOTSTRAP_MAX_SAMPLES samples is bootstrapped from a random subsample
+    of that size, which widens the interval (conservative); ``method`` says which.
+    The point estimate always uses every sample.
+    """
+    a = np.asarray(numerator, dtype=np.float64).reshape(-1)
+    b = np.asarray(denominator, dtype=np.float64).reshape(-1)
     if a.size == 0 or b.size == 0:
         raise ValueError("both sample sets must be non-empty")
     rng = np.random.default_rng(seed)
-    boot_a = np.median(rng.choice(a, size=(BOOTSTRAP_RESAMPLES, a.size)), axis=1)
-    boot_b = np.median(rng.choice(b, size=(BOOTSTRAP_RESAMPLES, b.size)), axis=1)
+    sub_a, sub_b = _bounded(a, rng), _bounded(b, rng)
+    boot_a = _bootstrap_medians(sub_a, rng)
+    boot_b = _bootstrap_medians(sub_b, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = boot_a / boot_b
         point = float(np.median(a) / np.median(b))
     low, high = np.percentile(ratios, [2.5, 97.5])
-    return Ratio(point, float(low), float(high))
+    method = f"bootstrap of the medians, {BOOTSTRAP_RESAMPLES} resamples"
+    if sub_a.size < a.size or sub_b.size < b.size:
+        method += (
+            f", from random subsamples of at most {BOOTSTRAP_MAX_SAMPLES:,} samples per set "
+            f"({a.size:,} and {b.size:,} given; the interval is wider than the full sets')"
+        )
+    return Ratio(point, float(low), float(high), method)

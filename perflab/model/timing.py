@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,15 +13,48 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.model import stats
+from perflab.model.fields import Fields
 from perflab.model.optable import OpTable
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.units import format_ns
 
 KIND = "TimingResult"
+MAX_CALLS = 10_000_000  # calls per sample: the timing engine's own limit
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON values: arrays become lists, non-finite floats null."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
 
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def ratio_text(value: float) -> str:
+    """A ratio that stays readable at any size: 0.550, 2.75e-04, 3.64e+03; never 0.000."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if 0.01 <= abs(value) < 1000:
+        return f"{value:.3f}"
+    return f"{value:.3g}"
+
+
+def times_text(value: float) -> str:
+    """``1.82x``, ``364x``, ``3,640x``: how many times, with thousands separated."""
+    if not math.isfinite(value):
+        return f"{value:g}x"
+    return f"{value:,.0f}x" if value >= 100 else f"{value:.3g}x"
 
 
 @dataclass
@@ -33,19 +67,20 @@ class Comparison:
     low: float
     high: float
     significant: bool
+    method: str = ""
 
     @property
     def verdict(self) -> str:
         if not self.significant:
             return "no significant difference"
         if self.ratio < 1:
-            return f"{1 / self.ratio:.3g}x faster"
-        return f"{self.ratio:.3g}x slower"
+            return f"{times_text(1 / self.ratio)} faster"
+        return f"{times_text(self.ratio)} slower"
 
     def __str__(self) -> str:
         return (
-            f"{self.name} vs {self.baseline_name}: time ratio {self.ratio:.3f} "
-            f"(95% CI {self.low:.3f}-{self.high:.3f}): {self.verdict}"
+            f"{self.name} vs {self.baseline_name}: time ratio {ratio_text(self.ratio)} "
+            f"(95% CI {ratio_text(self.low)}-{ratio_text(self.high)}): {self.verdict}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,6 +90,7 @@ class Comparison:
             "ratio": self.ratio,
             "ci95": [self.low, self.high],
             "significant": self.significant,
+            "method": self.method,
         }
 
 
@@ -63,7 +99,10 @@ class TimingResult:
     """Per-call times of one timed function (``samples_ns``), kept in full.
 
     ``number`` is how many calls each raw sample averaged over (1 when every call was
-    timed on its own, as with an L2 flush before each).
+    timed on its own, as with an L2 flush before each). ``host_ns`` is the host's time to
+    issue each sample (all its calls), ``stop_reason`` why sampling stopped (``noise``,
+    ``budget``, ``repeat``, ``max_samples``), ``throttle`` what the clock check found
+    (``{"checked": False, "why": ...}`` when it could not run).
     """
 
     samples_ns: npt.NDArray[np.float64]
@@ -79,9 +118,14 @@ class TimingResult:
     flops: float | None = None
     bytes: float | None = None
     replayed_from: str | None = None
+    host_ns: npt.NDArray[np.float64] | None = None
+    stop_reason: str = ""
+    throttle: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.samples_ns = np.asarray(self.samples_ns, dtype=np.float64)
+        if self.host_ns is not None:
+            self.host_ns = np.asarray(self.host_ns, dtype=np.float64)
 
     # --- statistics -------------------------------------------------------------------
     @property
@@ -112,10 +156,12 @@ class TimingResult:
     def mean_ns(self) -> float:
         return float(self.samples_ns.mean())
 
-    def compare(self, baseline: TimingResult) -> Comparison:
-        """Ratio of this result's median time to ``baseline``'s (< 1 means faster)."""
+    def compare(self, baseline: TimingResult, baseline_label: str | None = None) -> Comparison:
+        """Ratio of this result's median time to ``baseline``'s (< 1 means faster);
+        ``baseline_label`` names the baseline (default: its name)."""
         r = stats.median_ratio(self.samples_ns, baseline.samples_ns)
-        return Comparison(self.name, baseline.name, r.ratio, r.low, r.high, r.significant)
+        label = baseline.name if baseline_label is None else baseline_label
+        return Comparison(self.name, label, r.ratio, r.low, r.high, r.significant, r.method)
 
     # --- persistence ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +176,9 @@ class TimingResult:
             "options": dict(self.options),
             "warnings": list(self.warnings),
             "samples_ns": [float(x) for x in self.samples_ns],
+            "host_ns": None if self.host_ns is None else [float(x) for x in self.host_ns],
+            "stop_reason": self.stop_reason,
+            "throttle": _json_safe(self.throttle),
             "summary": {
                 "n": self.n,
                 "median_ns": self.median_ns,
@@ -144,21 +193,41 @@ class TimingResult:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> TimingResult:
+    def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> TimingResult:
+        """Build from a saved document, checking every field (types, finiteness, ranges);
+        a bad field is a SchemaError naming ``source`` and the field."""
+        f = Fields(doc, source)
+        samples = f.numbers("samples_ns")
+        if samples.size == 0:
+            f.fail("samples_ns", "has no samples")
+        host = (
+            f.numbers("host_ns", required=False, size=samples.size)
+            if doc.get("host_ns") is not None
+            else None
+        )
         kernels = doc.get("kernels")
+        table = None
+        if kernels is not None:
+            try:
+                table = OpTable.from_dict(kernels)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                f.fail("kernels", f"malformed: {type(exc).__name__}: {exc}")
         return cls(
-            samples_ns=np.asarray(doc["samples_ns"], dtype=np.float64),
-            backend=str(doc["backend"]),
-            device=str(doc["device"]),
-            name=str(doc.get("name", "cell")),
-            number=int(doc.get("number", 1)),
-            warnings=[str(w) for w in doc.get("warnings", [])],
-            created=str(doc.get("created", "")),
-            versions={str(k): str(v) for k, v in doc.get("versions", {}).items()},
-            options=dict(doc.get("options", {})),
-            kernels=OpTable.from_dict(kernels) if kernels else None,
-            flops=doc.get("flops"),
-            bytes=doc.get("bytes"),
+            samples_ns=samples,
+            backend=f.text("backend"),
+            device=f.text("device"),
+            name=f.text("name", "cell"),
+            number=f.integer("number", 1, low=1, high=MAX_CALLS),
+            warnings=f.texts("warnings"),
+            created=f.text("created", ""),
+            versions=f.text_map("versions"),
+            options=f.mapping("options"),
+            kernels=table,
+            flops=f.number("flops", optional=True),
+            bytes=f.number("bytes", optional=True),
+            host_ns=host,
+            stop_reason=f.text("stop_reason", ""),
+            throttle=f.mapping("throttle"),
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -166,15 +235,8 @@ class TimingResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TimingResult:
-        from perflab.errors import SchemaError
-
         doc = load_json(KIND, path)
-        try:
-            result = cls.from_dict(doc)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"malformed TimingResult: {exc}", source=str(path)) from None
-        if result.n == 0:
-            raise SchemaError("TimingResult has no samples", source=str(path))
+        result = cls.from_dict(doc, source=str(path))
         result.replayed_from = str(path)
         return result
 
