@@ -21,8 +21,9 @@ MICROBENCHMARKS = ("bandwidth", "latency", "launch", "matmul", "h2d", "collectiv
 class _CallableModule(types.ModuleType):
     def __call__(self, fn: Callable[[], object], /, **options: Any) -> TimingResult:
         from perflab.capture.timer import bench
+        from perflab.model.listeners import notify
 
-        return bench(fn, **options)
+        return notify(bench(fn, **options))
 
     def __getattr__(self, name: str) -> Any:
         if name in MICROBENCHMARKS:

@@ -1,0 +1,204 @@
+/**
+ * The perf history side panel: every timing result of the current notebook, live; select
+ * two rows (or one, with a baseline marked) to compare them in Python; mark a baseline;
+ * export CSV or JSON. Everything is written with textContent: names are never HTML.
+ */
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { KernelLink } from './link';
+import { comparePair, formatMedian, formatTime, IRow } from './pure';
+
+export const PANEL_ID = 'perflab-history';
+
+const HISTORY_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">' +
+  '<path class="jp-icon3" fill="#616161" d="M13 3a9 9 0 0 0-9 9H1l3.9 3.9L9 12H6a7 7 0 1 1 ' +
+  '2.05 4.95l-1.42 1.42A9 9 0 1 0 13 3zm-1 5v5l4.28 2.54.72-1.21-3.5-2.08V8H12z"/></svg>';
+
+export const historyIcon = new LabIcon({ name: 'perflab:history', svgstr: HISTORY_SVG });
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+export class HistoryPanel extends Widget {
+  constructor() {
+    super();
+    this.id = PANEL_ID;
+    this.addClass('jp-perflab-history');
+    this.title.icon = historyIcon;
+    this.title.caption = 'perflab: perf history';
+    const head = el('div', 'jp-perflab-history-head');
+    head.append(el('span', 'jp-perflab-history-title', 'Perf history'), this._notebook);
+    for (const format of ['csv', 'json']) {
+      const button = el('button', `jp-mod-styled jp-perflab-export-${format}`, format.toUpperCase());
+      button.title = `Export the history as ${format.toUpperCase()}`;
+      button.onclick = () => void this._export(format);
+      head.append(button);
+    }
+    this._table.append(this._head(), this._body);
+    this.node.append(head, this._message, this._table, this._compare, this._hint);
+    this._hint.textContent =
+      'Select two rows to compare them, or one row and a baseline (☆ marks it).';
+    this.render();
+  }
+
+  /** Show the history of this notebook's link (null: no notebook). */
+  setLink(link: KernelLink | null): void {
+    if (link === this._link) {
+      return;
+    }
+    this._link?.changed.disconnect(this.render, this);
+    this._link = link;
+    this._selected.clear();
+    link?.changed.connect(this.render, this);
+    this.render();
+  }
+
+  render(): void {
+    const link = this._link;
+    this._notebook.textContent = link ? link.notebookName : 'no notebook';
+    this._message.textContent = link?.error ?? link?.note ?? '';
+    this._message.hidden = !this._message.textContent;
+    const rows = link?.rows ?? [];
+    this._body.replaceChildren(...rows.map(row => this._row(row, link!)));
+    if (rows.length === 0) {
+      const empty = el('td', 'jp-perflab-empty', 'No timing results yet: profile a cell.');
+      empty.colSpan = 6;
+      const tr = el('tr');
+      tr.append(empty);
+      this._body.append(tr);
+    }
+    void this._updateComparison();
+  }
+
+  private _head(): HTMLElement {
+    const thead = el('thead');
+    const tr = el('tr');
+    for (const name of ['', 'name', 'median (95% CI)', 'backend · device', 'time', 'base']) {
+      tr.append(el('th', '', name));
+    }
+    thead.append(tr);
+    return thead;
+  }
+
+  private _row(row: IRow, link: KernelLink): HTMLElement {
+    const tr = el('tr', 'jp-perflab-row');
+    tr.dataset.id = row.id;
+    const isBase = row.id === link.baseline;
+    tr.classList.toggle('jp-perflab-baseline-row', isBase);
+    tr.classList.toggle('jp-perflab-selected', this._selected.has(row.id));
+    const pick = el('input', 'jp-perflab-pick');
+    pick.type = 'checkbox';
+    pick.checked = this._selected.has(row.id);
+    pick.title = 'select to compare';
+    pick.onchange = () => {
+      if (pick.checked) {
+        this._selected.add(row.id);
+      } else {
+        this._selected.delete(row.id);
+      }
+      this.render();
+    };
+    const name = el('td', 'jp-perflab-name', row.name);
+    if (row.replayed) {
+      name.append(el('span', 'jp-perflab-tag', 'replayed'));
+    }
+    for (const warning of row.warnings) {
+      name.append(el('div', 'jp-perflab-warning', `⚠ ${warning}`));
+    }
+    const star = el('button', 'jp-perflab-baseline', isBase ? '★' : '☆');
+    star.title = isBase ? 'baseline (click to unmark)' : 'mark as baseline';
+    star.onclick = () => void this._setBaseline(isBase ? null : row.id);
+    const cells = [
+      el('td'),
+      name,
+      el('td', 'jp-perflab-median', formatMedian(row)),
+      el('td', 'jp-perflab-device', `${row.backend} · ${row.device}`),
+      el('td', 'jp-perflab-time', formatTime(row.created)),
+      el('td')
+    ];
+    cells[0].append(pick);
+    cells[5].append(star);
+    cells[2].title = `n = ${row.n} samples`;
+    tr.append(...cells);
+    return tr;
+  }
+
+  private async _updateComparison(): Promise<void> {
+    const link = this._link;
+    const pair = link ? comparePair([...this._selected], link.rows, link.baseline) : null;
+    const key = pair ? pair.join('|') : '';
+    if (key === this._compareKey) {
+      return;
+    }
+    this._compareKey = key;
+    this._compare.replaceChildren();
+    if (!pair || !link) {
+      return;
+    }
+    this._compare.textContent = 'comparing…';
+    let text: string;
+    try {
+      const reply = await link.request({ type: 'compare', a: pair[0], b: pair[1] });
+      text = String(reply.text);
+    } catch (reason) {
+      text = `comparison failed: ${(reason as Error).message}`;
+    }
+    if (this._compareKey === key) {
+      this._compare.textContent = text;
+    }
+  }
+
+  private async _setBaseline(id: string | null): Promise<void> {
+    try {
+      await this._link?.request({ type: 'baseline', id });
+    } catch (reason) {
+      this._message.textContent = `baseline: ${(reason as Error).message}`;
+      this._message.hidden = false;
+    }
+  }
+
+  private async _export(format: string): Promise<void> {
+    if (!this._link) {
+      return;
+    }
+    try {
+      const reply = await this._link.request({ type: 'export', format });
+      const type = format === 'csv' ? 'text/csv' : 'application/json';
+      const url = URL.createObjectURL(new Blob([String(reply.text)], { type }));
+      const a = el('a');
+      a.href = url;
+      a.download = String(reply.filename);
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (reason) {
+      this._message.textContent = `export: ${(reason as Error).message}`;
+      this._message.hidden = false;
+    }
+  }
+
+  private _link: KernelLink | null = null;
+  private _selected = new Set<string>();
+  private _compareKey = '';
+  private _notebook = el('span', 'jp-perflab-history-notebook');
+  private _message = el('div', 'jp-perflab-message');
+  private _table = el('table', 'jp-perflab-table');
+  private _body = el('tbody');
+  private _compare = el('div', 'jp-perflab-compare');
+  private _hint = el('div', 'jp-perflab-hint');
+}

@@ -1,0 +1,192 @@
+/**
+ * The parts of the extension that need no JupyterLab: formatting, the code the profile
+ * button sends, which cells are CUDA, which pair of rows a comparison takes, and checks
+ * on what the kernel sends. Numbers are computed in Python; this only formats them.
+ */
+
+/** One timing result as the kernel's history sends it (perflab/labext.py). */
+export interface IRow {
+  id: string;
+  name: string;
+  median_ns: number;
+  ci95_ns: [number, number];
+  n: number;
+  backend: string;
+  device: string;
+  created: string;
+  warnings: string[];
+  replayed: boolean;
+}
+
+/** The kernel's `perflab info --json` document (the parts the status bar reads). */
+export interface IInfo {
+  backend?: unknown;
+  devices?: unknown;
+}
+
+/** A time in nanoseconds, in the unit that keeps 3-4 significant digits. */
+export function formatNs(ns: number): string {
+  if (!Number.isFinite(ns)) {
+    return String(ns);
+  }
+  const units: [number, string][] = [
+    [1e9, 's'],
+    [1e6, 'ms'],
+    [1e3, 'us'],
+    [1, 'ns']
+  ];
+  const abs = Math.abs(ns);
+  for (const [scale, unit] of units) {
+    if (abs >= scale || scale === 1) {
+      return `${Number((ns / scale).toPrecision(4))} ${unit}`;
+    }
+  }
+  return `${ns} ns`;
+}
+
+/** "1.23 ms (1.2-1.25 ms)": a median with its 95% interval, in the median's unit. */
+export function formatMedian(row: Pick<IRow, 'median_ns' | 'ci95_ns'>): string {
+  const median = formatNs(row.median_ns);
+  const unit = median.split(' ')[1];
+  const scale = { s: 1e9, ms: 1e6, us: 1e3, ns: 1 }[unit] ?? 1;
+  const [lo, hi] = row.ci95_ns.map(v => Number((v / scale).toPrecision(4)));
+  return `${median} (${lo}-${hi} ${unit})`;
+}
+
+/** The local time of day of an ISO timestamp ("" when it cannot be read). */
+export function formatTime(iso: string): string {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) {
+    return '';
+  }
+  const d = new Date(t);
+  const two = (v: number) => String(v).padStart(2, '0');
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+/** The status bar's text: "H200 - CUDA", or "no GPU: host clock". */
+export function statusText(info: IInfo): string {
+  const devices = Array.isArray(info.devices) ? info.devices : [];
+  if (info.backend !== 'cuda') {
+    return 'no GPU: host clock';
+  }
+  const first = devices[0] as { name?: unknown } | undefined;
+  const name = typeof first?.name === 'string' ? first.name : 'GPU';
+  const short = name.replace(/^NVIDIA\s+/, '');
+  const more = devices.length > 1 ? ` x${devices.length}` : '';
+  return `${short}${more} - CUDA`;
+}
+
+const GPUPROFILE = /^\s*%%gpuprofile\b/;
+
+/**
+ * The code the profile button runs for a cell: the cell under `%%gpuprofile` with its
+ * default options. A cell that already starts with `%%gpuprofile` runs as it is.
+ */
+export function profileCode(source: string): string {
+  if (GPUPROFILE.test(source)) {
+    return source;
+  }
+  return `%%gpuprofile\n${source}`;
+}
+
+/** The CodeMirror mime type perflab registers for `%%ptx` cells of CUDA C++. */
+export const CUDA_MIME = 'text/x-perflab-cuda';
+
+/** Whether a cell's source is a `%%ptx` cell of CUDA C++ (`--lang triton` stays Python). */
+export function isCudaCell(source: string): boolean {
+  const first = source.split('\n', 1)[0];
+  const m = /^\s*%%ptx(\s.*)?$/.exec(first);
+  if (!m) {
+    return false;
+  }
+  const args = m[1] ?? '';
+  return !/(^|\s)--lang(=|\s+)triton(\s|$)/.test(args);
+}
+
+/**
+ * The mime type a code cell should have: CUDA for a `%%ptx` CUDA cell, else the
+ * notebook's own (the kernel's language).
+ */
+export function cellMime(source: string, notebookMime: string): string {
+  return isCudaCell(source) ? CUDA_MIME : notebookMime;
+}
+
+/**
+ * Which comparison two selected rows make: [result, baseline] for
+ * `result.compare(baseline)`. The marked baseline is the baseline when it is one of
+ * them; otherwise the older row is. One selected row compares with the marked baseline.
+ * Returns null when the selection makes no comparison.
+ */
+export function comparePair(
+  selected: string[],
+  rows: Pick<IRow, 'id'>[],
+  baseline: string | null
+): [string, string] | null {
+  const order = new Map(rows.map((r, i) => [r.id, i]));
+  const ids = selected.filter(id => order.has(id));
+  if (ids.length === 1 && baseline !== null && order.has(baseline) && ids[0] !== baseline) {
+    return [ids[0], baseline];
+  }
+  if (ids.length !== 2) {
+    return null;
+  }
+  let [a, b] = ids;
+  if (a === baseline || (b !== baseline && order.get(a)! < order.get(b)!)) {
+    [a, b] = [b, a];
+  }
+  return [a, b];
+}
+
+/** A row as sent by the kernel, checked (null when it is not one). */
+export function checkRow(value: unknown): IRow | null {
+  if (typeof value !== 'object' || value === null) {
+    return null;
+  }
+  const v = value as Record<string, unknown>;
+  const strings = ['id', 'name', 'backend', 'device', 'created'];
+  if (!strings.every(k => typeof v[k] === 'string')) {
+    return null;
+  }
+  const ci = v.ci95_ns;
+  if (
+    typeof v.median_ns !== 'number' ||
+    !Array.isArray(ci) ||
+    ci.length !== 2 ||
+    !ci.every(x => typeof x === 'number') ||
+    typeof v.n !== 'number' ||
+    !Array.isArray(v.warnings) ||
+    !v.warnings.every(w => typeof w === 'string')
+  ) {
+    return null;
+  }
+  return {
+    id: v.id as string,
+    name: v.name as string,
+    median_ns: v.median_ns,
+    ci95_ns: [ci[0], ci[1]],
+    n: v.n,
+    backend: v.backend as string,
+    device: v.device as string,
+    created: v.created as string,
+    warnings: v.warnings as string[],
+    replayed: v.replayed === true
+  };
+}
+
+/** The rows of a history message, dropping any that are malformed. */
+export function checkRows(value: unknown): IRow[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value.map(checkRow).filter((r): r is IRow => r !== null);
+}
+
+/** The Python run in the kernel before the comm opens (the notebook's file name quoted). */
+export function connectCode(notebookName: string): string {
+  return (
+    'import perflab.labext as _perflab_labext\n' +
+    `_perflab_labext.connect(get_ipython(), ${JSON.stringify(notebookName)})\n` +
+    'del _perflab_labext'
+  );
+}

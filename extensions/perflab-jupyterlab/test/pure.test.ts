@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest';
+
+import {
+  checkRow,
+  checkRows,
+  comparePair,
+  connectCode,
+  CUDA_MIME,
+  cellMime,
+  formatMedian,
+  formatNs,
+  formatTime,
+  isCudaCell,
+  profileCode,
+  statusText
+} from '../src/pure';
+
+const row = {
+  id: 'r1',
+  name: 'matmul',
+  median_ns: 1234567,
+  ci95_ns: [1200000, 1250000],
+  n: 40,
+  backend: 'cpu',
+  device: 'CPU: x',
+  created: '2026-01-02T03:04:05+00:00',
+  warnings: ['noisy'],
+  replayed: false
+};
+
+describe('formatNs', () => {
+  it('picks the unit that keeps four significant digits', () => {
+    expect(formatNs(12)).toBe('12 ns');
+    expect(formatNs(1234)).toBe('1.234 us');
+    expect(formatNs(1234567)).toBe('1.235 ms');
+    expect(formatNs(2.5e9)).toBe('2.5 s');
+    expect(formatNs(0)).toBe('0 ns');
+    expect(formatNs(NaN)).toBe('NaN');
+  });
+
+  it('gives the interval in the median unit', () => {
+    expect(formatMedian(row as never)).toBe('1.235 ms (1.2-1.25 ms)');
+    expect(formatMedian({ median_ns: 999, ci95_ns: [990, 1010] })).toBe('999 ns (990-1010 ns)');
+  });
+});
+
+describe('formatTime', () => {
+  it('reads ISO timestamps and refuses others', () => {
+    expect(formatTime(row.created)).toMatch(/^\d\d:04:05$/);
+    expect(formatTime('yesterday')).toBe('');
+  });
+});
+
+describe('statusText', () => {
+  it('names the first GPU and CUDA', () => {
+    expect(statusText({ backend: 'cuda', devices: [{ name: 'NVIDIA H200' }] })).toBe(
+      'H200 - CUDA'
+    );
+    expect(
+      statusText({ backend: 'cuda', devices: [{ name: 'NVIDIA H100' }, { name: 'NVIDIA H100' }] })
+    ).toBe('H100 x2 - CUDA');
+  });
+
+  it('says plainly when there is no GPU', () => {
+    expect(statusText({ backend: 'cpu', devices: [{ name: 'Xeon' }] })).toBe(
+      'no GPU: host clock'
+    );
+    expect(statusText({})).toBe('no GPU: host clock');
+  });
+});
+
+describe('profileCode', () => {
+  it('puts the cell under %%gpuprofile with default options', () => {
+    expect(profileCode('x = 1\ny = x')).toBe('%%gpuprofile\nx = 1\ny = x');
+  });
+
+  it('leaves a cell that already is a %%gpuprofile cell alone', () => {
+    const cell = '%%gpuprofile --budget 10\nx = 1';
+    expect(profileCode(cell)).toBe(cell);
+  });
+});
+
+describe('isCudaCell', () => {
+  it('takes %%ptx cells as CUDA', () => {
+    expect(isCudaCell('%%ptx\n__global__ void k() {}')).toBe(true);
+    expect(isCudaCell('%%ptx --arch sm_90a --block 256\n__global__ void k() {}')).toBe(true);
+    expect(isCudaCell('%%ptx --lang cuda\nx')).toBe(true);
+  });
+
+  it('keeps Triton cells and everything else as they are', () => {
+    expect(isCudaCell('%%ptx --lang triton\n@triton.jit')).toBe(false);
+    expect(isCudaCell('%%ptx --lang=triton --arch sm_90\n')).toBe(false);
+    expect(isCudaCell('%%ptxfoo\n')).toBe(false);
+    expect(isCudaCell('x = 1\n%%ptx')).toBe(false);
+    expect(isCudaCell('')).toBe(false);
+  });
+
+  it('gives the notebook mime type to other cells', () => {
+    expect(cellMime('%%ptx\n', 'text/x-ipython')).toBe(CUDA_MIME);
+    expect(cellMime('%%ptx --lang triton\n', 'text/x-ipython')).toBe('text/x-ipython');
+  });
+});
+
+describe('comparePair', () => {
+  const rows = [{ id: 'r1' }, { id: 'r2' }, { id: 'r3' }];
+
+  it('compares the newer of two rows against the older', () => {
+    expect(comparePair(['r1', 'r3'], rows, null)).toEqual(['r3', 'r1']);
+    expect(comparePair(['r3', 'r1'], rows, null)).toEqual(['r3', 'r1']);
+  });
+
+  it('takes the marked baseline as the baseline', () => {
+    expect(comparePair(['r1', 'r3'], rows, 'r3')).toEqual(['r1', 'r3']);
+    expect(comparePair(['r2'], rows, 'r1')).toEqual(['r2', 'r1']);
+  });
+
+  it('makes no comparison of one row alone, three rows or unknown ids', () => {
+    expect(comparePair(['r2'], rows, null)).toBeNull();
+    expect(comparePair(['r1'], rows, 'r1')).toBeNull();
+    expect(comparePair(['r1', 'r2', 'r3'], rows, null)).toBeNull();
+    expect(comparePair(['r1', 'r9'], rows, null)).toBeNull();
+  });
+});
+
+describe('checkRow', () => {
+  it('keeps a well-formed row', () => {
+    expect(checkRow(row)).toEqual(row);
+    expect(checkRows([row, { id: 3 }, null])).toEqual([row]);
+    expect(checkRows('nope')).toEqual([]);
+  });
+
+  it('drops rows with wrong types', () => {
+    expect(checkRow({ ...row, median_ns: '1' })).toBeNull();
+    expect(checkRow({ ...row, ci95_ns: [1] })).toBeNull();
+    expect(checkRow({ ...row, warnings: [1] })).toBeNull();
+    expect(checkRow({ ...row, name: undefined })).toBeNull();
+  });
+});
+
+describe('connectCode', () => {
+  it('quotes the notebook name as a Python string', () => {
+    const code = connectCode('a "b"\\c.ipynb');
+    expect(code).toContain('connect(get_ipython(), "a \\"b\\"\\\\c.ipynb")');
+  });
+});

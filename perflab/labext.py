@@ -1,0 +1,308 @@
+"""The kernel side of perflab's JupyterLab extension (``extensions/perflab-jupyterlab``).
+
+The extension runs :func:`connect` in the notebook's kernel, then opens a comm on
+:data:`COMM_TARGET`. This module keeps the notebook's history of timing results (every
+result from ``%%gpuprofile``, the profile button and ``perflab.bench``), saved beside the
+notebook in ``.perflab/NOTEBOOK.history.json`` as perflab's versioned JSON, and answers the
+panel's requests: comparisons (``TimingResult.compare``), the baseline, CSV and JSON exports,
+and ``perflab info --json`` for the status bar. The TypeScript side only formats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import InputError, PerflabError, SchemaError
+from perflab.model import listeners
+from perflab.model.serialize import dump_json, load_json
+from perflab.model.timing import TimingResult
+
+COMM_TARGET = "perflab"
+KIND = "TimingHistory"
+HISTORY_DIR = ".perflab"
+MAX_RESULTS = 500  # each result keeps every sample: the oldest go beyond this
+_ID = re.compile(r"r[1-9][0-9]{0,8}")
+CSV_COLUMNS = (
+    "id",
+    "name",
+    "median_ns",
+    "ci95_low_ns",
+    "ci95_high_ns",
+    "n",
+    "backend",
+    "device",
+    "created",
+    "baseline",
+    "warnings",
+)
+
+
+def history_path(notebook: str, directory: Path) -> Path:
+    """Where the history of ``notebook`` (a file name, no directories) is kept."""
+    if not notebook or Path(notebook).name != notebook or notebook in (".", ".."):
+        raise InputError(f"expected a notebook file name, not {notebook!r}")
+    return directory / HISTORY_DIR / f"{notebook}.history.json"
+
+
+@dataclass
+class HistoryEntry:
+    id: str
+    result: TimingResult
+
+    def row(self) -> dict[str, Any]:
+        """What the panel shows of this result."""
+        r = self.result
+        lo, hi = r.ci95_ns
+        return {
+            "id": self.id,
+            "name": r.name,
+            "median_ns": r.median_ns,
+            "ci95_ns": [lo, hi],
+            "n": r.n,
+            "backend": r.backend,
+            "device": r.device,
+            "created": r.created,
+            "warnings": list(r.warnings),
+            "replayed": r.replayed_from is not None,
+        }
+
+
+@dataclass
+class History:
+    """The timing results of one notebook, oldest first, and the one marked as baseline."""
+
+    path: Path
+    entries: list[HistoryEntry] = field(default_factory=list)
+    baseline: str | None = None
+    next_id: int = 1
+
+    @classmethod
+    def open(cls, path: Path) -> tuple[History, str | None]:
+        """The history saved at ``path`` (empty when there is none). An unreadable file is
+        moved aside to ``PATH.unreadable`` and a note says why; the history starts afresh."""
+        if not path.exists():
+            return cls(path), None
+        try:
+            return cls.load(path), None
+        except PerflabError as exc:
+            aside = path.with_name(path.name + ".unreadable")
+            path.replace(aside)
+            return cls(path), f"{exc}; moved to {aside.name}, the history starts afresh"
+
+    @classmethod
+    def load(cls, path: Path) -> History:
+        doc = load_json(KIND, path)
+        source = str(path)
+        entries = doc.get("entries")
+        if not isinstance(entries, list):
+            raise SchemaError("expected a list of entries", source=source, position="entries")
+        history = cls(path, [_entry(item, source, i) for i, item in enumerate(entries)])
+        ids = [e.id for e in history.entries]
+        if len(set(ids)) != len(ids):
+            raise SchemaError("two entries share an id", source=source, position="entries")
+        baseline = doc.get("baseline")
+        if baseline is not None and baseline not in ids:
+            raise SchemaError(f"no entry {baseline!r}", source=source, position="baseline")
+        history.baseline = baseline
+        history.next_id = 1 + max((int(i[1:]) for i in ids), default=0)
+        return history
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "notebook": self.path.name.removesuffix(".history.json"),
+            "baseline": self.baseline,
+            "entries": [{"id": e.id, "result": e.result.to_dict()} for e in self.entries],
+        }
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        dump_json(KIND, self.to_dict(), self.path)
+
+    def add(self, result: TimingResult) -> HistoryEntry:
+        entry = HistoryEntry(f"r{self.next_id}", result)
+        self.next_id += 1
+        self.entries.append(entry)
+        while len(self.entries) > MAX_RESULTS:
+            dropped = self.entries.pop(0)
+            if dropped.id == self.baseline:
+                self.baseline = None
+        return entry
+
+    def get(self, entry_id: object) -> HistoryEntry:
+        for entry in self.entries:
+            if entry.id == entry_id:
+                return entry
+        raise InputError(f"no result {entry_id!r} in the history")
+
+    def set_baseline(self, entry_id: object) -> None:
+        self.baseline = None if entry_id is None else self.get(entry_id).id
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [e.row() for e in self.entries]
+
+    def csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for e in self.entries:
+            row = e.row()
+            writer.writerow(
+                [
+                    e.id,
+                    row["name"],
+                    repr(row["median_ns"]),
+                    *(repr(v) for v in row["ci95_ns"]),
+                    row["n"],
+                    row["backend"],
+                    row["device"],
+                    row["created"],
+                    "yes" if e.id == self.baseline else "",
+                    "; ".join(row["warnings"]),
+                ]
+            )
+        return out.getvalue()
+
+
+def _entry(item: Any, source: str, index: int) -> HistoryEntry:
+    where = f"entries[{index}]"
+    if not isinstance(item, dict) or not isinstance(item.get("result"), dict):
+        raise SchemaError("expected {id, result}", source=source, position=where)
+    entry_id = item.get("id")
+    if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id):
+        raise SchemaError(f"bad id {entry_id!r}", source=source, position=where)
+    try:
+        result = TimingResult.from_dict(item["result"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"malformed result: {exc}", source=source, position=where) from None
+    samples = result.samples_ns
+    if samples.size == 0 or not all(math.isfinite(x) and x >= 0 for x in samples.tolist()):
+        raise SchemaError(
+            "samples_ns must be non-empty, finite and >= 0", source=source, position=where
+        )
+    return HistoryEntry(entry_id, result)
+
+
+def perflab_info() -> dict[str, Any]:
+    """What ``perflab info --json`` prints, run in this process."""
+    from perflab.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(["info", "--json"])
+    if code != 0:
+        raise PerflabError(f"perflab info failed: {err.getvalue().strip()}")
+    doc: dict[str, Any] = json.loads(out.getvalue())
+    return doc
+
+
+class Bridge:
+    """The history of one notebook and the comms of the extension that show it."""
+
+    def __init__(self, history: History, note: str | None = None) -> None:
+        self.history = history
+        self.note = note
+        self.comms: list[Any] = []
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "type": "history",
+            "notebook": self.history.path.name.removesuffix(".history.json"),
+            "rows": self.history.rows(),
+            "baseline": self.history.baseline,
+            "note": self.note,
+        }
+
+    def on_result(self, result: object) -> None:
+        if not isinstance(result, TimingResult):
+            return
+        entry = self.history.add(result)
+        self.history.save()
+        self.broadcast({"type": "added", "row": entry.row(), "baseline": self.history.baseline})
+
+    def handle(self, data: Any) -> dict[str, Any]:
+        """The answer to one request of the panel (a dict with ``type`` and ``request``)."""
+        if not isinstance(data, dict):
+            return {"type": "error", "message": "a request must be an object"}
+        request = data.get("request")
+        try:
+            return {"request": request, **self._answer(data)}
+        except PerflabError as exc:
+            return {"type": "error", "request": request, "message": str(exc)}
+
+    def _answer(self, data: dict[str, Any]) -> dict[str, Any]:
+        kind = data.get("type")
+        if kind == "compare":
+            result = self.history.get(data.get("a")).result
+            base = self.history.get(data.get("b")).result
+            cmp = result.compare(base)
+            return {"type": "comparison", **cmp.to_dict(), "verdict": cmp.verdict, "text": str(cmp)}
+        if kind == "baseline":
+            self.history.set_baseline(data.get("id"))
+            self.history.save()
+            self.broadcast(self.snapshot())
+            return {"type": "ok"}
+        if kind == "export":
+            fmt = data.get("format")
+            stem = self.history.path.name.removesuffix(".history.json").removesuffix(".ipynb")
+            if fmt == "csv":
+                return _export("csv", f"{stem}-perf-history.csv", self.history.csv())
+            if fmt == "json":
+                self.history.save()
+                text = self.history.path.read_text(encoding="utf-8")
+                return _export("json", f"{stem}-perf-history.json", text)
+            raise InputError(f"export format must be csv or json, not {fmt!r}")
+        if kind == "info":
+            return {"type": "info", "doc": perflab_info()}
+        if kind == "history":
+            return self.snapshot()
+        raise InputError(f"unknown request {kind!r}")
+
+    def broadcast(self, message: dict[str, Any]) -> None:
+        for comm in list(self.comms):
+            comm.send(message)
+
+    def open_comm(self, comm: Any, _open_msg: Any) -> None:
+        self.comms.append(comm)
+        comm.on_msg(self._receiver(comm))
+        comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
+        comm.send(self.snapshot())
+
+    def _receiver(self, comm: Any) -> Callable[[Any], None]:
+        def receive(msg: Any) -> None:
+            comm.send(self.handle(msg["content"]["data"]))
+
+        return receive
+
+
+_bridge: Bridge | None = None
+
+
+def connect(ip: Any, notebook: str) -> Bridge:
+    """Make this kernel ready for the extension: load perflab's magics, open the history of
+    ``notebook`` (a file name in the kernel's working directory, where Jupyter starts the
+    kernel of a notebook) and listen on the comm target."""
+    global _bridge
+    ip.extension_manager.load_extension("perflab")
+    path = history_path(notebook, Path.cwd()).resolve()
+    if _bridge is None or _bridge.history.path != path:
+        if _bridge is not None:
+            listeners.remove_listener(_bridge.on_result)
+        _bridge = Bridge(*History.open(path))
+        listeners.add_listener(_bridge.on_result)
+    from comm import get_comm_manager
+
+    get_comm_manager().register_target(COMM_TARGET, _bridge.open_comm)
+    return _bridge
+
+
+def _export(fmt: str, filename: str, text: str) -> dict[str, Any]:
+    return {"type": "export", "format": fmt, "filename": filename, "text": text}
