@@ -20,7 +20,7 @@ def busy_wait(ns: int) -> None:
 
 @pytest.mark.parametrize("target_ns", [2_000_000, 200_000])
 def test_calibrated_busy_wait_within_one_percent(target_ns: int) -> None:
-    r = bench(lambda: busy_wait(target_ns), backend="cpu", budget_ms=80, warmup_ms=2)
+    r = bench(lambda: busy_wait(target_ns), backend="cpu", budget_ms=80, warmup_ms=2, max_noise=0)
     assert r.backend == "cpu"
     assert abs(r.median_ns - target_ns) / target_ns < 0.01, r.summary_line()
     assert r.min_ns >= target_ns
@@ -177,7 +177,7 @@ def test_load_non_utf8_and_missing(tmp_path) -> None:  # type: ignore[no-untyped
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(SchemaError, match="UTF-8"):
         TimingResult.load(path)
-    with pytest.raises(SchemaError, match="cannot read"):
+    with pytest.raises(SchemaError, match="cannot read|no such file"):
         TimingResult.load(tmp_path / "missing.json")
 
 

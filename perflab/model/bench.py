@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
+from perflab.model.fields import MAX_INT, Fields
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
 
@@ -33,10 +34,6 @@ def _floats(values: Any) -> npt.NDArray[np.float64]:
 def _finite_list(values: npt.NDArray[np.float64]) -> list[float | None]:
     """JSON has no NaN: missing values are stored as null."""
     return [float(v) if math.isfinite(v) else None for v in values]
-
-
-def _from_nullable(values: Any) -> npt.NDArray[np.float64]:
-    return _floats([math.nan if v is None else v for v in values])
 
 
 def _whole(value: float) -> float:
@@ -64,13 +61,14 @@ class Level:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Level:
+    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> Level:
+        f = Fields(doc, source, where)
         return cls(
-            str(doc["name"]),
-            float(doc["x_min"]),
-            float(doc["x_max"]),
-            float(doc["value"]),
-            int(doc["points"]),
+            f.text("name"),
+            _num(f, "x_min"),
+            _num(f, "x_max"),
+            _num(f, "value"),
+            f.integer("points"),
         )
 
 
@@ -133,15 +131,24 @@ class Series:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Series:
+    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> Series:
+        """Checked: x finite and >= 0, y and extra columns >= 0 or null (not measured),
+        every column as long as x."""
+        f = Fields(doc, source, where)
+        x = f.numbers("x")
+        extra = f.child("extra", f.mapping("extra"))
+        levels = f.objects("levels") if "levels" in f.doc else []
         return cls(
-            name=str(doc["name"]),
-            x=_from_nullable(doc["x"]),
-            y=_from_nullable(doc["y"]),
-            x_unit=str(doc.get("x_unit", "bytes")),
-            y_unit=str(doc.get("y_unit", "ns")),
-            extra={str(k): _from_nullable(v) for k, v in doc.get("extra", {}).items()},
-            levels=[Level.from_dict(lv) for lv in doc.get("levels", [])],
+            name=f.text("name"),
+            x=x,
+            y=f.numbers("y", nullable=True, size=x.size),
+            x_unit=f.text("x_unit", "bytes"),
+            y_unit=f.text("y_unit", "ns"),
+            extra={str(k): extra.numbers(k, nullable=True, size=x.size) for k in extra.doc},
+            levels=[
+                Level.from_dict(lv, source, f"{f.where}.levels[{i}]".lstrip("."))
+                for i, lv in enumerate(levels)
+            ],
         )
 
 
@@ -170,15 +177,15 @@ class _Provenance:
         }
 
     @staticmethod
-    def provenance_kwargs(doc: dict[str, Any]) -> dict[str, Any]:
+    def provenance_kwargs(f: Fields) -> dict[str, Any]:
         return {
-            "benchmark": str(doc["benchmark"]),
-            "device": str(doc["device"]),
-            "backend": str(doc["backend"]),
-            "created": str(doc.get("created", "")),
-            "versions": {str(k): str(v) for k, v in doc.get("versions", {}).items()},
-            "options": dict(doc.get("options", {})),
-            "warnings": [str(w) for w in doc.get("warnings", [])],
+            "benchmark": f.text("benchmark"),
+            "device": f.text("device"),
+            "backend": f.text("backend"),
+            "created": f.text("created", ""),
+            "versions": f.text_map("versions"),
+            "options": f.mapping("options"),
+            "warnings": f.texts("warnings"),
         }
 
     def provenance_line(self) -> str:
@@ -192,6 +199,17 @@ class _Provenance:
 
 def _malformed(kind: str, path: str | os.PathLike[str], exc: Exception) -> SchemaError:
     return SchemaError(f"malformed {kind}: {type(exc).__name__}: {exc}", source=str(path))
+
+
+def _num(f: Fields, key: str, low: float = 0.0) -> float:
+    value = f.number(key, low=low)
+    assert value is not None  # required: Fields raises when it is missing
+    return value
+
+
+def _items(f: Fields, key: str) -> list[tuple[str, Any]]:
+    """``(place, item)`` for each item of the list ``key`` (``rows[3]``...)."""
+    return [(f"{key}[{i}]", item) for i, item in enumerate(f.objects(key))]
 
 
 @dataclass
@@ -211,9 +229,11 @@ class BenchResult(_Provenance):
         return {**self.provenance_dict(), "series": [s.to_dict() for s in self.series]}
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> BenchResult:
+    def from_dict(cls, doc: Any, source: str = "<dict>") -> BenchResult:
+        f = Fields(doc, source)
         return cls(
-            **cls.provenance_kwargs(doc), series=[Series.from_dict(s) for s in doc["series"]]
+            **cls.provenance_kwargs(f),
+            series=[Series.from_dict(s, source, place) for place, s in _items(f, "series")],
         )
 
     def to_pandas(self) -> Any:
@@ -230,8 +250,8 @@ class BenchResult(_Provenance):
     def load(cls, path: str | os.PathLike[str]) -> BenchResult:
         doc = load_json(BENCH_KIND, path)
         try:
-            result = cls.from_dict(doc)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            result = cls.from_dict(doc, str(path))
+        except ValueError as exc:  # e.g. a Series whose columns disagree
             raise _malformed(BENCH_KIND, path, exc) from None
         result.replayed_from = str(path)
         return result
@@ -272,13 +292,14 @@ class AlphaBetaFit:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> AlphaBetaFit:
-        beta = doc["beta_GBps"]
+    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> AlphaBetaFit:
+        f = Fields(doc, source, where)
+        beta = f.number("beta_GBps", optional=True, low=0.0)
         return cls(
-            float(doc["alpha_us"]) * 1e-6,
-            math.inf if beta is None else float(beta) * 1e9,
-            float(doc["rel_rms"]),
-            int(doc["points"]),
+            _num(f, "alpha_us", low=-1e300) * 1e-6,
+            math.inf if beta is None else beta * 1e9,
+            _num(f, "rel_rms"),
+            f.integer("points"),
         )
 
 
@@ -312,18 +333,19 @@ class CollectiveRow:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> CollectiveRow:
+    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> CollectiveRow:
+        f = Fields(doc, source, where)
         return cls(
-            str(doc["op"]),
-            int(doc["bytes"]),
-            int(doc["world_size"]),
-            str(doc["backend"]),
-            float(doc["time_us"]),
-            float(doc["algbw_GBps"]),
-            float(doc["busbw_GBps"]),
-            str(doc.get("dtype", "float32")),
-            int(doc.get("iters", 0)),
-            bool(doc.get("verified", False)),
+            f.text("op"),
+            f.integer("bytes", high=MAX_INT),
+            f.integer("world_size", low=1, high=1 << 20),
+            f.text("backend"),
+            _num(f, "time_us"),
+            _num(f, "algbw_GBps"),
+            _num(f, "busbw_GBps"),
+            f.text("dtype", "float32"),
+            f.integer("iters", 0),
+            f.flag("verified", False),
         )
 
 
@@ -342,11 +364,13 @@ class CollectiveResult(_Provenance):
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> CollectiveResult:
+    def from_dict(cls, doc: Any, source: str = "<dict>") -> CollectiveResult:
+        f = Fields(doc, source)
+        fits = f.mapping("fits")
         return cls(
-            **cls.provenance_kwargs(doc),
-            rows=[CollectiveRow.from_dict(r) for r in doc["rows"]],
-            fits={str(k): AlphaBetaFit.from_dict(v) for k, v in doc.get("fits", {}).items()},
+            **cls.provenance_kwargs(f),
+            rows=[CollectiveRow.from_dict(r, source, place) for place, r in _items(f, "rows")],
+            fits={str(k): AlphaBetaFit.from_dict(v, source, f"fits.{k}") for k, v in fits.items()},
         )
 
     def to_pandas(self) -> Any:
@@ -361,8 +385,8 @@ class CollectiveResult(_Provenance):
     def load(cls, path: str | os.PathLike[str]) -> CollectiveResult:
         doc = load_json(COLLECTIVES_KIND, path)
         try:
-            result = cls.from_dict(doc)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            result = cls.from_dict(doc, str(path))
+        except ValueError as exc:
             raise _malformed(COLLECTIVES_KIND, path, exc) from None
         result.replayed_from = str(path)
         return result
