@@ -47,7 +47,7 @@ def ratio_text(value: float) -> str:
         return f"{value:g}"
     if 0.01 <= abs(value) < 1000:
         return f"{value:.3f}"
-    return f"{value:.3g}"
+    return f"{value:.2e}"  # 2.75e-04, 3.64e+03
 
 
 def times_text(value: float) -> str:

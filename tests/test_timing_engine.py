@@ -1,0 +1,300 @@
+"""The timing engine's logic that carries to the GPU, run for real on the host: the
+host clock (the CPU backend) and a host worker-thread queue (asynchronous, like a GPU
+stream). None of this touches CUDA; the CUDA clocks are in test_timing_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+import numpy as np
+import pytest
+
+from perflab.capture.gpu_clock import ThrottleWatch
+from perflab.capture.timer import (
+    BenchOptions,
+    HostClock,
+    HostQueueClock,
+    Plan,
+    bench,
+    cold_calls,
+    host_bound,
+    lead_for,
+    measure,
+    next_round,
+    relative_standard_error,
+    stop_reason,
+    take_samples,
+    warmup_steps,
+)
+from perflab.model import stats
+from perflab.model.timing import Comparison, TimingResult
+
+
+@pytest.fixture
+def queue_clock() -> Any:
+    clock = HostQueueClock()
+    yield clock
+    clock.close()
+
+
+# --- warm-up accounting -------------------------------------------------------------
+
+
+def test_warmup_steps_count_calls_not_replays() -> None:
+    assert warmup_steps(1000, 1) == 1000
+    assert warmup_steps(1000, 100) == 10  # a replay of 100 calls counts 100
+    assert warmup_steps(1001, 100) == 11
+    assert warmup_steps(5, 100) == 1  # at least one step
+
+
+def test_graph_mode_warms_up_for_the_planned_calls_only() -> None:
+    """graph=True, number=50: the warm-up makes about warmup_calls calls, not 50x that."""
+    calls = [0]
+
+    def fn() -> None:
+        calls[0] += 1
+
+    clock = HostClock(flush=False)
+    opts = BenchOptions(graph=True, number=50, repeat=4, warmup_ms=1)
+    run = measure(clock, fn, opts)
+    planned = run.plan.warmup_calls
+    assert run.warmup_calls == warmup_steps(planned, 50) * 50
+    assert run.warmup_calls < planned + 50
+    # first call + estimate (5 single calls) + warm-up + 4 samples of 50 calls
+    assert calls[0] == 1 + 5 + run.warmup_calls + 4 * 50
+    assert len(run.samples.window_ns) == 4
+
+
+# --- order of operations: nothing but the calls inside the window ---------------------
+
+
+class _LoggingQueue(HostQueueClock):
+    """The host queue, recording what the engine asks of it, in order."""
+
+    flushes = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[str] = []
+
+    def flush(self) -> None:
+        self.log.append("flush")
+
+    def hold(self, ns: float) -> None:
+        self.log.append("hold")
+        super().hold(ns)
+
+    def mark(self) -> list[int]:
+        self.log.append("mark")
+        return super().mark()
+
+
+def test_flush_and_filler_precede_the_start_mark() -> None:
+    clock = _LoggingQueue()
+    try:
+        take_samples(clock, lambda: clock.log.append("call"), 2, 3, lead_ns=1000.0)
+    finally:
+        clock.close()
+    one = ["flush", "mark", "hold", "mark", "call", "call", "mark"]
+    assert clock.log == one * 3
+
+
+def test_a_slow_flush_is_not_timed() -> None:
+    """The flush sleeps 20 ms; samples of a no-op stay far below it (the flush sits
+    before the start mark)."""
+    clock = HostClock(flush=True)
+    clock.flush = lambda: time.sleep(0.02)  # type: ignore[method-assign]
+    s = take_samples(clock, lambda: None, 1, 3)
+    assert max(s.window_ns) < 20e6
+    assert min(s.host_ns) < 20e6
+
+
+# --- stopping rule --------------------------------------------------------------------
+
+
+def test_stop_reasons() -> None:
+    opts = BenchOptions(budget_ms=100, min_samples=10, max_samples=1000, max_noise=0.005)
+    free = Plan(1, 10, 500, False)
+    quiet = np.full(20, 100.0)
+    noisy = np.random.default_rng(0).uniform(50, 150, 20)
+    assert stop_reason(quiet[:5], 0, opts, free) is None  # below min_samples
+    assert stop_reason(quiet, 0, opts, free) == "noise"
+    assert stop_reason(noisy, 0, opts, free) is None
+    assert stop_reason(noisy, 101e6, opts, free) == "budget"
+    assert stop_reason(np.full(1000, 1.0) + np.arange(1000), 0, opts, free) == "max_samples"
+    assert stop_reason(quiet[:7], 0, opts, Plan(1, 10, 7, True)) == "repeat"
+    # max_noise 0: only the budget stops a free run
+    assert stop_reason(quiet, 0, BenchOptions(max_noise=0), free) is None
+
+
+def test_relative_standard_error_and_rounds() -> None:
+    assert relative_standard_error(np.full(30, 5.0)) == 0.0
+    assert math.isinf(relative_standard_error([1.0]))
+    wide = np.linspace(50, 150, 101)
+    assert 0.02 < relative_standard_error(wide) < 0.2
+    opts = BenchOptions(budget_ms=100, min_samples=10)
+    plan = Plan(1, 10, 1000, False)
+    assert next_round(0, 0, opts, plan) == 10
+    assert next_round(10, 1e6, opts, plan) == 5  # half as many as there are
+    assert next_round(10, 99e6, opts, plan) == 1  # the budget is nearly spent
+    assert next_round(3, 0, opts, Plan(1, 10, 7, True)) == 4
+
+
+def test_bench_reports_why_it_stopped() -> None:
+    fixed = bench(lambda: None, backend="cpu", repeat=7, warmup_ms=0)
+    assert fixed.stop_reason == "repeat" and fixed.n == 7
+    whole = bench(lambda: time.sleep(0.001), backend="cpu", budget_ms=15, warmup_ms=0, max_noise=0)
+    assert whole.stop_reason in ("budget", "max_samples")
+    assert whole.options["max_noise"] == 0
+
+
+# --- host-bound samples -----------------------------------------------------------------
+
+
+def test_host_bound_rule() -> None:
+    # host issued the sample in 3 ms, no filler, 1 ms of work: flagged
+    assert host_bound([1e6], [3e6], [0.0]).tolist() == [True]
+    # a 20 ms filler covers the host: not flagged
+    assert host_bound([1e6], [3e6], [20e6]).tolist() == [False]
+    # a long kernel hides a short host cost (the bound is < 5% of the window)
+    assert host_bound([10e6], [10e3], [0.0]).tolist() == [False]
+    assert lead_for(1e6) == 2e6 + 20e3
+
+
+def test_host_sleep_between_start_and_call_is_flagged(queue_clock: Any) -> None:
+    """The host sleeps 3 ms between the start mark and enqueueing 1 ms of work: without a
+    filler the queue ran dry inside the window (flagged); with one, it did not."""
+
+    def late_call() -> None:
+        time.sleep(0.003)
+        queue_clock.submit(lambda: time.sleep(0.001))
+
+    dry = take_samples(queue_clock, late_call, 1, 4)
+    assert host_bound(dry.window_ns, dry.host_ns, dry.lead_ns).all()
+    full = take_samples(queue_clock, late_call, 1, 4, lead_ns=50e6)
+    assert not host_bound(full.window_ns, full.host_ns, full.lead_ns).any()
+    assert min(full.lead_ns) >= 50e6  # the filler really held the queue
+
+
+def test_engine_sizes_the_filler_from_the_host_cost(queue_clock: Any) -> None:
+    def late_call() -> None:
+        time.sleep(0.002)
+        queue_clock.submit(lambda: time.sleep(0.0005))
+
+    run = measure(queue_clock, late_call, BenchOptions(budget_ms=60, warmup_ms=1))
+    assert run.lead_ns >= 2 * 2e6  # twice the host's time to issue a sample
+    flags = host_bound(run.samples.window_ns, run.samples.host_ns, run.samples.lead_ns)
+    assert flags.sum() <= len(flags) // 4  # a loaded machine may delay a few issues
+    off = measure(queue_clock, late_call, BenchOptions(budget_ms=30, warmup_ms=1, fill_queue=False))
+    assert off.lead_ns == 0
+    assert host_bound(off.samples.window_ns, off.samples.host_ns, off.samples.lead_ns).all()
+
+
+def test_cpu_result_keeps_host_time_per_sample() -> None:
+    r = bench(lambda: sum(range(200)), backend="cpu", budget_ms=10, warmup_ms=0)
+    assert r.host_ns is not None and r.host_ns.size == r.n
+    assert (r.host_ns > 0).all()
+    assert r.options["host_bound_samples"] == 0  # the host is the device: nothing to wait for
+
+
+# --- cold calls, throttle -------------------------------------------------------------
+
+
+def test_cold_calls_say_exactly_what_was_flushed() -> None:
+    assert cold_calls(False, 1, False) == "none"
+    assert cold_calls(True, 1, False) == "every call"
+    assert cold_calls(True, 100, True).startswith("first call of each graph replay (1 of 100")
+    r = bench(lambda: None, backend="cpu", flush_l2=True, number=5, repeat=3, warmup_ms=0)
+    assert r.options["cold"].startswith("first call of each sample (1 of 5")
+    assert any("cold calls" in w for w in r.warnings)
+
+
+def test_throttle_check_unavailable_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    on_cpu = ThrottleWatch.start(HostClock(flush=False)).finish(3)
+    assert on_cpu["checked"] is False and "no GPU" in on_cpu["why"]
+    assert on_cpu["warnings"] == []
+
+    class Named:
+        name = "cuda"
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # the import now fails
+    watch = ThrottleWatch.start(Named())
+    watch.sample()  # nothing to read: no error
+    missing = watch.finish(3)
+    watch.close()
+    assert missing["checked"] is False and "pynvml" in missing["why"]
+    assert missing["warnings"] == [f"throttle check unavailable: {missing['why']}"]
+
+
+def test_time_json_reports_stop_reason_host_ns_and_throttle(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perflab.cli import main
+
+    assert main(["time", "--json", "--budget", "10", "--warmup", "0", "sum(range(50))"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stop_reason"] in ("noise", "budget", "max_samples")
+    assert len(doc["host_ns"]) == len(doc["samples_ns"])
+    assert doc["throttle"]["checked"] is False and doc["throttle"]["why"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--budget", "1e308"],
+        ["--warmup", "1e308"],
+        ["--budget", "inf"],
+        ["-n", str(2**70)],
+        ["-r", "0"],
+        ["--max-noise", "nan"],
+        ["--flops", "inf"],
+    ],
+)
+def test_time_refuses_out_of_range_options(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perflab.cli import main
+
+    assert main(["time", *args, "x = 1"]) == 2
+    assert "must be" in capsys.readouterr().err
+
+
+# --- comparisons ----------------------------------------------------------------------
+
+
+def test_bootstrap_memory_is_bounded_for_millions_of_samples() -> None:
+    rng = np.random.default_rng(1)
+    big = rng.normal(100.0, 5.0, 3_000_000)
+    small = rng.normal(50.0, 5.0, 1000)
+    tracemalloc.start()
+    try:
+        r = stats.median_ratio(big, small)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 300 << 20  # was 2000 x 3M float64 = 44.7 GiB
+    assert 1.9 < r.ratio < 2.1 and r.low < r.ratio < r.high
+    assert "subsample" in r.method
+    assert "subsample" not in stats.median_ratio(small, small).method
+
+
+def test_tiny_ratios_print_readably() -> None:
+    c = Comparison("torch-add", "triton-add", 2.747e-4, 2.6e-4, 2.9e-4, True)
+    text = str(c)
+    assert "0.000" not in text
+    assert "2.75e-04" in text and "3,640x faster" in text
+    assert "364x slower" in str(Comparison("a", "b", 364.0, 360.0, 370.0, True))
+    assert "0.550" in str(Comparison("a", "b", 0.55, 0.5, 0.6, True))
+
+
+def test_compare_names_the_stored_baseline() -> None:
+    a = TimingResult(np.full(20, 100.0), "cpu", "x", name="In[3]")
+    b = TimingResult(np.full(20, 200.0), "cpu", "x", name="In[2]")
+    c = a.compare(b, baseline_label="base (In[2])")
+    assert str(c).startswith("In[3] vs base (In[2]): time ratio 0.500")
+    assert c.to_dict()["method"].startswith("bootstrap")
