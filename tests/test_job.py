@@ -390,3 +390,16 @@ def test_job_model_describes_itself(job_dir: tuple[Path, Any]) -> None:
     import perflab
 
     assert perflab.load_job is load_job
+
+
+def test_timeline_of_a_job_groups_lanes_by_rank(
+    job_dir: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("bokeh")
+    directory, _ = job_dir
+    out = tmp_path / "job.html"
+    assert main(["timeline", str(directory), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    page = out.read_text()
+    for rank in range(4):
+        assert f"rank {rank} GPU {rank} stream 20" in page

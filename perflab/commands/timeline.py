@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perflab.commands import job
 from perflab.commands._common import add_trace_file, load_trace_file
 from perflab.errors import InputError
 
@@ -18,6 +19,7 @@ def register(sub: Any) -> None:
         "hover work offline, with levels of detail so millions of events stay interactive.",
     )
     add_trace_file(p)
+    job.add_more_files(p)  # several files or a directory: a job, ranks as lane groups
     p.add_argument("-o", "--output", required=True, help="HTML file to write")
     p.add_argument(
         "--rows",
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rows < 1000:
         raise InputError(f"--rows must be at least 1000, not {args.rows}")
-    trace = load_trace_file(args)
+    trace = job.load(args).merged() if job.is_job(args) else load_trace_file(args)
     if len(trace) == 0:
         raise InputError("the trace has no events to draw", source=args.file)
     try:
