@@ -34,7 +34,19 @@ def merge(start: npt.NDArray[Any], end: npt.NDArray[Any]) -> tuple[I64, I64]:
 
 def union_length(start: npt.NDArray[Any], end: npt.NDArray[Any]) -> int:
     s, e = merge(start, end)
-    return int((e - s).sum())
+    return exact_sum(e - s)
+
+
+def exact_sum(values: npt.NDArray[Any]) -> int:
+    """The exact sum of int64 values as a Python int: numpy's int64 sum wraps silently.
+    Each value is split into a high and a low 32-bit half, whose int64 sums cannot wrap for
+    fewer than 2**31 values; the halves are joined in Python's unbounded integers."""
+    v = np.asarray(values, dtype=np.int64)
+    if len(v) >= 1 << 31:  # pragma: no cover - more values than any trace holds
+        return sum(exact_sum(v[i : i + (1 << 30)]) for i in range(0, len(v), 1 << 30))
+    high = int(np.sum(v >> 32, dtype=np.int64))
+    low = int(np.sum(v & 0xFFFFFFFF, dtype=np.int64))
+    return (high << 32) + low
 
 
 def coverage(starts: I64, ends: I64, t: npt.NDArray[Any]) -> I64:

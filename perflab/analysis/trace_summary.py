@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kernel_categories
-from perflab.analysis.trace_intervals import intersection_length, merge, union_length
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace
+from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, unique_rows
 
 KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories")
 
@@ -40,6 +40,7 @@ class TraceSummary:
 
     doc: dict[str, Any]
     source: str = ""
+    gpu: str = "GPU"  # "AMD GPU" where the trace says so
 
     def to_dict(self) -> dict[str, Any]:
         return self.doc
@@ -64,7 +65,7 @@ class TraceSummary:
         for dev, v in d["devices"].items():
             util = 100 * v["busy_us"] / v["span_us"] if v["span_us"] else 0.0
             lines.append(
-                f"GPU {dev}: busy {format_ns(v['busy_us'] * 1e3)} of "
+                f"{self.gpu} {dev}: busy {format_ns(v['busy_us'] * 1e3)} of "
                 f"{format_ns(v['span_us'] * 1e3)} ({util:.1f}%), idle "
                 f"{format_ns(v['idle_us'] * 1e3)}, {v['kernels']} kernels"
             )
@@ -134,7 +135,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
         on_dev = device_key == key
         work = gpu_work & on_dev
         busy = union_length(start[work], end[work])
-        span = int(end[work].max() - start[work].min())
+        span = int(end[work].max()) - int(start[work].min())  # Python ints: no wrap
         devices[labels[key]] = {
             "busy_us": _us(busy),
             "span_us": _us(span),
@@ -152,42 +153,47 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     dur = trace.dur_ns
     doc = {
         "events": int(trace.meta.get("events_read", len(trace))),
-        "kernels": {"count": int(is_kernel.sum()), "total_us": _us(dur[is_kernel].sum())},
+        "kernels": {"count": int(is_kernel.sum()), "total_us": _us(exact_sum(dur[is_kernel]))},
         "devices": devices,
         "comm": {
             "count": int(comm.sum()),
-            "total_us": _us(dur[comm].sum()),
+            "total_us": _us(exact_sum(dur[comm])),
             "overlapped_us": _us(comm_overlap),
         },
         "memcpy": {
             "count": int(is_memcpy.sum()),
-            "total_us": _us(dur[is_memcpy].sum()),
-            "bytes": int(np.maximum(copy_bytes, 0).sum()),
+            "total_us": _us(exact_sum(dur[is_memcpy])),
+            "bytes": exact_sum(np.maximum(copy_bytes, 0)),
         },
         "categories": _categories(trace, rules),
     }
-    return TraceSummary(doc, str(trace.meta.get("source", "")))
+    gpu = trace.meta.get("gpu")
+    return TraceSummary(doc, str(trace.meta.get("source", "")), gpu if gpu == "AMD GPU" else "GPU")
 
 
 def _device_keys(trace: Trace) -> npt.NDArray[np.int64]:
-    """Per event: an integer id of its (rank, GPU) pair, -1 on CPU tracks."""
-    tracks = trace.tracks
-    is_gpu = tracks["kind"] == 0
-    pair = tracks["rank"].astype(np.int64) * (1 << 32) + (tracks["device"] & 0xFFFFFFFF)
-    key = np.where(is_gpu, pair, -1)
+    """Per event: the number of its (rank, GPU) pair in :func:`_device_pairs`, -1 on CPU
+    tracks."""
+    _, pair_of_track = _device_pairs(trace)
+    key = np.where(trace.tracks["kind"] == TrackKind.GPU, pair_of_track, -1)
     return np.asarray(key[trace.track], dtype=np.int64)
+
+
+def _device_pairs(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct (rank, device) pairs of the tracks, and the pair of every track (whole
+    64-bit device ids: ids that differ in their high bits stay apart)."""
+    tracks = trace.tracks
+    rows = np.stack([tracks["rank"].astype(np.int64), tracks["device"]], axis=1)
+    return unique_rows(rows)
 
 
 def _device_labels(trace: Trace) -> dict[int, str]:
     """``"<device>"``, or ``"<rank>:<device>"`` when GPUs of several ranks are present."""
-    tracks = trace.tracks
-    gpu = tracks["kind"] == 0
-    ranks = set(tracks["rank"][gpu].tolist())
-    labels = {}
-    for rank, dev in zip(tracks["rank"][gpu].tolist(), tracks["device"][gpu].tolist(), strict=True):
-        key = rank * (1 << 32) + (dev & 0xFFFFFFFF)
-        labels[key] = f"{rank}:{dev}" if len(ranks) > 1 else str(dev)
-    return labels
+    pairs, pair_of_track = _device_pairs(trace)
+    gpu = trace.tracks["kind"] == TrackKind.GPU
+    used = np.unique(pair_of_track[gpu]).tolist()
+    ranks = {int(pairs[k, 0]) for k in used}
+    return {k: f"{pairs[k, 0]}:{pairs[k, 1]}" if len(ranks) > 1 else str(pairs[k, 1]) for k in used}
 
 
 def _comm_mask(trace: Trace) -> npt.NDArray[np.bool_]:

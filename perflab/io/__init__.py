@@ -21,15 +21,14 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """``"kineto"``, ``"nsys"``, ``"perflab"`` (saved trace), ``"ncu-csv"`` or
     ``"ncu-rep"``, from the first bytes of the file; InputError when none fits."""
     from perflab.io._common import GZIP_MAGIC, SQLITE_MAGIC, ZIP_MAGIC
+    from perflab.model.serialize import open_regular
 
     source = str(path)
-    try:
-        with open(path, "rb") as fh:
+    with open_regular(path) as fh:  # a FIFO or a device is refused, not waited on
+        try:
             head = fh.read(4096)
-    except FileNotFoundError:
-        raise InputError("no such file", source=source) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from None
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from None
     if head.startswith(GZIP_MAGIC):
         return "kineto"
     if head.startswith(SQLITE_MAGIC):

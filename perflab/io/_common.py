@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 from collections.abc import Iterable
@@ -12,36 +11,66 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
+from perflab.model.serialize import open_regular
 from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind, unique_rows
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZIP_MAGIC = b"PK\x03\x04"
 INT64_MAX = np.iinfo(np.int64).max
+MIN_TEXT_LIMIT = 256 << 20
+GZIP_RATIO_LIMIT = 64
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The file's bytes, gunzipped when it is gzip; perflab errors for unreadable files."""
+def read_bytes(path: str | os.PathLike[str], *, limit: int | None = None) -> bytes:
+    """The file's bytes, gunzipped when it is gzip; perflab errors for unreadable files,
+    for anything but a regular file, and for text larger than ``limit`` (default: what a
+    trace of this compressed size can be, see :func:`text_limit`)."""
     source = str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise InputError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a trace file", source=source) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=source) from None
+    with open_regular(path) as fh:
+        try:
+            raw = fh.read() if limit is None else fh.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from None
     if raw[:2] != GZIP_MAGIC:
+        if limit is not None and len(raw) > limit:
+            raise InputError(f"larger than {limit >> 20} MiB", source=source)
         return raw
-    try:
-        return gzip.decompress(raw)
-    except EOFError:
-        raise InputError(
-            "truncated gzip file (ends before the end-of-stream marker)", source=source
-        ) from None
-    except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-        raise InputError(f"corrupt gzip data: {exc}", source=source) from None
+    return _gunzip(raw, text_limit(len(raw)) if limit is None else limit, source)
+
+
+def text_limit(compressed: int) -> int:
+    """The most text a gzip trace of ``compressed`` bytes is allowed to hold when it is read
+    whole: JSON traces shrink 8-15 fold (the real ones in tests/data: 7.5-14.2), so 64-fold
+    (and at least 256 MiB) leaves room for any trace while a gzip bomb (1000-fold) stops."""
+    return max(MIN_TEXT_LIMIT, GZIP_RATIO_LIMIT * compressed)
+
+
+def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
+    """Decompress gzip members (back to back; zero padding after them is allowed) into at
+    most ``limit`` bytes."""
+    out = bytearray()
+    rest = raw
+    while rest.strip(b"\x00"):
+        inflate = zlib.decompressobj(wbits=31)
+        try:
+            out += inflate.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise InputError(f"corrupt gzip data: {exc}", source=source) from None
+        if len(out) > limit:
+            raise InputError(
+                f"the gzip data expands to more than {limit >> 20} MiB ({limit // max(len(raw), 1)}"
+                " times its size): not a trace",
+                source=source,
+            )
+        if not inflate.eof:
+            raise InputError(
+                "truncated gzip file (ends before the end-of-stream marker)", source=source
+            )
+        rest = inflate.unused_data
+        if rest.strip(b"\x00") and not rest.startswith(GZIP_MAGIC):
+            raise InputError("corrupt gzip data: data after the gzip stream", source=source)
+    return bytes(out)
 
 
 class StringTable:
@@ -67,13 +96,16 @@ def build_tracks(
     stream: npt.NDArray[np.int64],
     track_kind: npt.NDArray[np.int8],
     strings: StringTable,
+    *,
+    gpu: str = "GPU",
 ) -> tuple[Table, npt.NDArray[np.int32]]:
-    """Group events by (kind, device, stream) into tracks; returns (tracks, track per event)."""
+    """Group events by (kind, device, stream) into tracks; returns (tracks, track per event).
+    ``gpu``: what GPU tracks are called ("AMD GPU" for a ROCm trace)."""
     keys = np.stack([track_kind.astype(np.int64), device, stream], axis=1)
     if len(keys) == 0:
         return Table(TRACK_COLUMNS), np.zeros(0, dtype=np.int32)
     uniq, inverse = unique_rows(keys)
-    labels = [track_label(int(k), int(d), int(s)) for k, d, s in uniq.tolist()]
+    labels = [track_label(int(k), int(d), int(s), gpu) for k, d, s in uniq.tolist()]
     tracks = Table(
         TRACK_COLUMNS,
         {
@@ -87,9 +119,9 @@ def build_tracks(
     return tracks, inverse.reshape(-1).astype(np.int32)
 
 
-def track_label(kind: int, device: int, stream: int) -> str:
+def track_label(kind: int, device: int, stream: int, gpu: str = "GPU") -> str:
     if kind == TrackKind.GPU:
-        return f"GPU {device} stream {stream}"
+        return f"{gpu} {device} stream {stream}"
     return f"process {device} thread {stream}"
 
 

@@ -38,6 +38,8 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, BinaryIO
 
+from perflab.model.serialize import open_regular
+
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 2.5x zlib's on x86-64
     from isal import isal_zlib
 
@@ -128,13 +130,13 @@ class _BlockReader:
 
 def read_blocks(path: str | os.PathLike[str]) -> Generator[bytes, None, None]:
     """Decompressed blocks of the file."""
-    try:
-        with open(path, "rb") as fh:
+    with open_regular(path) as fh:  # a FIFO or device is refused, not waited on
+        try:
             reader = _BlockReader(fh)
             while (block := reader.next_block()) is not None:
                 yield block
-    except OSError as exc:
-        raise Unusual(str(exc)) from None
+        except OSError as exc:
+            raise Unusual(str(exc)) from None
 
 
 # -- slicing ---------------------------------------------------------------------------------

@@ -20,10 +20,10 @@ import json
 import math
 import operator
 import os
+import re
 import tempfile
 import time
 import warnings
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, pairwise
@@ -46,12 +46,15 @@ from perflab.io._common import (
     renumber,
     sort_order,
 )
-from perflab.model.serialize import parse_json
+from perflab.model.serialize import MAX_DEPTH, json_safe, nesting_depth, parse_json
 from perflab.model.trace import (
+    DUR_MAX_NS,
     KERNEL_COLUMNS,
     MEMCPY_COLUMNS,
     MEMCPY_DIRECTIONS,
     OP_COLUMNS,
+    TIME_MAX_NS,
+    TIME_MIN_NS,
     EventKind,
     Table,
     Trace,
@@ -78,7 +81,9 @@ CATEGORIES: dict[str, tuple[EventKind, bool]] = {
     "python_function": (EventKind.PYTHON, False),
 }
 SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
-MAX_TS_US = 9.2e15  # microseconds that still fit in int64 nanoseconds
+# the model's time window in microseconds, a microsecond inside it for the rounding to ns
+TS_MIN_US, TS_MAX_US = TIME_MIN_NS / 1000 + 1, TIME_MAX_NS / 1000 - 1
+DUR_MAX_US = DUR_MAX_NS / 1000 - 1
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
 _OTHER = (EventKind.OTHER, False)
@@ -87,6 +92,11 @@ PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its sta
 RANGES_PER_PROCESS = 16  # ranges are claimed one at a time: a slow process takes fewer
 _HELPER_MODULE = "perflab.io._kineto_helper"
 _TOP_LEVEL = ("deviceProperties", "distributedInfo", "baseTimeNanoseconds")
+# device and stream ids given as text: decimal, hexadecimal (a pointer, as ROCm's Kineto
+# writes "0x0"), or glibc's "(nil)" for a null pointer
+LANE_TEXT = re.compile(r"^(?:-?[0-9]{1,19}|0[xX][0-9a-fA-F]{1,16}|\(nil\))$")
+# deviceProperties that say the GPUs are AMD's (ROCm traces name them "AMD Instinct MI250X")
+_AMD_NAME = re.compile(r"\b(?:AMD|Instinct|Radeon)\b|^gfx[0-9]")
 
 
 def load_kineto(
@@ -130,13 +140,15 @@ class _Doc:
 
 if msgspec is not None:
     I64 = Annotated[int, msgspec.Meta(ge=_I64_MIN, le=_I64_MAX)]
+    # ROCm's Kineto writes stream (and device) ids as pointers: "0x0"
+    LaneText = Annotated[str, msgspec.Meta(pattern=LANE_TEXT.pattern)]
     _NO_RAW = msgspec.Raw(b"")
 
     class _Args(msgspec.Struct, frozen=True, gc=False):
         # in the order Kineto writes them: the decoder tries the next field first
         external_id: I64 = msgspec.field(default=-1, name="External id")
-        device: I64 = -1
-        stream: I64 = -1
+        device: I64 | LaneText = -1
+        stream: I64 | LaneText = -1
         correlation: I64 = -1
         registers: I64 = msgspec.field(default=-1, name="registers per thread")
         shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
@@ -228,6 +240,8 @@ def _decode(data: bytes, source: str) -> _Doc:
         raise InputError(message, source=source, position=where.strip("`") or None) from None
     except msgspec.DecodeError as exc:
         raise InputError(f"malformed JSON: {exc}", source=source) from None
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", source=source) from None
     _check_utf8_strings(data, source)
     return _doc_of(f, f)
 
@@ -409,7 +423,7 @@ def _helper_result(
     than found bad input) when it did not."""
     result = claims.result_path(k)
     if result.exists():
-        with contextlib.suppress(OSError, ValueError, zipfile.BadZipFile, EOFError):
+        with contextlib.suppress(InputError):
             return _parallel.load_result(result)  # else unreadable: read in one process
     if any(status not in (0, _parallel.DATA_ERROR) for status in statuses):
         logs = sorted(Path(tmp).glob("helper-*.log"))
@@ -467,14 +481,29 @@ def _decode_records(decoder: Any, piece: bytes | memoryview) -> list[Any]:
         if "truncated" in str(exc):
             raise _kineto_fast.Truncated from None
         raise _kineto_fast.Unusual("malformed JSON") from None
+    except RecursionError:
+        raise _kineto_fast.Unusual("nested too deeply") from None
     return events
 
 
 def _decode_top_level(piece: bytes) -> Any:
     try:
         return _DECODER.decode(piece)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         raise _kineto_fast.Unusual("unusual top level") from None
+
+
+def lane_id(value: Any, name: str) -> int:
+    """A device or stream id: an integer, or text in LANE_TEXT; pointers of 2**63 and above
+    become negative (two's complement), so that distinct pointers stay distinct."""
+    if type(value) is int and _I64_MIN <= value <= _I64_MAX:
+        return value
+    if not isinstance(value, str) or not LANE_TEXT.match(value):
+        raise TypeError(f"'{name}' must be an integer or a hex string, not {str(value)[:40]!r}")
+    if value == "(nil)":
+        return 0
+    number = int(value, 16) if value[:2] in ("0x", "0X") else int(value)
+    return number - (1 << 64) if number > _I64_MAX else number
 
 
 class _DictArgs:
@@ -500,8 +529,8 @@ class _DictArgs:
     def __init__(self, a: dict[str, Any]) -> None:
         self.correlation = a.get("correlation", -1)
         self.external_id = a.get("External id", -1)
-        self.device = a.get("device", -1)
-        self.stream = a.get("stream", -1)
+        self.device = lane_id(a.get("device", -1), "device")
+        self.stream = lane_id(a.get("stream", -1), "stream")
         self.grid = _hashable(a.get("grid"))
         self.block = _hashable(a.get("block"))
         self.registers = a.get("registers per thread", -1)
@@ -794,23 +823,32 @@ class _Columns:
         lanes = {}
         for name in ("device", "stream"):
             column = np.full(len(args), -1, dtype=np.int64)
-            column[rows] = _numbers(on_gpu, name)
+            try:
+                column[rows] = _numbers(on_gpu, name)
+            except ValueError:  # ids given as hex text: parsed one by one
+                column[rows] = [lane_id(getattr(a, name), name) for a in on_gpu]
             lanes[name] = column
         return lanes
 
     def _check_times(
         self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
     ) -> None:
-        """Every complete event needs a finite ts and a finite, non-negative dur."""
-        # NaN fails every comparison, so three reductions clear a good slice
-        if (np.abs(ts) <= MAX_TS_US).all() and ((dur >= 0) & (dur <= MAX_TS_US)).all():
+        """Every complete event needs a finite ts and a finite, non-negative dur, both
+        inside the model's time window."""
+        # NaN fails every comparison, so four reductions clear a good slice
+        if ((ts >= TS_MIN_US) & (ts <= TS_MAX_US)).all() and (
+            (dur >= 0) & (dur <= DUR_MAX_US)
+        ).all():
             return
         problems = (
             (~np.isfinite(ts), "missing or non-finite 'ts'"),
-            (np.abs(np.nan_to_num(ts)) > MAX_TS_US, "'ts' does not fit in 64-bit nanoseconds"),
+            (
+                (np.nan_to_num(ts) < TS_MIN_US) | (np.nan_to_num(ts) > TS_MAX_US),
+                "'ts' outside the time window (-2**60 to 2**62 - 2**60 ns)",
+            ),
             (~np.isfinite(dur), "missing or non-finite 'dur'"),
             (np.nan_to_num(dur) < 0, "negative duration"),
-            (np.nan_to_num(dur) > MAX_TS_US, "'dur' does not fit in 64-bit nanoseconds"),
+            (np.nan_to_num(dur) > DUR_MAX_US, "'dur' longer than 146 years"),
         )
         for bad, what in problems:
             if bad.any():
@@ -872,7 +910,7 @@ class _Columns:
         code = self._column("code", np.int32)
         table = self.events
         kind = table["kind"][code]
-        tracks, track = self._tracks(code)
+        tracks, track = self._tracks(code, gpu_word(doc.devices))
         ts = self._column("ts", np.float64)
         correlation = self._column("correlation", np.int64)
         self._link_flows(code, kind, correlation, ts, reread)
@@ -906,7 +944,7 @@ class _Columns:
             meta=_meta(doc, self.source, self.python, self.events_read),
         )
 
-    def _tracks(self, code: npt.NDArray[np.int32]) -> tuple[Table, npt.NDArray[np.int32]]:
+    def _tracks(self, code: npt.NDArray[np.int32], gpu: str) -> tuple[Table, npt.NDArray[np.int32]]:
         """Tracks and the track of every event. The lane is a function of the event key and
         the device/stream args, so it is worked out once per distinct combination."""
         table = self.events
@@ -922,7 +960,7 @@ class _Columns:
         device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
         stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
         track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-        tracks, lane = build_tracks(device, stream, track_kind, self.strings)
+        tracks, lane = build_tracks(device, stream, track_kind, self.strings, gpu=gpu)
         return tracks, lane[group]
 
     def _link_flows(
@@ -1107,21 +1145,37 @@ def _raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]
     )
 
 
+def gpu_word(devices: list[Any]) -> str:
+    """How the trace's GPUs are called in labels: "AMD GPU" where deviceProperties name an
+    AMD device (a ROCm trace), else "GPU"."""
+    for device in devices:
+        if isinstance(device, dict) and any(
+            isinstance(device.get(key), str) and _AMD_NAME.search(device[key])
+            for key in ("name", "vendor", "gcnArchName")
+        ):
+            return "AMD GPU"
+    return "GPU"
+
+
 def _meta(doc: _Doc, source: str, python: bool, events_read: int) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "source": source,
         "format": "kineto",
         "events_read": events_read,
-        "devices": [_plain(d) for d in doc.devices if isinstance(d, dict)],
+        "devices": [_plain(d, source) for d in doc.devices if isinstance(d, dict)],
         "python_functions": python,
         **doc.extra,
     }
+    if gpu_word(doc.devices) != "GPU":
+        meta["gpu"] = gpu_word(doc.devices)
     for key in ("rank", "world_size", "backend"):
         if key in doc.distributed:
-            meta[key] = _plain(doc.distributed[key])
+            meta[key] = _plain(doc.distributed[key], source)
     return meta
 
 
-def _plain(value: Any) -> Any:
-    """Keep meta JSON-able (device properties are nested plain values already)."""
-    return json.loads(json.dumps(value, default=str, allow_nan=False))
+def _plain(value: Any, source: str) -> Any:
+    """Keep meta JSON-able and shallow (device properties are nested plain values)."""
+    if nesting_depth(value) > MAX_DEPTH:
+        raise InputError(f"trace metadata nested more than {MAX_DEPTH} deep", source=source)
+    return json_safe(json.loads(json.dumps(value, default=str)))

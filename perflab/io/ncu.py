@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
+import re
+from collections import Counter
 
 from perflab.errors import InputError
 from perflab.io._common import read_bytes
 from perflab.model.ncu import NcuMetric, NcuReport, NcuRule
 
+MAX_CSV_BYTES = 1 << 30  # ncu --csv of thousands of kernels is tens of MB
+# what ncu prints for a number: ASCII digits with optional thousands commas, a fraction and an
+# exponent ("4,963,609,951.19", "61.84", "1e-05"); not "1_000", "inf" or other scripts' digits
+_NUMBER = re.compile(r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
 REQUIRED = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
 _LAUNCH = ("Kernel Name", "Block Size", "Grid Size", "Device", "CC", "Process Name", "Stream")
 
@@ -19,7 +26,7 @@ def load_ncu(path: str | os.PathLike[str]) -> NcuReport:
     source = str(path)
     if source.endswith(".ncu-rep"):
         return _load_report(path)
-    data = read_bytes(path)
+    data = read_bytes(path, limit=MAX_CSV_BYTES)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -28,11 +35,13 @@ def load_ncu(path: str | os.PathLike[str]) -> NcuReport:
 
 
 def _number(text: str) -> float | None:
-    """ncu prints "4,963,609,951.19" or "61.84"; text values give None."""
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
+    """ncu prints "4,963,609,951.19" or "61.84"; anything else is a text value (None)."""
+    if not _NUMBER.fullmatch(text):
         return None
+    value = float(text.replace(",", ""))
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def parse_ncu_csv(text: str, source: str = "<csv>") -> NcuReport:
@@ -49,13 +58,18 @@ def parse_ncu_csv(text: str, source: str = "<csv>") -> NcuReport:
             + ", ".join(missing),
             source=source,
         )
+    twice = [name for name, n in Counter(header).items() if n > 1]
+    if twice:
+        raise InputError(
+            f"column {twice[0]!r} appears twice in the header", source=source, position="line 1"
+        )
     col = {name: i for i, name in enumerate(header)}
     report = NcuReport(source)
     kernel_of: dict[str, int] = {}
     try:
         for row in reader:
             _add_row(report, row, col, kernel_of, source, reader.line_num)
-    except csv.Error as exc:
+    except (csv.Error, ValueError) as exc:
         raise InputError(
             f"broken CSV: {exc}", source=source, position=f"line {reader.line_num}"
         ) from None
@@ -141,7 +155,9 @@ def _load_report(path: str | os.PathLike[str]) -> NcuReport:
             for name in action.metric_names():
                 m = action[name]
                 shown = str(m.as_string()) if hasattr(m, "as_string") else ""
-                report.metrics.append(
-                    NcuMetric(k, "", name, str(m.unit() or ""), _number(shown), shown)
-                )
+                try:
+                    value = _number(shown)
+                except ValueError as exc:
+                    raise InputError(str(exc), source=source, position=name) from None
+                report.metrics.append(NcuMetric(k, "", name, str(m.unit() or ""), value, shown))
     return report

@@ -6,6 +6,7 @@ from ``StringIds`` and GPU properties from ``TARGET_INFO_GPU``. The file is open
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from contextlib import closing
@@ -17,10 +18,14 @@ import numpy.typing as npt
 
 from perflab.errors import InputError
 from perflab.io._common import StringTable, build_tracks, events_table, renumber, sort_order
+from perflab.model.serialize import regular_size
 from perflab.model.trace import (
+    DUR_MAX_NS,
     KERNEL_COLUMNS,
     MEMCPY_COLUMNS,
     MEMCPY_DIRECTIONS,
+    TIME_MAX_NS,
+    TIME_MIN_NS,
     EventKind,
     Table,
     Trace,
@@ -57,8 +62,43 @@ _RUNTIME_SQL = """SELECT start, end, globalTid, correlationId, nameId
 _SYNC_SQL = """SELECT start, end, deviceId, streamId, correlationId, syncType
     FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"""
 # push/pop and start/end ranges (NVTX and NVTX-text: event types 59, 60, 70, 71)
+_NVTX_RANGES = "end IS NOT NULL AND eventType IN (59, 60, 70, 71)"
 _NVTX_SQL = """SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS
     WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)"""
+
+# What every column read must hold, checked in SQL before anything is read: SQLite stores
+# any type in any column, and numpy would turn 1.5 into 1 or "12" into 12 without a word.
+_INT31 = (0, 2**31 - 1)
+_ANY_INT = (-(2**63), 2**63 - 1)
+_TIMES = {"start": (TIME_MIN_NS, TIME_MAX_NS), "end": (TIME_MIN_NS, TIME_MAX_NS)}
+_GPU_IDS = {"deviceId": _ANY_INT, "streamId": _ANY_INT, "correlationId": _ANY_INT}
+_COLUMNS: dict[str, dict[str, tuple[int, int]]] = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": {
+        **_TIMES,
+        **_GPU_IDS,
+        "demangledName": _ANY_INT,
+        **dict.fromkeys(("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"), _INT31),
+        "registersPerThread": _INT31,
+        "staticSharedMemory": _INT31,
+        "dynamicSharedMemory": _INT31,
+    },
+    "CUPTI_ACTIVITY_KIND_MEMCPY": {
+        **_TIMES,
+        **_GPU_IDS,
+        "bytes": (0, 2**63 - 1),
+        "copyKind": _ANY_INT,
+    },
+    "CUPTI_ACTIVITY_KIND_MEMSET": {**_TIMES, **_GPU_IDS, "bytes": (0, 2**63 - 1)},
+    "CUPTI_ACTIVITY_KIND_RUNTIME": {
+        **_TIMES,
+        "globalTid": _ANY_INT,
+        "correlationId": _ANY_INT,
+        "nameId": _ANY_INT,
+    },
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": {**_TIMES, **_GPU_IDS, "syncType": _ANY_INT},
+    "NVTX_EVENTS": {**_TIMES, "globalTid": _ANY_INT},
+}
+_ROWS_CHECKED = {"NVTX_EVENTS": _NVTX_RANGES}
 
 
 class _Parts:
@@ -104,8 +144,7 @@ class _Parts:
 
 def load_nsys(path: str | os.PathLike[str]) -> Trace:
     source = str(path)
-    if not Path(path).is_file():
-        raise InputError("no such file", source=source)
+    regular_size(path)  # a FIFO or device would block or never end
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
         with closing(sqlite3.connect(uri, uri=True)) as db:
@@ -117,6 +156,48 @@ def load_nsys(path: str | os.PathLike[str]) -> Trace:
 
 def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
+
+
+def _text(value: Any) -> str:
+    """A name as stored: text, or a BLOB decoded leniently, or "" when absent."""
+    if isinstance(value, bytes):
+        return _lenient_text(value)
+    return "" if value is None else str(value)
+
+
+def _check_columns(db: sqlite3.Connection, table: str, source: str) -> None:
+    """Every row of ``table`` that perflab reads holds integers in range in the columns of
+    ``_COLUMNS``, and ends no earlier than it starts; else an InputError naming the row."""
+    spec = _COLUMNS[table]
+    present = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    columns = [c for c in spec if c in present]
+    tests = [f"NOT (typeof({c}) = 'integer' AND {c} BETWEEN ? AND ?)" for c in columns]
+    tests.append(f"end - start > {DUR_MAX_NS} OR end < start")
+    rows = _ROWS_CHECKED.get(table, "1")
+    # table and column names come from _COLUMNS, never from the file
+    sql = (
+        f"SELECT rowid, {', '.join(columns)} FROM {table} "  # noqa: S608
+        f"WHERE ({rows}) AND ({' OR '.join(tests)}) LIMIT 1"
+    )
+    bounds = [b for c in columns for b in spec[c]]
+    bad = db.execute(sql, bounds).fetchone()
+    if bad is None:
+        return
+    rowid, values = bad[0], dict(zip(columns, bad[1:], strict=True))
+    for column, value in values.items():
+        lo, hi = spec[column]
+        if type(value) is not int or not lo <= value <= hi:
+            what = (
+                "a time outside the trace window" if column in _TIMES else "not an integer in range"
+            )
+            raise InputError(
+                f"{column} = {value!r}: {what}", source=source, position=f"{table} rowid {rowid}"
+            )
+    raise InputError(
+        "an event ends before it starts, or lasts longer than 146 years",
+        source=source,
+        position=f"{table} rowid {rowid}",
+    )
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -142,13 +223,19 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
             "SQLite file is not an Nsight Systems export (no StringIds or CUPTI/NVTX tables)",
             source=source,
         )
+    for table in _COLUMNS.keys() & tables:
+        _check_columns(db, table, source)
     strings = StringTable()
+    (bad_ids,) = db.execute(
+        "SELECT count(*) FROM StringIds WHERE NOT (typeof(id) = 'integer' "
+        "AND id BETWEEN 0 AND 50000000)"
+    ).fetchone()
+    if bad_ids:
+        raise InputError("StringIds ids out of range", source=source, position="StringIds")
     ids = db.execute("SELECT id, value FROM StringIds").fetchall()
     max_id = max((i for i, _ in ids), default=0)
-    if max_id > 50_000_000 or min((i for i, _ in ids), default=0) < 0:
-        raise InputError("StringIds ids out of range", source=source)
     string_of = np.full(max_id + 1, strings.add(""), dtype=np.int64)
-    string_of[[i for i, _ in ids]] = strings.add_all(str(v) for _, v in ids)
+    string_of[[i for i, _ in ids]] = strings.add_all(_text(v) for _, v in ids)
 
     def name_ids(raw: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         ok = (raw >= 0) & (raw <= max_id)
@@ -231,8 +318,8 @@ def _assemble(
     if "NVTX_EVENTS" in tables:
         raw = db.execute(_NVTX_SQL).fetchall()
         rows = _fetch_rows(raw, source)
-        texts = [t if t is not None else "" for *_, t in raw]
-        text_ids = np.array([-1 if i is None else i for *_, i, _ in raw], dtype=np.int64)
+        texts = [_text(t) for *_, t in raw]
+        text_ids = np.array([i if type(i) is int else -1 for *_, i, _ in raw], dtype=np.int64)
         named = np.where(text_ids >= 0, name_ids(text_ids), strings.add_all(texts))
         pid, tid = _split_global_tid(rows[:, 2])
         parts.add(EventKind.ANNOTATION, rows, named, pid, tid, np.full(len(rows), -1), False)
@@ -293,6 +380,13 @@ def _gpu_info(db: sqlite3.Connection, tables: set[str]) -> list[dict[str, Any]]:
     cols = [c[0] for c in cur.description]
     out = []
     for row in cur.fetchall():
-        d = {c: v for c, v in zip(cols, row, strict=True) if isinstance(v, (int, float, str))}
+        d = {c: v for c, v in zip(cols, row, strict=True) if _plain_value(v)}
         out.append(d)
     return out
+
+
+def _plain_value(value: Any) -> bool:
+    """Kept in the trace's meta: text, integers and finite floats (the meta is JSON)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (int, str))

@@ -1,13 +1,23 @@
 """Versioned files for model objects: JSON with a header (kind, schema_version), or numpy
-arrays with a JSON header in one ``.npz``; never pickle."""
+arrays with a JSON header in one ``.npz``; never pickle.
+
+The file-level checks every loader shares live here: only regular files are read (a FIFO
+would block, ``/dev/zero`` never ends), sizes are bounded, JSON nesting is bounded, and an
+``.npz`` member is read only when the caller names it and only after its ``.npy`` header was
+checked against the size the archive gives it.
+"""
 
 from __future__ import annotations
 
-import io
 import json
+import math
 import os
+import stat
+import zipfile
+import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +25,20 @@ import numpy.typing as npt
 from perflab.errors import InputError, SchemaError
 
 SCHEMA_VERSION = 1
+MAX_JSON_BYTES = 1 << 30  # a saved JSON result larger than this is not one perflab wrote
+MAX_DEPTH = 64  # nesting of saved JSON: perflab writes a handful of levels
+DEFLATE_MAX_RATIO = 1032  # deflate cannot expand data more than this (RFC 1951)
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
@@ -46,23 +70,154 @@ def save_arrays(
     return target
 
 
-def load_arrays(path: str | os.PathLike[str]) -> tuple[dict[str, npt.NDArray[Any]], Any]:
-    """The arrays and the decoded header of a :func:`save_arrays` file (header None when
-    there is none). Raises OSError, ValueError, zipfile.BadZipFile or EOFError."""
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
+# -- reading files -------------------------------------------------------------------------
+
+
+def open_regular(path: str | os.PathLike[str], *, error: type[InputError] = InputError) -> BinaryIO:
+    """``open(path, "rb")`` for regular files only; anything else (missing, a directory, a
+    FIFO, a device) is ``error`` naming the file. Opened without blocking, so that a FIFO
+    with no writer is refused instead of waiting forever."""
+    source = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise error("no such file", source=source) from None
+    except IsADirectoryError:
+        raise error("is a directory, not a file", source=source) from None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", source=source) from None
+    try:
+        _check_regular(os.fstat(fd).st_mode, source, error)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def regular_size(path: str | os.PathLike[str], *, error: type[InputError] = InputError) -> int:
+    """The size of a regular file; ``error`` (naming it) for anything else."""
+    source = str(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise error("no such file", source=source) from None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", source=source) from None
+    _check_regular(info.st_mode, source, error)
+    return info.st_size
+
+
+def _check_regular(mode: int, source: str, error: type[InputError]) -> None:
+    if stat.S_ISREG(mode):
+        return
+    what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+    raise error(f"is {what}, not a file perflab can read", source=source)
+
+
+def read_limited(
+    path: str | os.PathLike[str], limit: int, *, error: type[InputError] = InputError
+) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes."""
+    source = str(path)
+    with open_regular(path, error=error) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"cannot read: {exc.strerror or exc}", source=source) from None
+    if len(data) > limit:
+        raise error(f"larger than {limit >> 20} MiB: not a file perflab wrote", source=source)
+    return data
+
+
+# -- .npz --------------------------------------------------------------------------------------
+
+
+def load_arrays(
+    path: str | os.PathLike[str],
+    names: Iterable[str] | None = None,
+    *,
+    error: type[InputError] = SchemaError,
+) -> tuple[dict[str, npt.NDArray[Any]], Any]:
+    """The arrays ``names`` (every member when None) and the decoded header of a
+    :func:`save_arrays` file (header None when there is none). Members not named are never
+    read; each one read must be a plain numeric ``.npy`` whose header agrees with its size in
+    the archive. Every failure is ``error`` naming the file and the member."""
+    source = str(path)
+    with open_regular(path, error=error) as fh:
+        try:
+            with zipfile.ZipFile(fh) as archive:
+                members = {
+                    info.filename[:-4]: info
+                    for info in archive.infolist()
+                    if info.filename.endswith(".npy")
+                }
+                if names is None:
+                    wanted = list(members)
+                elif "header" not in members:
+                    return {}, None  # not a perflab file: the caller says so
+                else:
+                    wanted = ["header", *names]
+                arrays = {}
+                for name in wanted:
+                    if name not in members:
+                        raise error(f"damaged file: no array {name!r}", source=source)
+                    arrays[name] = _read_member(archive, members[name], source, error)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+            raise error(f"not a perflab .npz file: {exc}", source=source) from None
     if "header" not in arrays:
         return arrays, None
-    return arrays, json.load(io.BytesIO(arrays.pop("header").tobytes()))
+    header = arrays.pop("header")
+    if header.dtype != np.uint8:
+        raise error("damaged file: the header is not text", source=source)
+    return arrays, parse_json(header.tobytes(), source, error=error, invalid="unreadable header")
+
+
+def _read_member(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, error: type[InputError]
+) -> npt.NDArray[Any]:
+    where = f"member {info.filename}"
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 1:
+        raise error("damaged file: unsupported compression", source=source, position=where)
+    limit = info.compress_size * (
+        1 if info.compress_type == zipfile.ZIP_STORED else DEFLATE_MAX_RATIO
+    )
+    if info.file_size > limit + 4096:
+        raise error(
+            "damaged file: a member claims more than it holds", source=source, position=where
+        )
+    try:
+        with archive.open(info) as member:
+            read_header = _NPY_HEADERS.get(np.lib.format.read_magic(member))
+            if read_header is None:
+                raise error("damaged file: unknown .npy version", source=source, position=where)
+            shape, _, dtype = read_header(member, max_header_size=10_000)
+            header_size = member.tell()
+            count = math.prod(shape)
+            if dtype.hasobject or dtype.kind not in "biuf" or len(shape) != 1:
+                raise error("damaged file: not a numeric column", source=source, position=where)
+            if header_size + count * dtype.itemsize != info.file_size:
+                raise error(
+                    f"damaged file: the array claims {count} values that the member does not hold",
+                    source=source,
+                    position=where,
+                )
+            data = member.read(count * dtype.itemsize)
+    except (ValueError, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        raise error(f"damaged file: {exc}", source=source, position=where) from None
+    if len(data) != count * dtype.itemsize:
+        raise error("damaged file: truncated array", source=source, position=where)
+    return np.frombuffer(data, dtype=dtype).copy() if count else np.zeros(0, dtype)
+
+
+# -- JSON --------------------------------------------------------------------------------------
 
 
 def load_json(kind: str, path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a file written by :func:`dump_json`, checking its kind and version."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SchemaError(f"cannot read: {exc.strerror}", source=source) from None
+    data = read_limited(path, MAX_JSON_BYTES, error=SchemaError)
     return check_header(kind, parse_json(data, source), source)
 
 
@@ -73,9 +228,12 @@ def parse_json(
     error: type[InputError] = SchemaError,
     invalid: str = "not valid JSON",
 ) -> Any:
-    """Decode UTF-8 JSON; every failure becomes ``error`` naming ``source`` and the position."""
+    """Decode UTF-8 JSON (no NaN or Infinity, at most MAX_DEPTH levels deep); every failure
+    becomes ``error`` naming ``source`` and the position."""
     try:
-        return json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except _NonFinite as exc:
+        raise error(f"{invalid}: {exc} is not a JSON number", source=source) from None
     except UnicodeDecodeError as exc:
         raise error("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
     except json.JSONDecodeError as exc:
@@ -84,6 +242,41 @@ def parse_json(
         ) from None
     except RecursionError:
         raise error(f"{invalid}: nested too deeply", source=source) from None
+    if nesting_depth(doc) > MAX_DEPTH:
+        raise error(f"{invalid}: nested more than {MAX_DEPTH} levels deep", source=source)
+    return doc
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(token: str) -> Any:
+    raise _NonFinite(token)
+
+
+def nesting_depth(doc: Any) -> int:
+    """How many lists/objects deep ``doc`` goes (without recursion: any depth is safe)."""
+    deepest = 0
+    stack = [(doc, 1)] if isinstance(doc, (list, dict)) else []
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        items = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in items if isinstance(v, (list, dict)))
+    return deepest
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None, so that it can be written
+    as standard JSON (device tables sometimes hold inf)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def check_header(kind: str, doc: Any, source: str) -> dict[str, Any]:
@@ -91,7 +284,8 @@ def check_header(kind: str, doc: Any, source: str) -> dict[str, Any]:
         found = doc.get("perflab") if isinstance(doc, dict) else type(doc).__name__
         raise SchemaError(f"expected a perflab {kind} file, found {found!r}", source=source)
     version = doc.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+    # bool is an int in Python: true must not pass for version 1
+    if type(version) is not int or version > SCHEMA_VERSION or version < 1:
         raise SchemaError(
             f"unsupported schema_version {version!r} (this perflab reads 1..{SCHEMA_VERSION})",
             source=source,

@@ -45,15 +45,18 @@ Side tables (``event`` is the row index into the events table):
 Kineto, rows read otherwise), ``devices`` (list of ``{"id", "name", ...}`` device
 properties) and ``rank``/``world_size`` when known.
 
+Times are checked where they enter (importers and :meth:`Trace.load`): a start lies in
+``[TIME_MIN_NS, TIME_MAX_NS]`` and a duration in ``[0, DUR_MAX_NS]``, which keeps every end,
+and every difference of an end and a start, inside int64.
+
 Saved with :meth:`Trace.save` as ``.npz`` (no pickle: every array is numeric, the strings and
-meta live in a JSON header with ``schema_version``) and read back with :meth:`Trace.load`.
+meta live in a JSON header with ``schema_version``) and read back with :meth:`Trace.load`,
+which checks the file as the importers check their input.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from pathlib import Path
@@ -63,9 +66,20 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
-from perflab.model.serialize import SCHEMA_VERSION, check_header, load_arrays, save_arrays
+from perflab.model.serialize import (
+    SCHEMA_VERSION,
+    check_header,
+    json_safe,
+    load_arrays,
+    save_arrays,
+)
 
 KIND = "trace"
+# The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
+# up to 146 years; then end = start + dur and end - start never leave int64.
+TIME_MIN_NS = -(2**60)
+TIME_MAX_NS = 2**62 - 2**60
+DUR_MAX_NS = 2**62 - 1
 
 
 class EventKind(IntEnum):
@@ -407,7 +421,7 @@ class Trace:
             "perflab": KIND,
             "schema_version": SCHEMA_VERSION,
             "strings": self.strings,
-            "meta": self.meta,
+            "meta": json_safe(self.meta),
         }
         arrays = {
             f"{table_name}.{col}": values
@@ -418,27 +432,22 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Trace:
+        """Read a file written by :meth:`save`; only the arrays the schema names are read,
+        and every value is checked as the importers check theirs (SchemaError otherwise)."""
         source = str(path)
-        try:
-            arrays, doc = load_arrays(path)
-        except FileNotFoundError:
-            raise SchemaError("no such file", source=source) from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SchemaError(f"unreadable header: {exc}", source=source) from None
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            raise SchemaError(f"not a perflab trace (.npz): {exc}", source=source) from None
+        names = [f"{table}.{col}" for table, schema in _TABLES.items() for col in schema]
+        arrays, doc = load_arrays(path, names)
         if doc is None:
             raise SchemaError("not a perflab trace: no header", source=source)
         check_header(KIND, doc, source)
-        tables: dict[str, Table] = {}
-        try:
-            for table_name, schema in _TABLES.items():
-                cols = {c: arrays[f"{table_name}.{c}"] for c in schema}
-                tables[table_name] = Table(schema, cols)
-            strings = [str(s) for s in doc["strings"]]
-            meta = dict(doc["meta"])
-        except (KeyError, ValueError, TypeError) as exc:
-            raise SchemaError(f"damaged trace file: {exc}", source=source) from None
+        strings, meta = doc.get("strings"), doc.get("meta")
+        if not isinstance(strings, list) or not all(type(s) is str for s in strings):
+            raise SchemaError("damaged trace file: strings are not a list of text", source=source)
+        if not isinstance(meta, dict):
+            raise SchemaError("damaged trace file: meta is not an object", source=source)
+        tables = {
+            table: _saved_table(table, schema, arrays, source) for table, schema in _TABLES.items()
+        }
         trace = cls(
             tables["events"],
             tables["tracks"],
@@ -449,6 +458,7 @@ class Trace:
             meta=meta,
         )
         _check_indices(trace, source)
+        _check_values(trace, source)
         return trace
 
     # -- display -------------------------------------------------------------------------------
@@ -500,6 +510,58 @@ def _remap_strings(table: Table, table_name: str, remap: npt.NDArray[np.int64]) 
         ids = table[col]
         out.columns[col] = np.where(ids >= 0, remap[np.maximum(ids, 0)], -1).astype(ids.dtype)
     return out
+
+
+def _saved_table(
+    table: str, schema: dict[str, type[np.generic]], arrays: dict[str, Any], source: str
+) -> Table:
+    """One table of a saved file: every column of its exact type and of one length."""
+    columns = {}
+    for col, dtype in schema.items():
+        values = arrays[f"{table}.{col}"]
+        if values.dtype != np.dtype(dtype):
+            raise SchemaError(
+                f"damaged trace file: column of type {values.dtype}, expected {np.dtype(dtype)}",
+                source=source,
+                position=f"{table}.{col}",
+            )
+        columns[col] = values
+    if len({len(v) for v in columns.values()}) > 1:
+        raise SchemaError(
+            "damaged trace file: columns of different lengths", source=source, position=table
+        )
+    return Table(schema, columns)
+
+
+def time_problem(
+    start_ns: npt.NDArray[np.int64], dur_ns: npt.NDArray[np.int64]
+) -> tuple[int, str] | None:
+    """The first event whose start or duration lies outside the time window (see the
+    module docstring), and what is wrong with it; None when all are inside."""
+    problems = (
+        ((start_ns < TIME_MIN_NS) | (start_ns > TIME_MAX_NS), "start outside the time window"),
+        (dur_ns < 0, "negative duration"),
+        (dur_ns > DUR_MAX_NS, "duration longer than 146 years"),
+    )
+    for bad, what in problems:
+        if bad.any():
+            return int(np.flatnonzero(bad)[0]), what
+    return None
+
+
+def _check_values(trace: Trace, source: str) -> None:
+    """Times inside the window, codes inside their enumerations."""
+    found = time_problem(trace.start_ns, trace.dur_ns)
+    if found is not None:
+        row, what = found
+        raise SchemaError(f"damaged trace file: {what}", source=source, position=f"event {row}")
+    codes: Iterable[tuple[str, npt.NDArray[Any], int]] = (
+        ("track kind", trace.tracks["kind"], len(TrackKind)),
+        ("memcpy direction", trace.memcpy["direction"], len(MEMCPY_DIRECTIONS)),
+    )
+    for what, values, limit in codes:
+        if len(values) and (int(values.min()) < 0 or int(values.max()) >= limit):
+            raise SchemaError(f"damaged trace file: unknown {what}", source=source)
 
 
 def _check_indices(trace: Trace, source: str) -> None:
