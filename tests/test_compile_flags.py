@@ -102,6 +102,10 @@ def ip() -> InteractiveShell:
     return shell
 
 
+def run_cell(ip: Any, text: str) -> Any:
+    return ip.run_cell(text)
+
+
 @pytest.fixture
 def shown(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     seen: list[Any] = []
@@ -115,7 +119,7 @@ def test_payloads_are_refused_by_the_magic(
     marker = tmp_path / "PWNED"
     for flags in payloads(marker):
         quote = "'" if "'" not in flags else '"'
-        res = ip.run_cell(f"%%ptx --arch sm_80 --flags {quote}{flags}{quote}\n{KERNEL}")
+        res = run_cell(ip, f"%%ptx --arch sm_80 --flags {quote}{flags}{quote}\n{KERNEL}")
         assert isinstance(res.error_in_exec, UsageError), flags
         assert "is not allowed; allowed:" in capsys.readouterr().err, flags
     assert not marker.exists() and shown == []
@@ -129,7 +133,7 @@ def test_magic_accepts_a_dash_value_in_every_form(
     ip: InteractiveShell, shown: list[Any], line: str
 ) -> None:
     cell = "__global__ void k(float* x) { x[threadIdx.x] = SCALE; }\n"
-    res = ip.run_cell(f"%%ptx -o --arch sm_80 {line}\n{cell}")
+    res = run_cell(ip, f"%%ptx -o --arch sm_80 {line}\n{cell}")
     assert res.success, res.error_in_exec
     assert res.result.flags == ["-DSCALE=3"]
 

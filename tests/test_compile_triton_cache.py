@@ -45,12 +45,9 @@ print(json.dumps({"linked": sorted(linked), "cell_file": cell_file, "ptx_file": 
 def run_kernel(workdir: Path) -> dict[str, Any]:
     from nbclient import NotebookClient
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("%load_ext perflab"),
-        nbformat.v4.new_code_cell(TRITON_CELL),
-        nbformat.v4.new_code_cell(COUNT_CELL),
-    ]
+    v4: Any = nbformat.v4  # untyped
+    nb = v4.new_notebook()
+    nb.cells = [v4.new_code_cell(c) for c in ("%load_ext perflab", TRITON_CELL, COUNT_CELL)]
     NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,

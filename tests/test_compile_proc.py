@@ -1,0 +1,151 @@
+"""Tool runs leave no process behind: a timeout, an error while waiting or Ctrl-C kills
+the command's whole process group (nvcc's ``sh`` and ``cicc`` children included), and
+nvcc's temporary files stay in the private folder that is removed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from perflab.capture import _proc
+from perflab.capture.compile import CompileError, compile_cuda
+from perflab.errors import ToolchainError
+
+# a child that starts a grandchild (which ignores SIGTERM) and then waits for it
+FAMILY = """
+import subprocess, sys
+grandchild = subprocess.Popen(
+    [sys.executable, "-c",
+     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"]
+)
+open(sys.argv[1], "w").write(str(grandchild.pid))
+grandchild.wait()
+"""
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped by init counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_file(path: Path, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return int(path.read_text())
+        time.sleep(0.02)
+    raise AssertionError(f"{path} was not written")
+
+
+def test_a_timeout_kills_the_grandchild_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    with pytest.raises(subprocess.TimeoutExpired):
+        _proc.run([sys.executable, "-c", FAMILY, str(pid_file)], timeout=3.0)
+    grandchild = wait_for_file(pid_file)
+    assert not alive(grandchild)
+
+
+@pytest.fixture
+def interrupt_after() -> Iterator[None]:
+    """Raise KeyboardInterrupt in this thread 3 s from now, as Ctrl-C would."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_ctrl_c_kills_the_whole_group(tmp_path: Path, interrupt_after: None) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    with pytest.raises(KeyboardInterrupt):
+        _proc.run([sys.executable, "-c", FAMILY, str(pid_file)], timeout=120.0)
+    assert not alive(wait_for_file(pid_file))
+
+
+def test_a_finished_command_returns_its_output(tmp_path: Path) -> None:
+    done = _proc.run(
+        [sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
+        timeout=30.0,
+        stdin="abc",
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (3, "ABC", "")
+
+
+def big_kernel(statements: int) -> str:
+    """A kernel whose front end (cicc) runs for about a minute on this machine."""
+    body = "\n".join(
+        f"  a = a * {i}.5f + x[(threadIdx.x + {i}) % 1024];" for i in range(statements)
+    )
+    return f"__global__ void big(float* x) {{\n  float a = x[0];\n{body}\n  x[0] = a;\n}}\n"
+
+
+def processes_naming(text: str) -> list[str]:
+    """Command lines of running processes that mention ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not alive(int(entry.name)):
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def test_a_compile_timeout_leaves_no_compiler_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # scratch folders under tmp_path, so every sh/cicc/ptxas of this compile names it
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    source = big_kernel(20000)
+    with pytest.raises(ToolchainError, match="nvcc timed out after 3 s"):
+        compile_cuda(source, arch="sm_80", timeout=3.0, cache=False)
+    assert processes_naming(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []  # the scratch folder is gone too
+
+
+def test_failed_compiles_leave_no_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvcc puts cell-*.lgenfe.bc in $TMPDIR: point both Python's and the tools' temp
+    # folders into tmp_path, so that nothing another process does can interfere
+    python_tmp, tools_tmp = tmp_path / "python", tmp_path / "env"
+    python_tmp.mkdir()
+    tools_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(python_tmp))
+    monkeypatch.setenv("TMPDIR", str(tools_tmp))
+    for broken in ("__global__ void f(int* x) {\n  x[0] = 1\n}\n", "__global__ void g() { oops }"):
+        with pytest.raises(CompileError):
+            compile_cuda(broken, arch="sm_80", cache=False)
+    assert list(python_tmp.iterdir()) == [] and list(tools_tmp.iterdir()) == []
+
+
+def test_tools_run_with_tmpdir_in_their_scratch_folder(tmp_path: Path) -> None:
+    from perflab.capture.toolchain import Tool, run_tool
+
+    python = Tool("python", Path(sys.executable), "path")
+    done = run_tool(python, ["-c", "import os; print(os.environ['TMPDIR'])"], cwd=tmp_path)
+    assert done.stdout.strip() == str(tmp_path)
+    assert os.environ.get("TMPDIR") != str(tmp_path)  # only the child's is changed
