@@ -249,6 +249,40 @@ def test_tapping_a_kernel_highlights_its_launch(browser: Any, tmp_path: Path) ->
         page.close()
 
 
+LONG_NAME = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_" + "x" * 400 + ">"
+TOOLTIP = """() => [...document.querySelectorAll('.bk-Tooltip')]
+  .map((t) => [t.getBoundingClientRect(), t.shadowRoot ? t.shadowRoot.textContent : ""])
+  .filter(([r, text]) => r.width > 0 && text.includes("duration"))
+  .map(([r, text]) => ({left: r.left, right: r.right, text: text}))"""
+
+
+def test_long_names_in_hover_boxes_stay_in_the_window(browser: Any, tmp_path: Path) -> None:
+    """A 400-character kernel name, hovered near the left edge, the middle and the right
+    edge: the box wraps it, sits wholly inside the window and shows the name's start."""
+    from perflab.render.timeline import timeline
+
+    names = [f"k{i}" for i in range(30)]
+    trace = small_trace([*names[:15], LONG_NAME, *names[15:]])
+    trace.strings[15] = LONG_NAME  # every GPU event below carries the long name
+    gpu = trace.kind == 0
+    trace.name[gpu] = 15
+    page, problems = open_page(browser, timeline(trace).save(tmp_path / "t.html"))
+    width = page.viewport_size["width"]
+    d = page.evaluate(SHOWN)
+    on_gpu = [i for i, lane in enumerate(d["lane_i"]) if lane == 1]
+    for i in (on_gpu[0], on_gpu[len(on_gpu) // 2], on_gpu[-1]):
+        x, y = page.evaluate(TO_SCREEN, [(d["left"][i] + d["right"][i]) / 2, 1])
+        page.mouse.move(x, y)
+        page.wait_for_timeout(150)
+        boxes = page.evaluate(TOOLTIP)
+        assert len(boxes) == 1, boxes
+        box = boxes[0]
+        assert box["left"] >= 0 and box["right"] <= width and box["right"] - box["left"] < width / 2
+        assert "void cutlass::Kernel<cutlass_80_tensorop" in box["text"]
+    assert_safe(page, problems)
+    page.close()
+
+
 NOTEBOOK_CELLS = [
     "from perflab.model.trace import Trace\nimport perflab\n"
     "trace = Trace.load({trace!r})\ntrace.timeline()",

@@ -363,3 +363,93 @@ def test_embedding_helpers_are_shared(tmp_path: Path) -> None:
     assert "cdn.bokeh.org" not in html and "Bokeh" in html
     assert timeline.notebook_html is bokeh_embed.notebook_html
     assert timeline.standalone_html is bokeh_embed.standalone_html
+
+
+# --- what the lanes and the strip say; hover boxes; page scripts as package files ----------
+
+
+def cpu_only_trace() -> Trace:
+    trace = small_trace(["matmul", "relu"])
+    return trace.select(trace.kind == EventKind.CPU_OP)
+
+
+def test_cpu_only_trace_strip_is_not_called_gpu() -> None:
+    from perflab.render.timeline import timeline
+
+    view = timeline(cpu_only_trace())
+    html = view._repr_mimebundle_()["text/html"]
+    assert "GPU busy fraction" not in html and "GPU busy fraction" not in view.text
+    assert "CPU busy fraction: any thread busy (no GPU work in this trace)" in html
+    assert "CPU busy fraction" in view.text
+    gpu = timeline(small_trace(["k"]))
+    assert "GPU busy fraction: any stream busy" in gpu._repr_mimebundle_()["text/html"]
+
+
+def test_lanes_are_named_from_the_trace_thread_names() -> None:
+    from perflab.render.timeline import assign_lanes, timeline
+
+    trace = small_trace(["k"])
+    trace.meta["thread_names"] = {"99:1": "thread 1 (pt_main_thread)"}
+    trace.meta["process_names"] = {"99": "python3.12"}
+    assert assign_lanes(trace).labels == ["thread 1 (pt_main_thread)", "GPU 0 stream 7"]
+    trace.meta["thread_names"] = {"99:2": PAYLOAD, "99:1": 7}  # another thread; not text
+    label = assign_lanes(trace).labels[0]
+    assert label == "python3.12 99 · thread 1 (no name in the trace)"
+    trace.meta["thread_names"] = {"99:1": PAYLOAD}
+    html = timeline(trace)._repr_mimebundle_()["text/html"]
+    assert PAYLOAD not in html and "&lt;img src=x onerror" in html
+
+
+def test_a_lane_of_short_events_says_what_it_holds() -> None:
+    """In the stored NCCL trace one CPU thread holds 42 runtime calls of a few microseconds
+    each: the whole-trace view draws none of them, so the lane name says so."""
+    from perflab.io import load_trace
+    from perflab.render.timeline import assign_lanes, lane_ticks, timeline
+
+    trace = load_trace(kineto("nccl_2ranks_a100.json.gz"))
+    lanes = assign_lanes(trace)
+    start = (trace.start_ns - trace.start_ns.min()).astype(float)
+    pyramid = lod.build_pyramid(
+        start, start + trace.dur_ns, lanes.of_event, len(lanes.labels), row_budget=150_000
+    )
+    ticks = lane_ticks(lanes, pyramid)
+    quiet = lanes.labels.index("process 2910249 thread -549452224")
+    assert ticks[quiet] == "process 2910249 thread -549452224 · 42 short events (zoom in)"
+    assert ticks[lanes.labels.index("GPU 0 stream 7")] == "GPU 0 stream 7"
+    assert "process 2910249 thread -549452224  (42 events)" in timeline(trace).text
+
+
+def test_busy_cells_keep_any_work_visible() -> None:
+    from perflab.render.timeline import busy_cells
+
+    cells = busy_cells(np.array([0.0, 1e-6, 0.5, 1.0]))
+    assert cells.tolist() == [0, 1, 128, 255]
+
+
+def test_hover_box_wraps_and_escapes() -> None:
+    from perflab.render.timeline import tooltip_template
+
+    html = tooltip_template([("name", "name"), ("<b>", "lane")])
+    assert "@{name}" in html and "@{lane}" in html and "&lt;b&gt;" in html
+    assert "overflow-wrap: anywhere" in html and "max-width" in html
+
+
+def test_page_scripts_come_from_package_files() -> None:
+    from importlib import resources
+
+    from perflab.render import timeline as module
+    from perflab.render.html import static_text
+
+    static = resources.files("perflab.render") / "static"
+    shipped = {p.name for p in static.iterdir()}
+    assert {"timeline-helpers.js", "timeline-refresh.js", "timeline-tap.js"} <= shipped
+    assert {"timeline.css", "perflab.css"} <= shipped
+    view = module.timeline(small_trace(["k"]))
+    codes = {m.code for m in view.layout.document.models if type(m).__name__ == "CustomJS"}
+    helpers = static_text("timeline-helpers.js")
+    assert codes == {
+        helpers + "\n" + static_text("timeline-refresh.js"),
+        helpers + "\n" + static_text("timeline-tap.js"),
+    }
+    source = Path(module.__file__).read_text(encoding="utf-8")
+    assert "function " not in source and ".setv(" not in source  # no JavaScript in Python

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Collection, Iterable, Sequence
+from importlib import resources
 
-STYLE = """<style>
-.perflab{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4}
-.perflab table{border-collapse:collapse;margin:4px 0}
-.perflab th,.perflab td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
-.perflab th.l,.perflab td.l{text-align:left}
-.perflab .warn{color:#a15c00}.perflab .note{color:#555}
-.perflab .bar{display:inline-block;height:9px;background:#4c78a8;vertical-align:middle}
-.perflab code{font-family:var(--jp-code-font-family,monospace)}
-.perflab .wrap{overflow-wrap:anywhere}
-.perflab .advice{margin:2px 0 8px;padding-left:20px;max-width:70em;overflow-wrap:anywhere}
-</style>"""
+
+@functools.cache
+def static_text(name: str) -> str:
+    """A file shipped in ``perflab/render/static`` (browser code and styles live there)."""
+    return (resources.files("perflab.render") / "static" / name).read_text(encoding="utf-8")
+
+
+def style() -> str:
+    return f"<style>\n{static_text('perflab.css')}</style>"
 
 
 def esc(value: object) -> str:
@@ -67,4 +67,4 @@ def text_table(
 
 
 def wrap(body: str) -> str:
-    return f'{STYLE}<div class="perflab">{body}</div>'
+    return f'{style()}<div class="perflab">{body}</div>'

@@ -1,7 +1,10 @@
 """Interactive timeline of a :class:`~perflab.model.trace.Trace` (bokeh, imported lazily).
 
 Lanes are grouped by rank: each CPU thread (with its NVTX/annotation ranges in a lane of
-their own), then each GPU stream. A strip above the lanes shows the GPU busy fraction.
+their own), then each GPU stream. A strip above the lanes shows the GPU busy fraction (for a
+trace without GPU work, the CPU threads' one). Lanes are named from the trace's thread names
+where the importer kept them; a lane whose events are all too short to see in the whole-trace
+view says how many it holds.
 
 Scaling: the figure never holds one glyph per event. :func:`perflab.analysis.lod.build_pyramid`
 pre-computes levels of detail (the longest intervals of each tile, and a busy fraction per
@@ -18,8 +21,8 @@ sends the largest events of the new range among all events plus the busy fractio
 range's resolution; the page draws them as one more level (see :class:`LiveRefresh`).
 
 Safety: names and labels reach the page only as data of bokeh models (escaped by bokeh in
-the document JSON) and are shown by plain ``@field`` tooltips and canvas text, never as
-markup.
+the document JSON) and are shown by ``@{field}`` tooltip placeholders (which bokeh escapes)
+and canvas text, never as markup.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from perflab.model.trace import (
 )
 from perflab.model.units import format_ns
 from perflab.render.bokeh_embed import notebook_html, standalone_html
+from perflab.render.html import esc, static_text
 
 MAX_NAME = 300  # hover shows at most this many characters of a name
 LANE_PX = 22
@@ -68,6 +72,11 @@ class Lanes:
     of_event: npt.NDArray[np.int64]
     labels: list[str]
     gpu: npt.NDArray[np.bool_]
+    notes: npt.NDArray[np.bool_]  # the lane holds a track's annotation (NVTX) ranges
+
+    def counts(self) -> npt.NDArray[np.int64]:
+        """Events per lane."""
+        return np.bincount(self.of_event, minlength=len(self.labels)).astype(np.int64)
 
 
 def assign_lanes(trace: Trace) -> Lanes:
@@ -95,15 +104,46 @@ def assign_lanes(trace: Trace) -> Lanes:
     lane_of_cand = np.full(used.size, -1, dtype=np.int64)
     lane_of_cand[cand] = np.arange(cand.size)
     multi_rank = ntr > 0 and int(tracks["rank"].min()) != int(tracks["rank"].max())
+    names = track_names(trace)
     labels = []
     for c in cand.tolist():
         t = c // 2
-        label = trace.track_label(t)
+        label = names[t]
         if multi_rank:
             label = f"rank {int(tracks['rank'][t])} {label}"
         labels.append(label + (" · ranges" if c % 2 else ""))
     gpu = tracks["kind"][cand // 2] == TrackKind.GPU if cand.size else np.zeros(0, bool)
-    return Lanes(lane_of_cand[key], labels, np.asarray(gpu, dtype=bool))
+    notes = (cand % 2 == 1).astype(bool)
+    return Lanes(lane_of_cand[key], labels, np.asarray(gpu, dtype=bool), notes)
+
+
+def track_names(trace: Trace) -> list[str]:
+    """Per track, the name to show: for a CPU thread, its name from the trace's metadata
+    (``meta["thread_names"]``: ``{"<pid>:<tid>": name}``; ``meta["process_names"]``:
+    ``{"<pid>": name}`` names the process of a thread without one) when the importer kept
+    them; otherwise, and for GPU streams, the track's own label."""
+    threads = _names(trace.meta.get("thread_names"))
+    processes = _names(trace.meta.get("process_names"))
+    tracks = trace.tracks
+    out = []
+    for t in range(len(tracks)):
+        label = trace.track_label(t)
+        if tracks["kind"][t] == TrackKind.CPU:
+            pid, tid = int(tracks["device"][t]), int(tracks["stream"][t])
+            thread, process = threads.get(f"{pid}:{tid}"), processes.get(str(pid))
+            if thread:
+                label = thread
+            elif process:
+                label = f"{process} {pid} · thread {tid} (no name in the trace)"
+        out.append(_short(label))
+    return out
+
+
+def _names(value: object) -> dict[str, str]:
+    """A ``{key: name}`` table from trace metadata; entries that are not text are skipped."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str) and v.strip()}
 
 
 DETAIL_COLUMNS = (
@@ -219,6 +259,13 @@ class Encoded:
     levels: dict[str, list[int]]
 
 
+def busy_cells(busy: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.uint8]:
+    """Busy fractions as bytes (0-255); any work at all is at least 1, so that the page
+    marks a bin of very short events instead of rounding it away."""
+    cells = np.rint(np.clip(busy, 0.0, 1.0) * 255)
+    return np.where(busy > 0, np.maximum(cells, 1), 0).astype(np.uint8)
+
+
 def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
     drawn = np.unique(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
@@ -228,7 +275,7 @@ def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     row_base = busy_base = tile_base = 0
     for level in pyramid.levels:
         offsets.append(level.offsets[:-1] + row_base)
-        cells = np.rint(level.busy * 255).astype(np.uint8)
+        cells = busy_cells(level.busy)
         busy.append(cells.ravel())
         for key, value in zip(levels, (level.tiles, tile_base, level.bins, busy_base), strict=True):
             levels[key].append(value)
@@ -267,156 +314,11 @@ def event_columns(
     }
 
 
-# Helpers shared by both page scripts: hover text from the label table.
-_HELPERS_JS = """
-const lt = labels.data, names = name_list.data.text;
-function fmt(ms) {
-  const ns = ms * 1e6, units = [[1e9, " s"], [1e6, " ms"], [1e3, " us"], [1, " ns"]];
-  for (const [s, u] of units) { if (Math.abs(ns) >= s) return (ns / s).toPrecision(3) + u; }
-  return ns.toPrecision(3) + " ns";
-}
-function bytes(n) {
-  const u = [[1099511627776, " TiB"], [1073741824, " GiB"], [1048576, " MiB"], [1024, " KiB"]];
-  for (const [s, x] of u) { if (n >= s) return (n / s).toPrecision(3) + x; }
-  return n + " B";
-}
-function describe(lab) {
-  const parts = [meta.kinds[lt.kind[lab]] || "other"];
-  const dims = (p) => "(" + [lt[p + "x"][lab], lt[p + "y"][lab], lt[p + "z"][lab]].join(", ") + ")";
-  if (lt.grid_x[lab] >= 0) parts.push("grid " + dims("grid_"));
-  if (lt.block_x[lab] >= 0) parts.push("block " + dims("block_"));
-  if (lt.registers[lab] >= 0) parts.push(lt.registers[lab] + " registers/thread");
-  if (lt.shared_mem[lab] > 0) parts.push(bytes(lt.shared_mem[lab]) + " shared/block");
-  if (lt.direction[lab] >= 0) parts.push(meta.directions[lt.direction[lab]] || "?");
-  if (lt.bytes[lab] >= 0) parts.push(bytes(lt.bytes[lab]));
-  return parts.join(", ");
-}
-function mark_selected(d) {
-  // glyphs of the highlighted link stay selected whatever the zoom
-  const hl = links.data, keys = new Set(hl.x.map((x, i) => x + ":" + hl.lane_i[i])), sel = [];
-  for (let i = 0; i < d.left.length; i++) {
-    if (keys.has(d.left[i] + ":" + d.lane_i[i])) sel.push(i);
-  }
-  shown.selected.setv({indices: sel}, {sync: false});
-}
-"""
+def _page_script(*names: str) -> str:
+    """A page script: the body of a bokeh CustomJS callback, from files in static/."""
+    return "\n".join(static_text(name) for name in names)
 
-# Redraw for the visible range: the finest pre-computed level that fits it, or the level a
-# live kernel sent for this range. Changes stay in the page (sync: false): a live kernel is
-# never sent what it can compute itself.
-_REFRESH_JS = """
-const span = meta.span, v0 = xr.start, v1 = xr.end, vw = Math.max(v1 - v0, 1e-12);
-const lv = levels.data, ll = live_level.data;
-let L = 0;
-for (let i = 0; i < lv.tiles.length; i++) { if (span / lv.tiles[i] >= vw / 2) L = i; }
-const use_live = ll.t0.length > 0 && ll.t0[0] <= v0 && ll.t1[0] >= v1
-  && ll.t1[0] - ll.t0[0] <= 4 * vw;
-const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], color: [], dur: [],
-           at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
-function emit(E, e, src) {
-  const l = E.start[e], rr = l + E.dur[e];
-  if (rr < v0 || l > v1) return;
-  const lab = E.label[e], kind = lt.kind[lab], ln = E.lane[e];
-  d.left.push(l); d.right.push(Math.max(rr, l + vw * 1e-4));
-  d.bottom.push(ln + 0.38); d.top.push(ln - 0.38);
-  d.name.push(names[lt.name[lab]]); d.detail.push(describe(lab));
-  d.color.push(meta.colors[kind] || "#bab0ac");
-  d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
-  d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
-}
-const nl = meta.lanes.length, cl = [], cr = [], cb = [], ct = [], sl = [], sr = [], st = [];
-function draw_busy(cells, base, B, T0, T1) {
-  const bw = (T1 - T0) / B;
-  const i0 = Math.max(0, Math.floor((v0 - T0) / bw));
-  const i1 = Math.min(B - 1, Math.floor((v1 - T0) / bw));
-  const step = Math.max(1, Math.ceil((i1 - i0 + 1) / meta.max_bins));
-  for (let i = i0; i <= i1; i += step) {
-    const hi = Math.min(i + step, i1 + 1);
-    for (let k = 0; k <= nl; k++) {
-      let m = 0;
-      for (let j = i; j < hi; j++) m += cells[base + k * B + j];
-      m /= 255 * (hi - i);
-      if (m <= 0) continue;
-      const x0 = T0 + i * bw, x1 = T0 + hi * bw;
-      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); }
-      else { cl.push(x0); cr.push(x1); cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * m); }
-    }
-  }
-}
-let level;
-if (use_live) {
-  const E = live.data, n = Math.min(ll.n[0], E.start.length);
-  for (let e = 0; e < n; e++) emit(E, e, 1);
-  draw_busy(live_busy.data.cells, 0, ll.bins[0], ll.t0[0], ll.t1[0]);
-  level = "live";
-} else {
-  const E = events.data, R = rows.data.rows, offs = tiles.data.offsets;
-  const w = span / lv.tiles[L], base = lv.tile_base[L], seen = new Set();
-  const a = Math.max(0, Math.floor(v0 / w)), b = Math.min(lv.tiles[L] - 1, Math.floor(v1 / w));
-  for (let t = a; t <= b; t++) {
-    for (let r = offs[base + t]; r < offs[base + t + 1]; r++) {
-      const e = R[r];
-      if (!seen.has(e)) { seen.add(e); emit(E, e, 0); }
-    }
-  }
-  draw_busy(busy.data.cells, lv.busy_base[L], lv.bins[L], 0, span);
-  level = "detail level " + L;
-}
-shown.setv({data: d}, {sync: false});
-mark_selected(d);
-cover.setv({data: {left: cl, right: cr, bottom: cb, top: ct}}, {sync: false});
-summary.setv({data: {left: sl, right: sr, top: st}}, {sync: false});
-main.title.setv({text: meta.title + "  [" + level + ": " + d.left.length + " events drawn]"},
-                {sync: false});
-"""
 
-# A tap on a glyph highlights its launch link: the runtime call on its CPU thread and the GPU
-# work it launched, with an arrow from launch to start. A tap elsewhere clears it.
-_TAP_JS = """
-const d = shown.data, x = cb_obj.x, y = cb_obj.y;
-let hit = -1, best = Infinity;
-for (let i = 0; i < d.left.length; i++) {
-  const w = d.right[i] - d.left[i];
-  if (x >= d.left[i] && x <= d.right[i] && Math.abs(y - d.lane_i[i]) <= 0.4 && w < best) {
-    best = w; hit = i;
-  }
-}
-const h = {left: [], right: [], bottom: [], top: [], x: [], y: [], name: [], detail: [], dur: [],
-           at: [], lane: [], lane_i: [], role: [], group: []};
-const arrow = {x0: [], y0: [], x1: [], y1: []};
-if (hit >= 0) {
-  const g = d.group[hit], found = [];
-  if (g < 0) found.push([d.src[hit] ? live.data : events.data, d.ev[hit]]);
-  else {
-    for (const E of [events.data, live.data]) {
-      for (let e = 0; e < E.group.length; e++) { if (E.group[e] === g) found.push([E, e]); }
-    }
-  }
-  const seen = new Set(), launches = [], work = [];
-  for (const [E, e] of found) {
-    const l = E.start[e], ln = E.lane[e], key = l + ":" + ln;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    const lab = E.label[e];
-    h.left.push(l); h.right.push(l + E.dur[e]); h.bottom.push(ln + 0.45); h.top.push(ln - 0.45);
-    h.x.push(l); h.y.push(ln - 0.5); h.name.push(names[lt.name[lab]]);
-    h.detail.push(describe(lab)); h.dur.push(fmt(E.dur[e])); h.at.push(fmt(l));
-    h.lane.push(meta.lanes[ln]); h.lane_i.push(ln); h.group.push(g);
-    const on_gpu = meta.gpu[ln];
-    h.role.push(g < 0 ? "selected (no launch link)"
-                : on_gpu ? "launched GPU work" : "launch (CPU)");
-    (on_gpu ? work : launches).push([l, ln]);
-  }
-  for (const [lx, ly] of launches) {
-    for (const [wx, wy] of work) {
-      arrow.x0.push(lx); arrow.y0.push(ly); arrow.x1.push(wx); arrow.y1.push(wy);
-    }
-  }
-}
-links.setv({data: h}, {sync: false});
-arrows.setv({data: arrow}, {sync: false});
-mark_selected(d);
-"""
 SHOWN_COLUMNS = (
     "left", "right", "bottom", "top", "name", "detail", "color", "dur", "at", "lane",
     "lane_i", "ev", "src", "group",
@@ -495,7 +397,8 @@ def timeline(
     start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
     gpu_lanes = np.flatnonzero(lanes.gpu)
-    summary = gpu_lanes if gpu_lanes.size else None
+    # the strip above the lanes: GPU streams busy, or (a CPU-only trace) threads busy
+    summary = gpu_lanes if gpu_lanes.size else np.flatnonzero(~lanes.notes)
     pyramid = build_pyramid(
         start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
     )
@@ -605,7 +508,7 @@ class LiveRefresh:
             labels=self.labels.of(rows),
             groups=self.groups,
         )
-        self.page.live_busy.data = {"cells": np.rint(win.busy * 255).astype(np.uint8).ravel()}
+        self.page.live_busy.data = {"cells": busy_cells(win.busy).ravel()}
         # the page redraws when this last one arrives
         self.page.live_level.data = {
             "t0": [v0],
@@ -615,12 +518,33 @@ class LiveRefresh:
         }
 
 
+def strip_title(lanes: Lanes) -> str:
+    """What the strip above the lanes shows (see the summary lanes in :func:`timeline`)."""
+    if lanes.gpu.any():
+        return "GPU busy fraction: any stream busy"
+    return "CPU busy fraction: any thread busy (no GPU work in this trace)"
+
+
+def lane_ticks(lanes: Lanes, pyramid: Pyramid) -> list[str]:
+    """Lane names for the axis. A lane none of whose events the whole-trace view draws
+    (all far shorter than a pixel there) says how many it holds, so it never looks empty
+    without a word."""
+    coarsest = pyramid.levels[0].rows if pyramid.levels else np.zeros(0, np.int64)
+    drawn = np.bincount(lanes.of_event[coarsest], minlength=len(lanes.labels))
+    return [
+        _short(label)[:60] + (f" · {n:,} short events (zoom in)" if shown == 0 else "")
+        for label, n, shown in zip(lanes.labels, lanes.counts().tolist(), drawn, strict=True)
+    ]
+
+
 def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     span = pyramid.t1 - pyramid.t0
-    lines = [trace.describe(), f"{len(lanes.labels)} lanes:"]
+    lines = [trace.describe(), f"{len(lanes.labels)} lanes, under a strip of {strip_title(lanes)}:"]
     lines += [
-        f"  {'GPU' if g else 'CPU'}  {label}"
-        for label, g in zip(lanes.labels, lanes.gpu.tolist(), strict=True)
+        f"  {'GPU' if g else 'CPU'}  {label}  ({n:,} events)"
+        for label, g, n in zip(
+            lanes.labels, lanes.gpu.tolist(), lanes.counts().tolist(), strict=True
+        )
     ]
     lines.append(
         f"levels of detail: {len(pyramid.levels)} (finest tile "
@@ -628,6 +552,17 @@ def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
         f"{pyramid.total_rows} drawable rows"
     )
     return "\n".join(lines)
+
+
+def tooltip_template(rows: list[tuple[str, str]]) -> str:
+    """Hover HTML: one line per (label, column). Bokeh escapes each ``@{column}`` value; the
+    styles (static/timeline.css) wrap long names inside a box never wider than about half
+    the window, so bokeh can always place it beside the cursor, fully in view."""
+    lines = "".join(
+        f'<div class="pl-row"><span class="pl-key">{esc(label)}</span> @{{{column}}}</div>'
+        for label, column in rows
+    )
+    return f'<div class="pl-tip"><style>{static_text("timeline.css")}</style>{lines}</div>'
 
 
 def _empty(columns: tuple[str, ...]) -> Any:
@@ -723,19 +658,19 @@ def _figure(
     main.scatter(  # a marker keeps a short launch visible at any zoom
         x="x", y="y", source=links, marker="inverted_triangle", size=9, color="#d62728"
     )
-    tooltips = [
-        ("name", "@name"),
-        ("kind/details", "@detail"),
-        ("duration", "@dur"),
-        ("start", "@at"),
-        ("lane", "@lane"),
+    rows = [
+        ("name", "name"),
+        ("kind/details", "detail"),
+        ("duration", "dur"),
+        ("start", "at"),
+        ("lane", "lane"),
     ]
-    main.add_tools(HoverTool(renderers=[bars], tooltips=tooltips))
-    main.add_tools(HoverTool(renderers=[marked], tooltips=[("highlighted", "@role"), *tooltips]))
+    main.add_tools(HoverTool(renderers=[bars], tooltips=tooltip_template(rows)))
+    main.add_tools(
+        HoverTool(renderers=[marked], tooltips=tooltip_template([("highlighted", "role"), *rows]))
+    )
     main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
-    main.yaxis.major_label_overrides = {
-        i: _short(label)[:60] for i, label in enumerate(lanes.labels)
-    }
+    main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, pyramid)))
     main.ygrid.grid_line_color = None
     strip = figure(
         width=width,
@@ -744,7 +679,7 @@ def _figure(
         y_range=Range1d(start=0, end=1),
         tools="",
         toolbar_location=None,
-        title="GPU busy fraction",
+        title=strip_title(lanes),
     )
     strip.quad(
         left="left",
@@ -792,11 +727,11 @@ def _figure(
             "xr": x_range,
             "main": main,
         },
-        code=_HELPERS_JS + _REFRESH_JS,
+        code=_page_script("timeline-helpers.js", "timeline-refresh.js"),
     )
     tap = CustomJS(
         args={**common, "events": refresh.args["events"], "live": live, "arrows": arrows},
-        code=_HELPERS_JS + _TAP_JS,
+        code=_page_script("timeline-helpers.js", "timeline-tap.js"),
     )
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)

@@ -1,0 +1,69 @@
+// Redraw for the visible range: the finest pre-computed level that fits it, or the level a
+// live kernel sent for this range. Changes stay in the page (sync: false): a live kernel is
+// never sent what it can compute itself. Runs after timeline-helpers.js in one CustomJS.
+const span = meta.span, v0 = xr.start, v1 = xr.end, vw = Math.max(v1 - v0, 1e-12);
+// one pixel in ms: every drawn event is at least this wide, so a short one still shows
+const px = vw / Math.max(main.inner_width || 0, 100);
+const lv = levels.data, ll = live_level.data;
+let L = 0;
+for (let i = 0; i < lv.tiles.length; i++) { if (span / lv.tiles[i] >= vw / 2) L = i; }
+const use_live = ll.t0.length > 0 && ll.t0[0] <= v0 && ll.t1[0] >= v1
+  && ll.t1[0] - ll.t0[0] <= 4 * vw;
+const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], color: [], dur: [],
+           at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
+function emit(E, e, src) {
+  const l = E.start[e], rr = l + E.dur[e];
+  if (rr < v0 || l > v1) return;
+  const lab = E.label[e], kind = lt.kind[lab], ln = E.lane[e];
+  d.left.push(l); d.right.push(Math.max(rr, l + px));
+  d.bottom.push(ln + 0.38); d.top.push(ln - 0.38);
+  d.name.push(names[lt.name[lab]]); d.detail.push(describe(lab));
+  d.color.push(meta.colors[kind] || "#bab0ac");
+  d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
+  d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
+}
+const nl = meta.lanes.length, cl = [], cr = [], cb = [], ct = [], sl = [], sr = [], st = [];
+function draw_busy(cells, base, B, T0, T1) {
+  const bw = (T1 - T0) / B;
+  const i0 = Math.max(0, Math.floor((v0 - T0) / bw));
+  const i1 = Math.min(B - 1, Math.floor((v1 - T0) / bw));
+  const step = Math.max(1, Math.ceil((i1 - i0 + 1) / meta.max_bins));
+  for (let i = i0; i <= i1; i += step) {
+    const hi = Math.min(i + step, i1 + 1);
+    for (let k = 0; k <= nl; k++) {
+      let m = 0;
+      for (let j = i; j < hi; j++) m += cells[base + k * B + j];
+      m /= 255 * (hi - i);
+      if (m <= 0) continue;
+      const x0 = T0 + i * bw, x1 = T0 + hi * bw;
+      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); }
+      // any work in a bin shows as at least a sliver: a lane of short events never looks empty
+      else { cl.push(x0); cr.push(x1); cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * Math.max(m, 0.25)); }
+    }
+  }
+}
+let level;
+if (use_live) {
+  const E = live.data, n = Math.min(ll.n[0], E.start.length);
+  for (let e = 0; e < n; e++) emit(E, e, 1);
+  draw_busy(live_busy.data.cells, 0, ll.bins[0], ll.t0[0], ll.t1[0]);
+  level = "live";
+} else {
+  const E = events.data, R = rows.data.rows, offs = tiles.data.offsets;
+  const w = span / lv.tiles[L], base = lv.tile_base[L], seen = new Set();
+  const a = Math.max(0, Math.floor(v0 / w)), b = Math.min(lv.tiles[L] - 1, Math.floor(v1 / w));
+  for (let t = a; t <= b; t++) {
+    for (let r = offs[base + t]; r < offs[base + t + 1]; r++) {
+      const e = R[r];
+      if (!seen.has(e)) { seen.add(e); emit(E, e, 0); }
+    }
+  }
+  draw_busy(busy.data.cells, lv.busy_base[L], lv.bins[L], 0, span);
+  level = "detail level " + L;
+}
+shown.setv({data: d}, {sync: false});
+mark_selected(d);
+cover.setv({data: {left: cl, right: cr, bottom: cb, top: ct}}, {sync: false});
+summary.setv({data: {left: sl, right: sr, top: st}}, {sync: false});
+main.title.setv({text: meta.title + "  [" + level + ": " + d.left.length + " events drawn]"},
+                {sync: false});
