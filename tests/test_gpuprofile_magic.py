@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,13 @@ def ip() -> InteractiveShell:
     return shell
 
 
-def run(ip: InteractiveShell, line: str, cell: str) -> Any:
-    result = ip.run_cell(f"%%gpuprofile {line}\n{cell}")
-    return result
+def cell(ip: InteractiveShell, text: str, history: bool = False) -> Any:
+    """Run ``text`` as a cell (with history: numbered as in a notebook)."""
+    return ip.run_cell(text, store_history=history)  # type: ignore[no-untyped-call]
+
+
+def run(ip: InteractiveShell, line: str, body: str) -> Any:
+    return cell(ip, f"%%gpuprofile {line}\n{body}")
 
 
 def test_cell_names_persist_and_result_is_returned(ip: InteractiveShell) -> None:
@@ -78,7 +83,7 @@ def test_bad_options_are_usage_errors(ip: InteractiveShell) -> None:
 
 
 def test_help_lists_options(ip: InteractiveShell) -> None:
-    doc = ip.find_cell_magic("gpuprofile").__doc__
+    doc = ip.find_cell_magic("gpuprofile").__doc__  # type: ignore[no-untyped-call]
     for flag in (
         "--budget",
         "--flush-l2",
@@ -152,7 +157,7 @@ def test_keyboard_interrupt_cleans_up(ip: InteractiveShell) -> None:
 def test_roofline_counts_flops_and_bytes(
     ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ip.run_cell("import torch\nra = torch.randn(128, 128)")
+    cell(ip, "import torch\nra = torch.randn(128, 128)")
     res = run(ip, f"{FAST} --roofline -o", "rc = ra @ ra")
     assert res.success, res.error_in_exec
     assert res.result.flops == 2 * 128**3
@@ -161,3 +166,69 @@ def test_roofline_counts_flops_and_bytes(
     assert "counted per call" in captured.out
     if not cuda_available():  # no measured ceilings for this CPU in the test cache
         assert "roofline: no ceilings for device" in captured.err
+
+
+# --- help, names and numbers the user sees ---------------------------------------------
+
+
+def test_help_in_line_and_cell_form(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for text in ("%gpuprofile --help", "%%gpuprofile --help\nx = 1", "%gpuprofile -h"):
+        res = cell(ip, text)
+        assert res.success, (text, res.error_in_exec)
+        out = capsys.readouterr().out
+        assert "--budget" in out and "--compare" in out and "--max-noise" in out, text
+    res = cell(ip, "%gpuprofile --budget 5")
+    assert type(res.error_in_exec).__name__ == "UsageError"
+    assert "%%gpuprofile" in str(res.error_in_exec)
+
+
+def test_results_are_named_after_the_prompt_the_user_sees(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With history on (as in a notebook), the cell under prompt [N] names its result
+    In[N], and --compare says which stored result it compared against."""
+    first = ip.execution_count
+    res = cell(ip, f"%%gpuprofile {FAST} -v base\nx = 1", history=True)
+    assert res.success and res.execution_count == first
+    assert ip.user_ns["base"].name == f"In[{first}]"
+    res = cell(ip, f"%%gpuprofile {FAST} --compare base\nsum(range(5000))", history=True)
+    assert res.success
+    out = capsys.readouterr().out
+    assert f"In[{first + 1}] vs base (In[{first}]): time ratio" in out
+
+
+def test_traceback_names_the_prompt_number(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = cell(ip, f"%%gpuprofile {FAST}\na = 1\n1 / 0", history=True)
+    assert isinstance(res.error_in_exec, ZeroDivisionError)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # no terminal colours
+    assert f"In[{res.execution_count}], line 3" in shown
+    assert f"In[{res.execution_count + 1}]" not in shown
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "-v 1abc",
+        "-v class",
+        "--compare 9x",
+        "--budget 1e308",
+        "--warmup 1e400",
+        "-n 1180591620717411303424",
+    ],
+)
+def test_bad_names_and_huge_numbers_are_usage_errors(ip: InteractiveShell, line: str) -> None:
+    res = run(ip, line, "x = 1")
+    assert type(res.error_in_exec).__name__ == "UsageError", (line, res.error_in_exec)
+
+
+def test_tiny_ratio_in_compare_output(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.user_ns["slow_one"] = TimingResult(np.full(20, 1e9), "cpu", "x", name="slow_one")
+    assert run(ip, f"{FAST} --compare slow_one", "x = 1").success
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if " vs slow_one" in ln)
+    assert "0.000" not in line and "e-0" in line and "x faster" in line

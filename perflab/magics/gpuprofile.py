@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import keyword
 import sys
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from perflab.errors import PerflabError
 from perflab.frontend import TimedRun, timed_run, user_frames, with_timing_arguments
+from perflab.magics import help_requested, magic_help
+from perflab.model.listeners import notify
 from perflab.model.timing import TimingResult
 
 
@@ -34,33 +37,55 @@ class GpuProfileMagics(Magics):
     @argument(
         "-o", dest="output", action="store_true", help="return the TimingResult as the cell's value"
     )
-    @cell_magic
-    def gpuprofile(self, line: str, cell: str) -> TimingResult | None:
+    @line_cell_magic
+    def gpuprofile(self, line: str, cell: str | None = None) -> TimingResult | None:
         """Time the cell: CUDA events (host clock without a GPU), warm-up, L2 flush,
         every sample kept, median with a 95% CI, noise warnings, an NVTX range.
 
         The cell runs in your namespace (names it assigns persist). It runs once
-        untimed, then as many times as the budget allows.
+        untimed, then as many times as the budget and the noise target allow.
+        ``%gpuprofile --help`` (or ``--help`` on a ``%%gpuprofile`` line) prints the
+        options.
         """
         __tracebackhide__ = True
+        if help_requested(line):
+            print(magic_help(self.gpuprofile))
+            return None
+        if cell is None:
+            raise UsageError(
+                "%gpuprofile times a cell: put %%gpuprofile [options] on the first line of "
+                "a cell (%gpuprofile --help lists the options)"
+            )
         args = parse_argstring(self.gpuprofile, line)
+        for flag, name in (("-v", args.variable), ("--compare", args.compare)):
+            _check_name(flag, name)
         baseline = self._baseline(args.compare)
-        fn, filename = self._cell_function(cell)
+        prompt = self._prompt_number()
+        fn, filename = self._cell_function(cell, prompt)
         try:
-            run = timed_run(fn, args, default_name=f"In[{self.ip.execution_count}]")
+            run = timed_run(fn, args, default_name=f"In[{prompt}]")
         except PerflabError as exc:
             raise UsageError(str(exc)) from None
         except Exception as exc:  # the user's own error: show it at the user's lines
             raise exc.with_traceback(user_frames(exc.__traceback__, filename)) from None
+        notify(run.result)  # e.g. the lab's history panel
         if args.variable:
             self.ip.user_ns[args.variable] = run.result
         self._show(run, args, baseline)
         return run.result if args.output else None
 
-    def _cell_function(self, cell: str) -> tuple[Any, str]:
+    def _prompt_number(self) -> int:
+        """The number of the prompt the user sees for this cell (``In [2]``). While a cell
+        runs with history on, IPython's ``execution_count`` is already the next one; the
+        running cell's own number is on its execution result."""
+        running = getattr(self.ip.displayhook, "exec_result", None)
+        count = getattr(running, "execution_count", None)
+        return count if isinstance(count, int) else int(self.ip.execution_count)
+
+    def _cell_function(self, cell: str, prompt: int) -> tuple[Any, str]:
         # A leading newline makes line numbers match the cell as shown (line 1 = the magic).
         source = "\n" + self.ip.transform_cell(cell)
-        filename = self.ip.compile.cache(source, self.ip.execution_count)
+        filename = self.ip.compile.cache(source, prompt)
         code = compile(source, filename, "exec")
         user_ns = self.ip.user_ns
 
@@ -87,11 +112,22 @@ class GpuProfileMagics(Magics):
         if not args.output:
             display(run.result)
         if baseline is not None:
-            print(run.result.compare(baseline))
+            label = args.compare
+            if baseline.name != args.compare:
+                label = f"{args.compare} ({baseline.name})"
+            print(run.result.compare(baseline, baseline_label=label))
         if run.trace is not None:
             _show_timeline(run.trace)
         if args.roofline:
             _show_roofline(run.result)
+
+
+def _check_name(flag: str, name: str | None) -> None:
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise UsageError(
+            f"{flag} {name!r}: not a Python variable name (letters, digits and _, not "
+            "starting with a digit)"
+        )
 
 
 def _show_timeline(trace: Any) -> None:
