@@ -3,6 +3,7 @@ across ranks, stragglers, clock alignment, and ``perflab trace summary|kernels D
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import importlib.util
@@ -403,3 +404,26 @@ def test_timeline_of_a_job_groups_lanes_by_rank(
     page = out.read_text()
     for rank in range(4):
         assert f"rank {rank} GPU {rank} stream 20" in page
+
+
+def test_a_rank_whose_clock_is_off_is_named(job_dir: tuple[Path, Any]) -> None:
+    directory, _ = job_dir
+    job = load_job(directory)
+    doc = summarize_job(job).to_dict()
+    assert not any("clock is probably off" in w for w in doc["warnings"])
+    job.ranks[1] = dataclasses.replace(
+        job.ranks[1], clock_offset_ns=job.ranks[1].clock_offset_ns + 3_000_000
+    )
+    (warning,) = [w for w in summarize_job(job).to_dict()["warnings"] if "clock" in w]
+    assert warning.startswith("rank 1's collectives end 3000.0 us later")
+
+
+def test_a_rank_without_collectives_is_said(tmp_path: Path) -> None:
+    generate(tmp_path, ranks=3, iterations=6, straggler=None)
+    job = load_job(tmp_path)
+    trace = job[2]
+    keep = np.array([not n.startswith("nccl") for n in trace.names_of()])
+    job.ranks[2] = dataclasses.replace(job.ranks[2], trace=trace.select(keep))
+    doc = summarize_job(job).to_dict()
+    assert "no NCCL kernels on rank(s) 2; matched among the others" in doc["warnings"]
+    assert doc["collectives"]["count"] == 6

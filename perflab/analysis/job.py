@@ -22,6 +22,10 @@ mean over the instances it took part in of (its start - the first start); ``wait
 over the instances it arrived last in, the sum over the other ranks of (its start - their
 start): the time the others' GPUs spent in the collective waiting for it. ``stragglers`` lists
 the ranks that arrived last at least once, the largest ``wait_caused_us`` first.
+
+Clocks: a collective ends at about the same moment on every rank, so a rank whose collective
+ends are consistently off the others' (median over instances, beyond 20 us or 5% of the
+median collective) gets a warning that its clock is probably off by that much.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from perflab.model.trace import EventKind, TrackKind
 KEYS = ("ranks", "collectives", "stragglers", "clock", "warnings")
 RANK_KEYS = ("busy_us", "idle_us", "span_us", "kernels", "comm", "memcpy")
 _NCCL_OP = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+CLOCK_TOLERANCE_NS = 20_000  # collective ends further apart than this suggest a clock offset
 MAX_SHIFT = 64  # leading collectives one rank may lack (a later profiler start) that are tried
 
 
@@ -130,7 +135,7 @@ def summarize_job(job: Job) -> JobSummary:
                 for r in job
             },
         },
-        "warnings": [*job.warnings, *collectives.warnings],
+        "warnings": [*job.warnings, *collectives.warnings, *clock_check(collectives)],
     }
     return JobSummary(doc, summaries, collectives)
 
@@ -191,6 +196,9 @@ def match_collectives(job: Job) -> Collectives:
     per_rank = {r.rank: comm_streams(r) for r in job}
     ranks = [r for r, streams in per_rank.items() if streams]
     notes: list[str] = []
+    silent = [str(r) for r, streams in per_rank.items() if not streams]
+    if silent and ranks:
+        notes.append(f"no NCCL kernels on rank(s) {', '.join(silent)}; matched among the others")
     groups = _stream_groups({r: per_rank[r] for r in ranks}, notes)
     origin = min((int(c.start[0]) for r in ranks for c in per_rank[r]), default=0)
     starts, ends, ops, names = [], [], [], []
@@ -293,6 +301,30 @@ def _best_shift(longer: CommStream, shorter: CommStream, n: int) -> int:
     target = shorter.end[:n]
     misfit = [float(np.median(np.abs(longer.end[k : k + n] - target))) for k in range(spare + 1)]
     return int(np.argmin(misfit))
+
+
+def clock_check(c: Collectives) -> list[str]:
+    """A collective ends at about the same moment on every rank; a rank whose collectives
+    end consistently earlier or later than the others' has a clock that is off by about
+    that much (skews and lateness then mean little). One warning per such rank."""
+    if len(c) < 3:
+        return []
+    reference = np.nanmedian(c.end, 1)
+    duration = float(np.nanmedian(c.end - c.start))
+    limit = max(CLOCK_TOLERANCE_NS, 0.05 * duration)
+    notes = []
+    for col, rank in enumerate(c.ranks):
+        took_part = ~np.isnan(c.end[:, col])
+        if took_part.sum() < 3:
+            continue
+        off = float(np.median(c.end[took_part, col] - reference[took_part]))
+        if abs(off) > limit:
+            notes.append(
+                f"rank {rank}'s collectives end {abs(off) / 1000:.1f} us "
+                f"{'later' if off > 0 else 'earlier'} than the others' (median): its clock is "
+                "probably off by about that much, so its arrival times are too"
+            )
+    return notes
 
 
 def collective_stats(c: Collectives) -> dict[str, Any]:
