@@ -166,17 +166,17 @@ def comm_streams(rank: RankTrace) -> list[CommStream]:
     rows = rows[on_gpu]
     if len(rows) == 0:
         return []
-    start = rank.aligned_start_ns()[rows]
+    start = trace.start_ns[rows] + np.int64(rank.clock_offset_ns)
     end = start + trace.dur_ns[rows]
-    device = tracks["device"][trace.track[rows]]
-    stream = tracks["stream"][trace.track[rows]]
-    order = np.lexsort((rows, start, stream, device))
+    track = trace.track[rows]  # a GPU track is one (device, stream)
+    order = np.lexsort((rows, start, track))
     ops = np.array([_op(s) for s in trace.strings], dtype=object)
     out = []
-    for d, s in np.unique(np.stack([device, stream], 1), axis=0).tolist():
-        picked = order[(device[order] == d) & (stream[order] == s)]
+    for t in np.unique(track).tolist():
+        picked = order[track[order] == t]
+        key = (int(tracks["device"][t]), int(tracks["stream"][t]))
         out.append(
-            CommStream((d, s), start[picked], end[picked], ops[trace.name[rows[picked]]].tolist())
+            CommStream(key, start[picked], end[picked], ops[trace.name[rows[picked]]].tolist())
         )
     out.sort(key=lambda c: int(c.start[0]))
     return out
