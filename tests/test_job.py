@@ -427,3 +427,39 @@ def test_a_rank_without_collectives_is_said(tmp_path: Path) -> None:
     doc = summarize_job(job).to_dict()
     assert "no NCCL kernels on rank(s) 2; matched among the others" in doc["warnings"]
     assert doc["collectives"]["count"] == 6
+
+
+def _outcome(directory: Path, workers: int) -> Any:
+    try:
+        job = load_job(directory, workers=workers)
+    except InputError as exc:
+        return str(exc)
+    return summarize_job(job).to_dict()
+
+
+def test_damaged_rank_files_give_the_same_answer_or_error_through_helpers(tmp_path: Path) -> None:
+    """Byte flips and cuts in one rank file: a helper-process load ends exactly as a
+    one-process load does (the same summary or the same error naming the file)."""
+    generate(tmp_path, ranks=3, iterations=8)
+    path = tmp_path / "rank-1.json.gz"
+    text = gzip.decompress(path.read_bytes())
+    rng = np.random.default_rng(7)
+    digits = np.flatnonzero(np.isin(np.frombuffer(text, np.uint8), list(b"0123456789")))
+    outcomes = set()
+    for mode in [0, 1, 2, 2, 0, 1, 2]:
+        data = bytearray(text)
+        if mode == 0:  # cut
+            data = data[: int(rng.integers(1, len(data)))]
+        elif mode == 1:  # any bytes
+            for at in rng.integers(0, len(data), 3).tolist():
+                data[at] = int(rng.integers(0, 256))
+        else:  # other digits: often still a valid trace, with other times or ids
+            for at in rng.choice(digits, 3).tolist():
+                data[at] = int(rng.integers(ord("0"), ord("9") + 1))
+        path.write_bytes(gzip.compress(bytes(data)))
+        serial = _outcome(tmp_path, 0)
+        assert _outcome(tmp_path, 2) == serial
+        if isinstance(serial, str):
+            assert str(path) in serial
+        outcomes.add(isinstance(serial, str))
+    assert outcomes == {True, False}  # both errors and loads were tried
