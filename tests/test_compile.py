@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,7 +19,9 @@ from perflab.capture.compile import (
     check_flags,
     compile_cuda,
     compile_triton,
+    located_diagnostics,
     parse_diagnostics,
+    source_excerpt,
 )
 from perflab.errors import InputError, ToolchainError
 from perflab.model.kernel import CompileResult
@@ -243,6 +248,43 @@ def test_save_and_load_round_trip(kernels: CompileResult, tmp_path: Path) -> Non
         assert a.opcodes == b.opcodes
 
 
+def test_source_excerpt_shows_the_line_before_and_a_caret() -> None:
+    lines = ["int a = 1", "\tx = 2;", "}"]
+    assert source_excerpt(lines, 2, 1) == "\n  1 | int a = 1\n  2 | \tx = 2;\n    | \t^"
+    assert source_excerpt(lines, 1, None) == "\n  1 | int a = 1"  # no line before the first
+    assert source_excerpt(lines, 4, 0) == "" and source_excerpt(lines, None, 0) == ""
+    assert source_excerpt(lines, 3, 99) == "\n  2 | \tx = 2;\n  3 | }"  # no such column
+    assert source_excerpt([""] * 9 + ["x"], 10, 0).endswith("\n  10 | x\n     | ^")
+
+
+def test_columns_come_from_edg_carets_and_gcc_positions() -> None:
+    log = (
+        'cell.cu(4): error: expected a ";"\n'
+        "    x[0] = nope + 1;\n"
+        "    ^\n"
+        "\n"
+        'cell.cu(2): warning #177-D: variable "a" was declared but never referenced\n'
+        "cell.cu:7:12: error: oops\n"
+    )
+    found = located_diagnostics(log, {"cell.cu": "k.cu"})
+    assert [(d.file, d.line, column) for d, column in found] == [
+        ("k.cu", 4, 2),
+        ("k.cu", 2, None),
+        ("k.cu", 7, 11),
+    ]
+
+
+def test_compile_error_message_has_the_excerpt() -> None:
+    source = "__global__ void f(int* x) {\n  int a = 1\n  x[0] = a;\n}\n"
+    with pytest.raises(CompileError) as info:
+        compile_cuda(source, source_name="demo.cu", cache=False)
+    assert str(info.value) == (
+        'nvcc failed:\ndemo.cu:3: error: expected a ";"\n'
+        "  2 |   int a = 1\n  3 |   x[0] = a;\n    |   ^"
+    )
+    assert info.value.details == str(info.value).split("\n", 1)[1]
+
+
 def test_parse_diagnostics_formats() -> None:
     log = (
         '/tmp/x/cell.cu(7): error: expected a ";"\n'
@@ -338,6 +380,67 @@ def test_triton_compile_error_is_a_perflab_error() -> None:
             constexprs={"BM": 64, "BN": 64, "BK": 8},
             cache=False,
         )
+
+
+@triton.jit
+def missing_helper(x):
+    return x * tl.no_such_function(x)
+
+
+@triton.jit
+def calls_missing(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, missing_helper(x))
+
+
+def test_triton_errors_are_at_file_lines_innermost_first() -> None:
+    helper_line = missing_helper.fn.__code__.co_firstlineno + 2  # the "return" line
+    call_line = calls_missing.fn.__code__.co_firstlineno + 4  # the tl.store line
+    with pytest.raises(CompileError) as info:
+        compile_triton(calls_missing, signature=["*fp32"], constexprs={"BLOCK": 64}, cache=False)
+    diags = info.value.diagnostics
+    assert [(d.file, d.line, d.severity) for d in diags] == [
+        ("test_compile.py", helper_line, "error"),
+        ("test_compile.py", call_line, "note"),
+    ]
+    assert diags[0].message.startswith("AttributeError: module 'triton.language' has no")
+    message = str(info.value)
+    assert f"\n  {helper_line} |     return x * tl.no_such_function(x)\n" in message
+    assert "\n" + " " * (len(str(helper_line)) + 3) + "|" + " " * 16 + "^\n" in message
+
+
+def test_triton_fp_fusion_warning_is_hidden_and_the_setting_kept(tmp_path: Path) -> None:
+    """In a fresh process (Triton warns once per process): no warning on stderr, even
+    with warnings shown as errors would be, and the result says what fusion was used."""
+    script = (
+        "import sys, warnings, triton, triton.language as tl\n"
+        "from perflab.capture.compile import compile_triton\n"
+        "@triton.jit\n"
+        "def k(x_ptr, BLOCK: tl.constexpr):\n"
+        "    o = tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + o, tl.load(x_ptr + o) * 2.0 + 1.0)\n"
+        "r = compile_triton(k, signature=['*fp32'], constexprs={'BLOCK': 64}, cache=False)\n"
+        "print(r.flags[-1])\n"
+    )
+    (tmp_path / "k.py").write_text(script)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRITON_DEFAULT_FP_FUSION", "TRITON_FORCE_DISABLE_FP_FUSION")
+    }
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    done = subprocess.run(
+        [sys.executable, "-W", "always", str(tmp_path / "k.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fp_fusion=on (Triton's default)"
+    assert "FP_FUSION" not in done.stderr
 
 
 def test_ptxas_line_errors_are_shown() -> None:

@@ -61,6 +61,8 @@ def test_compile_error_exits_1_with_file_line(
     assert main(["compile", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f'{bad}:3: error: identifier "missing" is undefined' in err
+    # the line before, the line, and a caret under the identifier
+    assert "\n  2 | \n  3 |   x[0] = missing;\n    |          ^\n" in err
     assert "Traceback" not in err
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import pytest
@@ -199,3 +200,84 @@ def test_help_mentions_the_options(ip: InteractiveShell) -> None:
         "TritonSpec",
     ):
         assert option in doc
+
+
+def test_help_with_a_body_prints_the_options(
+    ip: InteractiveShell, shown: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = run(ip, "--help", COPY)
+    assert res.success, res.error_in_exec
+    out = capsys.readouterr().out
+    assert "%ptx" in out and "--flags" in out and "--signature" in out
+    assert shown == []  # nothing was compiled
+
+
+@pytest.mark.parametrize("line", ["--help", "-h", "--arch sm_80 --help"])
+def test_line_form_prints_the_options(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    res = ip.run_cell(f"%ptx {line}")
+    assert res.success, res.error_in_exec
+    out = capsys.readouterr().out
+    assert "--arch" in out and "--show" in out and "TritonSpec" in out
+
+
+def test_line_form_without_help_says_to_use_the_cell_form(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = ip.run_cell("%ptx --arch sm_80")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "put %%ptx on the first line of a cell" in capsys.readouterr().err
+
+
+def test_nvcc_error_shows_the_line_before_and_a_caret(
+    ip: InteractiveShell, shown: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the ";" is missing on cell line 3 (line 1 is the magic's); EDG reports it at the
+    # "}" on line 4, so line 3 is shown too
+    res = run(ip, "", "__global__ void f(int* x) {\n  x[0] = 1\n}\n")
+    assert isinstance(res.error_in_exec, UsageError)
+    err = capsys.readouterr().err
+    assert 'cell:4: error: expected a ";"\n  3 |   x[0] = 1\n  4 | }\n    | ^\n' in err
+
+
+BAD_TRITON = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, x * tl.not_a_function(x))
+"""
+
+
+def test_triton_error_is_at_the_cell_line(
+    ip: InteractiveShell, shown: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cell lines: 1 the magic, 7 the def, 10 the bad call (Triton itself says "at 4:31")
+    res = run(ip, '--signature "*fp32" --constexprs BLOCK=64', BAD_TRITON)
+    assert isinstance(res.error_in_exec, UsageError)
+    err = capsys.readouterr().err
+    assert "cell:10: error: AttributeError: module 'triton.language' has no attribute" in err
+    caret = " " * len("    tl.store(x_ptr + offs, x * ") + "^"
+    assert "\n   9 |     x = tl.load(x_ptr + offs)\n  10 |     tl.store(" in err
+    assert f"\n     | {caret}\n" in err
+    assert "at 4:31" not in err
+
+
+def test_triton_view_says_which_fp_fusion_compiled_it(
+    ip: InteractiveShell, shown: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION", raising=False)
+    monkeypatch.delenv("TRITON_FORCE_DISABLE_FP_FUSION", raising=False)
+    res = run(ip, '--signature "*fp32,*fp32,*fp32,i32" --constexprs BLOCK=256', TRITON)
+    assert res.success, res.error_in_exec
+    bundle = shown[0]._repr_mimebundle_()
+    line = "compiled with: num_warps=4, num_stages=3, fp_fusion=on (Triton&#x27;s default)"
+    assert line in bundle["text/html"]
+    assert html.unescape(line) in bundle["text/plain"]
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    res = run(ip, '-o --signature "*fp32,*fp32,*fp32,i32" --constexprs BLOCK=256', TRITON)
+    assert "fp_fusion=off (TRITON_DEFAULT_FP_FUSION=0)" in res.result.flags
