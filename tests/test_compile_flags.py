@@ -20,13 +20,13 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+import perflab
 import perflab.magics.ptx as ptx_magic
 from perflab.capture.compile import (
     NVCC_FLAGS,
     PTXAS_FLAGS,
     allowed_flags_text,
     check_flags,
-    compile_cuda,
 )
 from perflab.cli import main
 from perflab.commands.ptx import join_dash_values
@@ -75,7 +75,7 @@ def test_payloads_are_refused_by_the_library(tmp_path: Path, index: int) -> None
     marker = tmp_path / "PWNED"
     flags = payloads(marker)[index]
     with pytest.raises(InputError, match=r"--flags: .* is not allowed; allowed: -D"):
-        compile_cuda(KERNEL, arch="sm_80", flags=flags, cache=False)
+        perflab.compile_cuda(KERNEL, arch="sm_80", flags=flags, cache=False)
     assert not marker.exists()
 
 

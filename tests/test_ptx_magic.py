@@ -219,6 +219,7 @@ def test_line_form_prints_the_options(
     res = ip.run_cell(f"%ptx {line}")
     assert res.success, res.error_in_exec
     out = capsys.readouterr().out
+    assert out.lstrip().startswith("%ptx [--arch SM] [--flags FLAGS]")  # the usage first
     assert "--arch" in out and "--show" in out and "TritonSpec" in out
 
 

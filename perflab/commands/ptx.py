@@ -34,8 +34,9 @@ COMPILE_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         dict(
             default="",
             metavar="FLAGS",
-            help='extra nvcc flags, e.g. "-maxrregcount=32 -DN=4" (no shell runs '
-            "them; output and mode flags are refused)",
+            help='extra nvcc flags, e.g. "-maxrregcount=32 -DN=4 -O3 -Xptxas -v": '
+            "-D, -U, -I, -O, -maxrregcount, -Xptxas and the math, warning and "
+            "lambda switches, with checked values; anything else is refused with the list",
         ),
     ),
     (("--std",), dict(default="c++17", help="C++ standard (default c++17)")),

@@ -22,8 +22,9 @@ def help_requested(line: str) -> bool:
 
 
 def magic_help(magic: Any) -> str:
-    """A magic's help: its docstring, which ``magic_arguments`` fills with the options."""
-    return str(getattr(magic, "__doc__", "") or "").strip()
+    """A magic's help: its docstring, which ``magic_arguments`` fills with the options
+    (less the leading ``::`` it puts there for reStructuredText)."""
+    return str(getattr(magic, "__doc__", "") or "").strip().removeprefix("::").lstrip("\n")
 
 
 def load_ipython_extension(ipython: Any) -> None:
