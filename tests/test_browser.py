@@ -283,6 +283,36 @@ def test_long_names_in_hover_boxes_stay_in_the_window(browser: Any, tmp_path: Pa
     page.close()
 
 
+COVER = """() => {
+  const doc = Bokeh.documents[0];
+  const cover = [...doc.all_models].find((m) => m.type === "ColumnDataSource"
+    && Object.keys(m.data).sort().join() === "bottom,left,right,top").data;
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const frame = root.child_views[1].frame;
+  return {cover, px: (frame.x_range.end - frame.x_range.start) / frame.bbox.width};
+}"""
+
+
+def test_a_lane_of_short_events_shows_marks(browser: Any, tmp_path: Path, trace_data: Path) -> None:
+    """The stored NCCL trace's thread of 42 short runtime calls: the whole-trace view draws
+    none of the events, but marks where they are, each at least a pixel wide."""
+    from perflab.io import load_trace
+    from perflab.render.timeline import assign_lanes, timeline
+
+    trace = load_trace(trace_data / "kineto" / "nccl_2ranks_a100.json.gz")
+    lane = assign_lanes(trace).labels.index("process 2910249 thread -549452224")
+    page, problems = open_page(browser, timeline(trace).save(tmp_path / "t.html"))
+    got = page.evaluate(COVER)
+    c = got["cover"]
+    marks = [i for i, bottom in enumerate(c["bottom"]) if abs(bottom - (lane + 0.4)) < 1e-9]
+    assert marks and not any(lane == ln for ln in page.evaluate(SHOWN)["lane_i"])
+    for i in marks:
+        assert c["right"][i] - c["left"][i] >= got["px"] * 0.99
+        assert c["bottom"][i] - c["top"][i] >= 0.8 * 0.25 - 1e-9
+    assert_safe(page, problems)
+    page.close()
+
+
 NOTEBOOK_CELLS = [
     "from perflab.model.trace import Trace\nimport perflab\n"
     "trace = Trace.load({trace!r})\ntrace.timeline()",

@@ -36,9 +36,10 @@ function draw_busy(cells, base, B, T0, T1) {
       m /= 255 * (hi - i);
       if (m <= 0) continue;
       const x0 = T0 + i * bw, x1 = T0 + hi * bw;
-      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); }
-      // any work in a bin shows as at least a sliver: a lane of short events never looks empty
-      else { cl.push(x0); cr.push(x1); cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * Math.max(m, 0.25)); }
+      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); continue; }
+      // any work in a bin shows as a visible mark: a lane of short events never looks empty
+      cl.push(x0); cr.push(Math.max(x1, x0 + 2 * px));
+      cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * Math.max(m, 0.25));
     }
   }
 }
