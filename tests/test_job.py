@@ -463,3 +463,14 @@ def test_damaged_rank_files_give_the_same_answer_or_error_through_helpers(tmp_pa
             assert str(path) in serial
         outcomes.add(isinstance(serial, str))
     assert outcomes == {True, False}  # both errors and loads were tried
+
+
+def test_ranks_that_started_late_and_stopped_early_match_where_all_overlap(tmp_path: Path) -> None:
+    truth = generate(tmp_path, ranks=4, iterations=30, start_late={1: 5}, stop_early={3: 24})
+    doc = summarize_job(load_job(tmp_path)).to_dict()
+    instances, table = expected_collectives(truth)
+    assert len(instances) == 19 and doc["collectives"]["count"] == 19
+    assert doc["stragglers"][0]["rank"] == STRAGGLER
+    for s in doc["stragglers"]:
+        assert s["last_count"] == table[s["rank"]]["last_count"]
+        assert s["wait_caused_us"] == pytest.approx(table[s["rank"]]["wait"])

@@ -10,9 +10,10 @@ Collectives: the NCCL kernels (the summary's definition: the name starts with "n
 rank, grouped by stream, in start order; the k-th kernel of a stream on every rank is one
 collective instance. Streams are matched across ranks by stream id when every rank has the
 same set of NCCL streams, else by the order of their first NCCL kernel. When ranks have
-different numbers of kernels on a stream, the ranks' sequences are lined up where their ends
-agree best and only instances found on every rank of that stream are counted (a warning says
-so); a collective whose kernel names disagree across ranks ends the matching of that stream.
+different numbers of kernels on a stream, each rank's sequence is placed in the longest one
+where their kernel ends agree best (up to 64 collectives in) and only instances found on every
+rank of that stream are counted (a warning says so); a collective whose kernel names
+disagree across ranks ends the matching of that stream.
 (Kineto traces carry no NCCL sequence numbers perflab reads today, so the order is the match.)
 
 Per instance, on the job's clock (:meth:`perflab.model.job.Job.aligned_start_ns`): arrival
@@ -265,10 +266,11 @@ def _match_group(
         notes.append(f"{label}: NCCL kernels on rank {only} only; not matched")
         return np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64), []
     counts = {r: len(c.op) for r, c in members.items()}
-    shortest = min(counts, key=lambda r: (counts[r], r))
-    n = counts[shortest]
-    # each rank's window: where the shortest sequence lines up with it
-    skip = {r: _best_shift(c, members[shortest], n) for r, c in members.items()}
+    ref = max(counts, key=lambda r: (counts[r], -r))
+    # where each rank's sequence sits in the longest one; instances all ranks have
+    at = {r: _position(members[ref], c) for r, c in members.items()}
+    first = max(at.values())
+    n = max(0, min(at[r] + counts[r] for r in members) - first)
     if len(set(counts.values())) > 1:
         notes.append(
             f"{label}: the ranks have different numbers of NCCL kernels ("
@@ -277,6 +279,7 @@ def _match_group(
             "or started tracing late?)"
         )
     order = sorted(members)
+    skip = {r: first - at[r] for r in order}
     start = np.stack([members[r].start[skip[r] : skip[r] + n] for r in order], 1)
     end = np.stack([members[r].end[skip[r] : skip[r] + n] for r in order], 1)
     ops = [members[r].op[skip[r] : skip[r] + n] for r in order]
@@ -292,14 +295,16 @@ def _match_group(
     return start, end, ops[0][:n]
 
 
-def _best_shift(longer: CommStream, shorter: CommStream, n: int) -> int:
-    """Where ``shorter``'s first ``n`` collectives sit in ``longer``: the shift at which the
+def _position(longest: CommStream, other: CommStream) -> int:
+    """Where ``other``'s collectives start within ``longest``'s: the shift at which their
     kernel ends agree best (a collective ends at about the same time on every rank)."""
-    spare = min(len(longer.op) - n, MAX_SHIFT)
+    n = len(other.op)
+    spare = min(len(longest.op) - n, MAX_SHIFT)
     if spare <= 0:
         return 0
-    target = shorter.end[:n]
-    misfit = [float(np.median(np.abs(longer.end[k : k + n] - target))) for k in range(spare + 1)]
+    misfit = [
+        float(np.median(np.abs(longest.end[k : k + n] - other.end))) for k in range(spare + 1)
+    ]
     return int(np.argmin(misfit))
 
 
