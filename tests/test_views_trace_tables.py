@@ -3,6 +3,7 @@ start), never raw floats or epoch nanoseconds; their data stay plain numbers."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -32,7 +33,7 @@ def test_idle_breakdown_prints_times_with_units(nccl) -> None:  # type: ignore[n
     assert f"idle GPU time by cause: {total} in" in printed  # ...and the same figure here
     assert format_ns(idle["host launch delay"] * 1e3) in printed
     assert sum(idle.values()) == pytest.approx(device["idle_us"], rel=1e-4)  # still us
-    assert idle.to_dict() == dict(idle)
+    assert idle.to_dict() == dict(idle) and json.loads(json.dumps(idle)) == dict(idle)
     html = idle._repr_mimebundle_()["text/html"]
     assert format_ns(idle["data transfer"] * 1e3) in html and not RAW_FLOAT.search(html)
 

@@ -4,7 +4,6 @@ utilisation, launch statistics, kernel tables, MFU and achieved bandwidth. Pure 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,23 +198,16 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
     return Frame(cols, {"start_ns": SINCE_START, "dur_ns": NS}, origin, title)
 
 
-class IdleBreakdown(Mapping[str, float]):
-    """Idle microseconds per cause (a mapping, as ever) whose views show times with units."""
+class IdleBreakdown(dict[str, float]):
+    """Idle microseconds per cause (a plain dict, as ever: JSON-able) whose text and HTML
+    views show times with units; ``gaps`` counts the gaps per cause."""
 
     def __init__(self, idle_us: dict[str, float], gaps: dict[str, int]):
-        self.idle_us, self.gaps = idle_us, gaps
-
-    def __getitem__(self, cause: str) -> float:
-        return self.idle_us[cause]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.idle_us)
-
-    def __len__(self) -> int:
-        return len(self.idle_us)
+        super().__init__(idle_us)
+        self.gaps = gaps
 
     def to_dict(self) -> dict[str, float]:
-        return dict(self.idle_us)
+        return dict(self)
 
     def text(self) -> str:
         from perflab.render.tables import idle_breakdown_text
@@ -223,9 +215,6 @@ class IdleBreakdown(Mapping[str, float]):
         return idle_breakdown_text(self)
 
     __str__ = text
-
-    def __repr__(self) -> str:
-        return f"IdleBreakdown({self.idle_us!r})"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text())
