@@ -199,6 +199,23 @@ def test_nccl_without_gpus_says_no_gpu():
         collectives.run(backend="nccl", world_size=2)
 
 
+def test_time_is_averaged_across_ranks_as_nccl_tests_does():
+    """nccl-tests reports the average over ranks by default (-a 1); so does perflab."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    assert collectives.TIME_ACROSS_RANKS == "mean"
+    assert "averaged across ranks" in collectives.__doc__
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{collectives.free_port()}", rank=0, world_size=1
+    )
+    try:
+        assert collectives._agree(torch, 3.0, "cpu", "mean") == 3.0
+        assert collectives._agree(torch, 3.0, "cpu", "max") == 3.0
+    finally:
+        dist.destroy_process_group()
+
+
 def test_spec_validation():
     with pytest.raises(InputError, match="message sizes"):
         collectives.run(sizes=(0,))

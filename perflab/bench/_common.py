@@ -65,27 +65,53 @@ def new_result(benchmark: str, backend: str, options: dict[str, Any]) -> BenchRe
 
 
 class NoiseLog:
-    """Counts the sweep points whose timing the engine flagged as noisy, so a result
-    carries one summary line rather than a warning per point."""
+    """What the timing engine said about the points of a sweep, summed up: a result
+    carries one line per kind of warning (noisy, host-bound, throttled) naming the points
+    it concerns, and every other note (throttle check unavailable, persisting-L2 reset)
+    once, not a warning per point."""
+
+    KINDS = (
+        (
+            "noisy",
+            ("noisy", "worst sample"),
+            "noisy timing (IQR over 10% of the median or worst sample over 4x the best; "
+            "other work may have interfered)",
+        ),
+        (
+            "host-bound",
+            ("host-bound",),
+            "host-bound samples (the GPU may have waited for the host in the timed window)",
+        ),
+        (
+            "throttled",
+            ("clocks throttled", "dropped"),
+            "clock throttling (samples dropped or NVML violation counters rose)",
+        ),
+    )
 
     def __init__(self) -> None:
-        self.noisy: list[str] = []
         self.points = 0
+        self.flagged: dict[str, list[str]] = {kind: [] for kind, _, _ in self.KINDS}
+        self.notes: list[str] = []
 
     def add(self, name: str, warnings: list[str]) -> None:
         self.points += 1
-        if any(w.startswith(("noisy", "worst sample")) for w in warnings):
-            self.noisy.append(name)
+        for warning in warnings:
+            kind = next((k for k, starts, _ in self.KINDS if warning.startswith(starts)), None)
+            if kind is not None:
+                if name not in self.flagged[kind]:
+                    self.flagged[kind].append(name)
+            elif not warning.startswith(("no GPU", "only ")) and warning not in self.notes:
+                self.notes.append(warning)
 
     def summary(self) -> list[str]:
-        if not self.noisy:
-            return []
-        shown = ", ".join(self.noisy[:4]) + (" ..." if len(self.noisy) > 4 else "")
-        return [
-            f"noisy timing at {len(self.noisy)} of {self.points} points ({shown}): "
-            "IQR over 10% of the median or worst sample over 4x the best; other work "
-            "may have interfered"
-        ]
+        lines = []
+        for kind, _, text in self.KINDS:
+            names = self.flagged[kind]
+            if names:
+                shown = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+                lines.append(f"{text} at {len(names)} of {self.points} points ({shown})")
+        return lines + self.notes
 
 
 def median_call_ns(
@@ -95,9 +121,12 @@ def median_call_ns(
     budget_ms: float,
     name: str,
     noise: NoiseLog | None = None,
+    fill_queue: bool = True,
 ) -> float:
     """Median time of one ``fn()`` call through perflab's timing engine (no cache flush:
-    the sweeps want warm caches); noisy points are counted in ``noise``."""
+    the sweeps want warm caches; on a GPU a queue filler before each sample, so short
+    kernels are not launch-bound). The engine's warnings go to ``noise``.
+    ``fill_queue=False`` for calls that block the host anyway (pageable copies)."""
     from perflab.capture.timer import bench
 
     result = bench(
@@ -109,6 +138,7 @@ def median_call_ns(
         nvtx=False,
         min_samples=5,
         name=name,
+        fill_queue=fill_queue,
     )
     if noise is not None:
         noise.add(name, result.warnings)

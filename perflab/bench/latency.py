@@ -8,7 +8,18 @@ hierarchy (L1, L2, L3/DRAM on a CPU; L1, L2, HBM on a GPU).
   pages so TLB misses do not blur the cache levels. Reported in ns.
 - CUDA: one thread (one warp, one active lane) chases through the same permutation; the
   kernel counts SM cycles with ``clock64()`` and CUDA events give ns. It is built with
-  CuPy's ``RawModule`` (NVRTC), or with nvcc to a cubin when NVRTC is unavailable.
+  CuPy's ``RawModule`` (NVRTC), or with nvcc to a cubin when NVRTC is unavailable, and
+  must pass a preflight (a short walk checked against :func:`follow`); when CuPy cannot
+  build or run it (``cupy-cuda13x`` needs NVRTC, cuBLAS, cuRAND and a recent driver),
+  the same chase written in Triton runs instead (ns only, no cycle counter).
+
+TLB misses: past the L2 a random chase over GBs lands on a new page almost every load,
+so the time past L2 is memory latency *plus* TLB misses (GPU pages are 2 MiB; the TLBs
+reach a few GB at most). The levels say so: the first plateau past L2 on a GPU is named
+``HBM (+TLB misses)`` and a second step above it ``HBM + more TLB misses`` (never "HBM
+far"). ``stride_bytes`` controls the hop: a page-sized stride walks one line per page
+and shows the TLB reach on its own; the default (128 B on a GPU, 64 B on a CPU) hops
+one cache line.
 
 The pointer state survives between calls, so successive timed calls keep walking the
 whole cycle instead of re-reading its first lines.
@@ -40,7 +51,7 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import ToolchainError
+from perflab.errors import InputError, ToolchainError
 from perflab.model.bench import BenchResult, Level, Series
 
 CPU_STRIDE = 64  # one cache line per hop
@@ -154,8 +165,10 @@ class _HostChain:
         self._map.close()
 
 
-def _cpu_point(nbytes: int, steps: int, budget_ms: float, seed: int, noise: NoiseLog) -> float:
-    chain = _HostChain(nbytes, CPU_STRIDE, seed)
+def _cpu_point(
+    nbytes: int, steps: int, budget_ms: float, seed: int, stride: int, noise: NoiseLog
+) -> float:
+    chain = _HostChain(nbytes, stride, seed)
     try:
         chain.walk(min(chain.n_lines, WARM_CAP))
         per_call = median_call_ns(
@@ -171,11 +184,12 @@ def _cpu_point(nbytes: int, steps: int, budget_ms: float, seed: int, noise: Nois
 
 
 def _run_cpu(
-    sizes: list[int], steps: int, budget_ms: float, seed: int, show: bool | None
+    sizes: list[int], steps: int, budget_ms: float, seed: int, stride: int, show: bool | None
 ) -> tuple[list[float], list[float], list[str]]:
     noise = NoiseLog()
     ns = [
-        _cpu_point(n, steps, budget_ms, seed, noise) for n in progress(sizes, "latency (cpu)", show)
+        _cpu_point(n, steps, budget_ms, seed, stride, noise)
+        for n in progress(sizes, "latency (cpu)", show)
     ]
     return ns, [float("nan")] * len(ns), noise.summary()
 
@@ -183,8 +197,48 @@ def _run_cpu(
 # --- CUDA -----------------------------------------------------------------------------
 
 
-def _cuda_kernel(cupy: Any) -> Any:
-    """The chase kernel through NVRTC, or through nvcc to a cubin when NVRTC fails."""
+class _CupyChase:
+    """The CUDA C++ chase through CuPy: NVRTC, or nvcc to a cubin when NVRTC fails.
+    Counts SM cycles with clock64() as well as ns."""
+
+    method = "CUDA C++ through CuPy"
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cupy = cupy
+        self.kernel = _cupy_kernel(cupy)
+
+    def point(self, nbytes: int, steps: int, seed: int, stride: int) -> tuple[float, float]:
+        """(ns, cycles) per load for one working set: the median of three launches."""
+        cupy = self.cupy
+        n_lines = max(1, nbytes // stride)
+        links = cupy.asarray(cyclic_permutation(n_lines, stride // 8, seed))
+        state = cupy.zeros(2, dtype=cupy.uint64)
+        try:
+            self.kernel((1,), (1,), (links, state, np.uint64(min(n_lines, WARM_CAP))))
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            samples = []
+            for _ in range(3):
+                start.record()
+                self.kernel((1,), (1,), (links, state, np.uint64(steps)))
+                end.record()
+                end.synchronize()
+                ms = cupy.cuda.get_elapsed_time(start, end)
+                samples.append((ms * 1e6 / steps, int(state[1].get()) / steps))
+        finally:
+            del links, state
+        ns, cycles = sorted(samples)[1]
+        return float(ns), float(cycles)
+
+    def walk(self, links: npt.NDArray[np.uint64], steps: int) -> int:
+        """Follow ``steps`` links from 0 on the GPU (the preflight's check)."""
+        state = self.cupy.zeros(2, dtype=self.cupy.uint64)
+        self.kernel((1,), (1,), (self.cupy.asarray(links), state, np.uint64(steps)))
+        return int(state[0].get())
+
+
+def _cupy_kernel(cupy: Any) -> Any:
     try:
         return cupy.RawModule(code=CUDA_SOURCE).get_function("perflab_chase")
     except Exception as nvrtc_error:  # cupy raises CompileException or a library error
@@ -192,7 +246,7 @@ def _cuda_kernel(cupy: Any) -> Any:
 
         nvcc = find_tool("nvcc")
         if nvcc is None:
-            raise ToolchainError(f"cannot build the chase kernel: {nvrtc_error}") from None
+            raise ToolchainError(f"NVRTC failed and there is no nvcc: {nvrtc_error}") from None
         arch = f"sm_{cupy.cuda.Device().compute_capability}"  # CuPy gives "90" for 9.0
         with tempfile.TemporaryDirectory(prefix="perflab-chase-") as tmp:
             src, cubin = Path(tmp) / "chase.cu", Path(tmp) / "chase.cubin"
@@ -208,38 +262,81 @@ def _cuda_kernel(cupy: Any) -> Any:
             return cupy.RawModule(path=str(cubin)).get_function("perflab_chase")
 
 
-def _cuda_point(cupy: Any, kernel: Any, nbytes: int, steps: int, seed: int) -> tuple[float, float]:
-    """(ns, cycles) per load for one working set."""
-    n_lines = max(1, nbytes // GPU_STRIDE)
-    links = cupy.asarray(cyclic_permutation(n_lines, GPU_STRIDE // 8, seed))
-    state = cupy.zeros(2, dtype=cupy.uint64)
-    try:
-        kernel((1,), (1,), (links, state, np.uint64(min(n_lines, WARM_CAP))))
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        samples = []
-        for _ in range(3):
-            start.record()
-            kernel((1,), (1,), (links, state, np.uint64(steps)))
-            end.record()
-            end.synchronize()
-            ms = cupy.cuda.get_elapsed_time(start, end)
-            samples.append((ms * 1e6 / steps, int(state[1].get()) / steps))
-    finally:
-        del links, state
-    ns, cycles = sorted(samples)[1]  # the median of three launches
-    return float(ns), float(cycles)
+class _TritonChase:
+    """The chase in Triton (perflab.bench._triton_chase) on torch tensors, timed with
+    torch's CUDA events; ns only (cycles NaN)."""
+
+    method = "Triton"
+
+    def __init__(self) -> None:
+        import torch
+
+        from perflab.bench import _triton_chase
+
+        self.torch = torch
+        self.kernel = _triton_chase.chase_kernel
+
+    def _launch(self, links: Any, state: Any, steps: int) -> None:
+        self.kernel[(1,)](links, state, steps, num_warps=1)
+
+    def point(self, nbytes: int, steps: int, seed: int, stride: int) -> tuple[float, float]:
+        torch = self.torch
+        n_lines = max(1, nbytes // stride)
+        host = cyclic_permutation(n_lines, stride // 8, seed).astype(np.int64)
+        links = torch.from_numpy(host).to("cuda")
+        state = torch.zeros(1, dtype=torch.int64, device="cuda")
+        try:
+            self._launch(links, state, min(n_lines, WARM_CAP))
+            samples = []
+            for _ in range(3):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                self._launch(links, state, steps)
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) * 1e6 / steps)
+        finally:
+            del links, state
+        return float(sorted(samples)[1]), float("nan")
+
+    def walk(self, links: npt.NDArray[np.uint64], steps: int) -> int:
+        torch = self.torch
+        dev_links = torch.from_numpy(links.astype(np.int64)).to("cuda")
+        state = torch.zeros(1, dtype=torch.int64, device="cuda")
+        self._launch(dev_links, state, steps)
+        return int(state.item())
+
+
+def chase_backend(makers: tuple[Callable[[], Any], ...] = (_CupyChase, _TritonChase)) -> Any:
+    """The first chase that builds and passes a preflight (walk a small random cycle on
+    the GPU and compare with :func:`follow`): CuPy's CUDA C++ (cupy-cuda13x needs NVRTC
+    and a recent driver), else Triton. Raises ToolchainError listing why each failed."""
+    links = cyclic_permutation(64, GPU_STRIDE // 8, seed=1)
+    expected = follow(links, 0, 100)
+    failures = []
+    for make in makers:
+        try:
+            chase = make()
+            got = chase.walk(links, 100)
+        except Exception as exc:  # import, compile or launch failure: try the next
+            failures.append(f"{getattr(make, 'method', make.__name__)}: {exc}")
+            continue
+        if got == expected:
+            return chase
+        failures.append(f"{chase.method}: preflight walk ended at {got}, expected {expected}")
+    raise ToolchainError("cannot build the GPU pointer chase: " + "; ".join(failures))
 
 
 def _run_cuda(
-    sizes: list[int], steps: int, seed: int, show: bool | None
+    sizes: list[int], steps: int, seed: int, stride: int, show: bool | None
 ) -> tuple[list[float], list[float], list[str]]:
-    import cupy
-
-    kernel = _cuda_kernel(cupy)
-    points = [
-        _cuda_point(cupy, kernel, n, steps, seed) for n in progress(sizes, "latency (cuda)", show)
-    ]
-    return [p[0] for p in points], [p[1] for p in points], []
+    chase = chase_backend()
+    points = [chase.point(n, steps, seed, stride) for n in progress(sizes, "latency (cuda)", show)]
+    notes = [f"chase kernel: {chase.method}"]
+    if chase.method == "Triton":
+        notes.append("cycles not measured (the Triton chase has no SM cycle counter)")
+    return [p[0] for p in points], [p[1] for p in points], notes
 
 
 # --- entry point ----------------------------------------------------------------------
@@ -255,23 +352,28 @@ def run(
     steps: int | None = None,
     budget_ms: float = 60.0,
     seed: int = 0,
+    stride_bytes: int | None = None,
     show_progress: bool | None = None,
 ) -> BenchResult:
     """Pointer-chase latency over working sets; one series ``chase`` (ns, and cycles on
-    a GPU) with its plateaus named after the hierarchy.
+    a GPU) with its plateaus named after the hierarchy (past L2: memory plus TLB misses).
 
     ``quick`` uses one point per octave and a smaller top size (CPU 64 MiB, GPU 256 MiB).
+    ``stride_bytes`` is the hop (a multiple of 8; default one cache line).
     """
     chosen = resolve_backend(backend)
     on_gpu = chosen == "cuda"
+    stride = stride_bytes or (GPU_STRIDE if on_gpu else CPU_STRIDE)
+    if stride < 8 or stride % 8:
+        raise InputError(f"stride must be a positive multiple of 8 bytes, not {stride}")
     top = max_bytes or ((256 if quick else 1024) << 20 if on_gpu else (64 if quick else 256) << 20)
     sizes = size_sweep(min_bytes, top, 1 if quick else per_octave)
     hops = steps or (GPU_STEPS if on_gpu else CPU_STEPS)
     if on_gpu:
-        ns, cycles, warnings = _run_cuda(sizes, hops, seed, show_progress)
+        ns, cycles, warnings = _run_cuda(sizes, hops, seed, stride, show_progress)
     else:
         ns, cycles, warnings = _run_cpu(
-            sizes, hops, budget_ms / (2 if quick else 1), seed, show_progress
+            sizes, hops, budget_ms / (2 if quick else 1), seed, stride, show_progress
         )
     extra = {"cycles": np.asarray(cycles)} if on_gpu else {}
     series = Series("chase", np.asarray(sizes), np.asarray(ns), "bytes", "ns", extra)
@@ -280,7 +382,7 @@ def run(
         "latency",
         chosen,
         {
-            "stride_bytes": GPU_STRIDE if on_gpu else CPU_STRIDE,
+            "stride_bytes": stride,
             "steps": hops,
             "quick": quick,
             "seed": seed,
@@ -289,10 +391,24 @@ def run(
     )
     result.series.append(series)
     result.warnings.extend(warnings)
+    if on_gpu and any(lv.name.startswith("HBM") for lv in series.levels):
+        result.warnings.append(
+            "past the L2 the chase also misses the TLB (a new page almost every load): "
+            "HBM levels are memory latency plus TLB misses"
+        )
     if not on_gpu:
         result.warnings.append("no GPU: CPU pointer chase (the CPU analog)")
     return result
 
 
+GPU_BEYOND_L2 = {"HBM": "HBM (+TLB misses)", "HBM far": "HBM + more TLB misses"}
+
+
 def _named_levels(series: Series, on_gpu: bool) -> list[Level]:
-    return hierarchy_levels(series, on_gpu, repeat_suffix=" far" if on_gpu else " (2)")
+    """Plateaus named after the caches; on a GPU a second L2 plateau is the far L2
+    partition, and the plateaus past L2 say they include TLB misses."""
+    levels = hierarchy_levels(series, on_gpu, repeat_suffix=" far" if on_gpu else " (2)")
+    if on_gpu:
+        for lv in levels:
+            lv.name = GPU_BEYOND_L2.get(lv.name, lv.name)
+    return levels

@@ -10,6 +10,7 @@ are given, each series records the fraction of that peak reached.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -33,13 +34,26 @@ CPU_SIZES = (128, 256, 512, 1024)
 
 @contextlib.contextmanager
 def _tf32(torch: Any, allowed: bool) -> Iterator[None]:
-    """TF32 on or off for the block, restored afterwards (it is process-wide state)."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allowed
+    """TF32 on or off for the block, restored afterwards (it is process-wide state).
+
+    torch >= 2.9 has ``backends.cuda.matmul.fp32_precision`` ("tf32"/"ieee"); once a
+    process has used it, reading the old ``allow_tf32`` raises, so the new API is used
+    whenever it exists."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if allowed else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+        return
+    before_flag = matmul.allow_tf32
+    matmul.allow_tf32 = allowed
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        matmul.allow_tf32 = before_flag
 
 
 def _cuda_matmul(dtype: str, n: int) -> Callable[[], object] | None:
@@ -103,29 +117,43 @@ def _series(
     budget_ms: float,
     noise: NoiseLog,
     show: bool | None,
+    failures: list[str],
 ) -> Series | None:
+    """GFLOP/s at each size (NaN where that size failed, said in ``failures``); None when
+    the device or torch build lacks the dtype altogether."""
     rates = []
     for n in progress(sizes, f"matmul {dtype} ({backend})", show):
-        if backend == "cuda":
-            import torch
-
-            with _tf32(torch, dtype == "tf32"):
-                fn = _cuda_matmul(dtype, n)
-                if fn is None:
-                    return None
-                ns = median_call_ns(
-                    fn, backend, budget_ms=budget_ms, name=f"{dtype} {n}", noise=noise
-                )
-        else:
-            ns = median_call_ns(
-                _cpu_matmul(dtype, n),
-                backend,
-                budget_ms=budget_ms,
-                name=f"{dtype} {n}",
-                noise=noise,
-            )
+        try:
+            ns = _time_product(dtype, n, backend, budget_ms, noise)
+        except _Unsupported:
+            return None
+        except (RuntimeError, MemoryError) as exc:  # e.g. out of memory at the largest size
+            failures.append(f"{dtype} n={n}: {type(exc).__name__}: {str(exc)[:200]}")
+            ns = math.nan
         rates.append(2.0 * n**3 / ns)  # flops per ns == GFLOP/s
     return Series(dtype, np.asarray(sizes), np.asarray(rates), "n", "GFLOPs")
+
+
+class _Unsupported(Exception):
+    """This GPU/torch pair has no such dtype."""
+
+
+def _time_product(dtype: str, n: int, backend: str, budget_ms: float, noise: NoiseLog) -> float:
+    name = f"{dtype} {n}"
+    if backend != "cuda":
+        fn = _cpu_matmul(dtype, n)
+        return median_call_ns(fn, backend, budget_ms=budget_ms, name=name, noise=noise)
+    import torch
+
+    with _tf32(torch, dtype == "tf32"):
+        cuda_fn = _cuda_matmul(dtype, n)
+        if cuda_fn is None:
+            raise _Unsupported(dtype)
+        try:
+            return median_call_ns(cuda_fn, backend, budget_ms=budget_ms, name=name, noise=noise)
+        finally:
+            del cuda_fn
+            torch.cuda.empty_cache()  # the next size starts from free memory
 
 
 def run(
@@ -163,9 +191,16 @@ def run(
         "matmul", chosen, {"quick": quick, "sizes": list(grid), "data": "random normal"}
     )
     noise = NoiseLog()
+    failures: list[str] = []
     for dtype in wanted:
         series = _series(
-            dtype, tuple(grid), chosen, budget_ms / (2 if quick else 1), noise, show_progress
+            dtype,
+            tuple(grid),
+            chosen,
+            budget_ms / (2 if quick else 1),
+            noise,
+            show_progress,
+            failures,
         )
         if series is None:
             result.warnings.append(f"{dtype}: not supported by this GPU or torch build; skipped")
@@ -174,9 +209,11 @@ def run(
     if peaks is None and on_gpu:
         peaks = spec_peaks(result.device)
     if peaks:
+        best = best_gflops(result)
         result.options["fraction_of_peak"] = {
-            s.name: float(s.y.max()) / peaks[s.name] for s in result.series if s.name in peaks
+            name: rate / peaks[name] for name, rate in best.items() if name in peaks
         }
+    result.warnings.extend(f"failed, left out (NaN): {f}" for f in failures)
     result.warnings.extend(noise.summary())
     if not on_gpu:
         result.warnings.append("no GPU: CPU matmul (the CPU analog)")
@@ -205,5 +242,6 @@ def spec_peaks(device_name: str) -> dict[str, float]:
 
 
 def best_gflops(result: BenchResult) -> dict[str, float]:
-    """The highest rate measured per dtype: the compute ceiling of each."""
-    return {s.name: float(s.y.max()) for s in result.series if len(s)}
+    """The highest rate measured per dtype (sizes that failed are NaN and skipped)."""
+    finite = {s.name: s.y[np.isfinite(s.y)] for s in result.series}
+    return {name: float(y.max()) for name, y in finite.items() if y.size}

@@ -84,9 +84,15 @@ def _scale(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return np.asarray(lo + unit * (hi - lo), dtype=np.float64)
 
 
+def _plottable(s: Series) -> Series:
+    """The points of ``s`` a log-log plot can show (sizes that failed are NaN)."""
+    keep = np.isfinite(s.x) & np.isfinite(s.y) & (s.x > 0) & (s.y > 0)
+    return Series(s.name, s.x[keep], s.y[keep], s.x_unit, s.y_unit)
+
+
 def loglog_svg(series: list[Series], label: str) -> str:
     """All series on shared log axes, levels as dashed lines; empty when nothing to plot."""
-    usable = [s for s in series if len(s) and np.all(s.x > 0) and np.all(s.y > 0)]
+    usable = [p for p in (_plottable(s) for s in series) if len(p)]
     if not usable:
         return ""
     xs = np.concatenate([s.x for s in usable])
