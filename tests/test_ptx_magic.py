@@ -282,3 +282,11 @@ def test_triton_view_says_which_fp_fusion_compiled_it(
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
     res = run(ip, '-o --signature "*fp32,*fp32,*fp32,i32" --constexprs BLOCK=256', TRITON)
     assert "fp_fusion=off (TRITON_DEFAULT_FP_FUSION=0)" in res.result.flags
+
+
+def test_an_empty_cell_points_to_the_line_form(ip: InteractiveShell) -> None:
+    # IPython refuses an empty cell-magic body before the magic runs; it suggests %ptx,
+    # which prints the help
+    res = ip.run_cell("%%ptx --help\n")
+    assert isinstance(res.error_in_exec, UsageError)
+    assert "Did you mean the line magic %ptx" in str(res.error_in_exec)
