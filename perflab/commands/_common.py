@@ -30,6 +30,9 @@ def add_trace_file(parser: Any, help: str = "trace file to read") -> None:
 
 
 def load_trace_file(args: argparse.Namespace) -> Trace:
+    """The trace named on the command line; a long load shows its progress on a terminal's
+    stderr, except under --json (whose output is for programs)."""
     from perflab.io import load_trace
 
-    return load_trace(args.file, workers=args.workers)
+    quiet = bool(getattr(args, "json", False))
+    return load_trace(args.file, workers=args.workers, progress=not quiet)

@@ -50,19 +50,25 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 
 def load_trace(
-    path: str | os.PathLike[str], *, python: bool = False, workers: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    python: bool = False,
+    workers: int | None = None,
+    progress: bool = True,
 ) -> Trace:
     """Load a trace file of any supported format into a :class:`Trace`.
 
     ``python=True`` keeps torch.profiler ``python_function`` events (skipped by default).
     ``workers``: helper processes for a large Kineto file (None: one per spare core for files
     of 64 MB of JSON or more; 0: none); see :func:`perflab.io.kineto.load_kineto`.
+    ``progress``: a Kineto load that takes more than about two seconds shows how far it got
+    (a line on stderr when that is a terminal, a bar in a notebook when ipywidgets is there).
     """
     fmt = detect_format(path)
     if fmt == "kineto":
         from perflab.io.kineto import load_kineto
 
-        return load_kineto(path, python=python, workers=workers)
+        return load_kineto(path, python=python, workers=workers, progress=progress)
     if fmt == "nsys":
         from perflab.io.nsys import load_nsys
 

@@ -48,19 +48,21 @@ def text_limit(compressed: int) -> int:
 
 def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
     """Decompress gzip members (back to back; zero padding after them is allowed) into at
-    most ``limit`` bytes."""
-    out = bytearray()
-    rest = raw
+    most ``limit`` bytes; one member (the usual case) is returned without a copy."""
+    parts: list[bytes] = []
+    size, rest = 0, raw
     while rest.strip(b"\x00"):
         inflate = zlib.decompressobj(wbits=31)
         try:
-            out += inflate.decompress(rest, limit + 1 - len(out))
+            part = inflate.decompress(rest, limit + 1 - size)
         except zlib.error as exc:
             raise InputError(f"corrupt gzip data: {exc}", source=source) from None
-        if len(out) > limit:
+        parts.append(part)
+        size += len(part)
+        if size > limit:
             raise InputError(
-                f"the gzip data expands to more than {limit >> 20} MiB ({limit // max(len(raw), 1)}"
-                " times its size): not a trace",
+                f"the gzip data expands to more than {limit >> 20} MiB "
+                f"({limit // max(len(raw), 1)} times its size): not a trace",
                 source=source,
             )
         if not inflate.eof:
@@ -70,7 +72,7 @@ def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
         rest = inflate.unused_data
         if rest.strip(b"\x00") and not rest.startswith(GZIP_MAGIC):
             raise InputError("corrupt gzip data: data after the gzip stream", source=source)
-    return bytes(out)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class StringTable:

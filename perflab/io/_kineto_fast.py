@@ -64,6 +64,11 @@ class Unusual(Exception):
     """The file cannot be streamed safely; decode it whole instead."""
 
 
+class RangeLayout(Unusual):
+    """The file's ranges cannot be cut for parallel loading (one stream may still read it);
+    every other Unusual would stop a single stream just the same."""
+
+
 class Truncated(Exception):
     """Raised by a slice decoder when the slice ends inside an element (a bad cut)."""
 
@@ -282,7 +287,7 @@ class EventStream:
     def _cut_at(self, bound: int, keep_from: int) -> int:
         cut = self.cursor.find(_RANGE_CUT, bound, keep_from)
         if 0 <= cut < self.array_start:
-            raise Unusual("a range bound before the events")
+            raise RangeLayout("a range bound before the events")
         return cut
 
     def _range_events(self, start: int, bound: int | None) -> Iterator[list[Any]]:
@@ -315,7 +320,7 @@ class EventStream:
 
     def _decode_head(self) -> None:
         if self.cursor.base > 0:
-            raise Unusual("the head was passed already")
+            raise RangeLayout("the head was passed already")
         head = self.cursor.text(0, self.key_start)
         self.head = self.decode_file(b"".join([head, b'"traceEvents":[]}']))
 
@@ -323,7 +328,7 @@ class EventStream:
         try:
             return self._decode_piece(start, stop)
         except Truncated:  # the range's end is fixed: no earlier cut to fall back on
-            raise Unusual("a range ends inside an element") from None
+            raise RangeLayout("a range ends inside an element") from None
 
     def _decode_piece(self, start: int, stop: int) -> list[Any]:
         """Decode text[start:stop] as a JSON array without copying it: the separators on

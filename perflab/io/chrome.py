@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from perflab.model.serialize import json_safe
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
 
 _CAT = {
@@ -119,7 +120,7 @@ def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
     doc = {
         "traceEvents": chrome_events(trace),
         "displayTimeUnit": "ns",
-        "deviceProperties": trace.meta.get("devices", []),
+        "deviceProperties": json_safe(trace.meta.get("devices", [])),
         "otherData": {
             "exported_by": "perflab",
             "source": str(trace.meta.get("source", "")),

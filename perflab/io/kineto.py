@@ -21,7 +21,6 @@ import math
 import operator
 import os
 import re
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,7 +36,7 @@ import numpy.typing as npt
 
 from perflab._gc import gc_paused
 from perflab.errors import InputError
-from perflab.io import _kineto_fast, _parallel
+from perflab.io import _kineto_fast, _parallel, _progress, _tempdirs
 from perflab.io._common import (
     StringTable,
     build_tracks,
@@ -91,6 +90,8 @@ _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUN
 PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
 RANGES_PER_PROCESS = 16  # ranges are claimed one at a time: a slow process takes fewer
 _HELPER_MODULE = "perflab.io._kineto_helper"
+MALFORMED_EXIT = 4  # a helper's exit status for text that no stream can read
+TEMP_PREFIX = "perflab-load-"  # + owner pid: see perflab.io._tempdirs
 _TOP_LEVEL = ("deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 # device and stream ids given as text: decimal, hexadecimal (a pointer, as ROCm's Kineto
 # writes "0x0"), or glibc's "(nil)" for a null pointer
@@ -100,25 +101,55 @@ _AMD_NAME = re.compile(r"\b(?:AMD|Instinct|Radeon)\b|^gfx[0-9]")
 
 
 def load_kineto(
-    path: str | os.PathLike[str], *, python: bool = False, workers: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    python: bool = False,
+    workers: int | None = None,
+    progress: bool = True,
 ) -> Trace:
     """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``).
 
     ``workers``: helper processes that decode parts of a large file at the same time (the
     result is the same). None: one per spare core, up to 7, for files of 64 MB of JSON or
-    more; 0: this process only.
+    more; 0: this process only. ``progress``: show how far a load that takes more than a
+    couple of seconds has got (see :mod:`perflab.io._progress`).
     """
     source = str(path)
     helpers = _helper_count(path, workers)
-    with gc_paused():
+    label = f"reading {Path(path).name}"
+    shown = _progress.Progress(label, _text_size(path), enabled=progress)
+    with gc_paused(), shown:
         if msgspec is not None:
             try:
-                trace = _load_parallel(path, source, python, helpers) if helpers else None
-                return trace or _load_streaming(path, source, python)
+                trace = _load_parallel(path, source, python, helpers, shown) if helpers else None
+                return trace or _load_streaming(path, source, python, shown)
             except _kineto_fast.Unusual:
                 pass  # decoded whole below, which also explains what is wrong
-        doc = _decode(read_bytes(path), source)
-        return _build(doc, source, python=python)
+        data = read_bytes(path)
+        _check_syntax(data, source)
+        return _build(_decode(data, source), source, python=python)
+
+
+def _text_size(path: str | os.PathLike[str]) -> int:
+    try:
+        return _kineto_fast.text_size(path)
+    except OSError:
+        return 0  # reading it will say what is wrong
+
+
+def _check_syntax(data: bytes, source: str) -> None:
+    """Malformed JSON is reported before any event is decoded: a skipping pass holds no
+    decoded events, so a large broken file costs its text and one quick pass."""
+    if msgspec is None:
+        return
+    try:
+        _SKIPPER.decode(data)
+    except msgspec.ValidationError:
+        pass  # not an object at the top level: the typed decode says so
+    except msgspec.DecodeError as exc:
+        raise InputError(f"malformed JSON: {exc}", source=source) from None
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", source=source) from None
 
 
 def loads_kineto(data: bytes, source: str = "<bytes>", *, python: bool = False) -> Trace:
@@ -220,6 +251,7 @@ if msgspec is not None:
         baseTimeNanoseconds: I64 | None = None
 
     _DECODER = msgspec.json.Decoder(_File)
+    _SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
 
     def _slice_decoder(*types: Any) -> Any:
         return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
@@ -273,11 +305,14 @@ def _check_utf8_strings(data: bytes, source: str) -> None:
         raise InputError("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
 
 
-def _load_streaming(path: str | os.PathLike[str], source: str, python: bool) -> Trace:
+def _load_streaming(
+    path: str | os.PathLike[str], source: str, python: bool, shown: _progress.Progress
+) -> Trace:
     columns = _Columns(source, python)
     with _event_stream(path) as stream:
         for events in stream:
             columns.add(events)
+            shown.update(stream.cursor.end)
     doc = _doc_of(stream.head, stream.tail, events=())
     return columns.finish(doc, lambda: _reread(path))
 
@@ -320,13 +355,17 @@ def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
 
 
 def _load_parallel(
-    path: str | os.PathLike[str], source: str, python: bool, helpers: int
+    path: str | os.PathLike[str],
+    source: str,
+    python: bool,
+    helpers: int,
+    shown: _progress.Progress,
 ) -> Trace | None:
     """This process and ``helpers`` helper processes decode the file's ranges; None when the
     file must be read in one process after all (bad input, which that path explains, or a
     helper that failed)."""
     n_ranges = RANGES_PER_PROCESS * (helpers + 1)
-    with tempfile.TemporaryDirectory(prefix="perflab-load-") as tmp, _event_stream(path) as stream:
+    with _tempdirs.owned_temp_dir(TEMP_PREFIX) as tmp, _event_stream(path) as stream:
         start, size = stream.array_start, _kineto_fast.text_size(path)
         stream.bounds = [start + (size - start) * k // n_ranges for k in range(1, n_ranges)]
         claims = _parallel.Claims(tmp, n_ranges)
@@ -345,12 +384,16 @@ def _load_parallel(
         running = [h for h in started if h is not None]
         try:
             claim = lambda: first.pop() if first else claims.claim()  # noqa: E731
-            own, slowest = _own_ranges(stream, claim, source, python)
+            own, slowest = _own_ranges(stream, claim, source, python, shown)
             statuses = _parallel.finish_helpers(running, _parallel.HELPER_START_S + 10 * slowest)
-        except (InputError, _kineto_fast.Unusual):
+        except (InputError, _kineto_fast.RangeLayout):
             return None  # one process reads it again (and names the bad event, if any)
         finally:
             _parallel.stop_helpers(running)
+        # any other Unusual (malformed text) stops one stream too: the caller goes straight
+        # to the whole-file check instead of streaming the file a second time
+        if MALFORMED_EXIT in statuses:
+            raise _kineto_fast.Unusual("a helper found malformed text")
         results = (
             own.pop(k, None) or _helper_result(claims, k, statuses, tmp) for k in range(n_ranges)
         )
@@ -380,15 +423,21 @@ def _merge_ranges(
 
 
 def _own_ranges(
-    stream: _kineto_fast.EventStream, claim: Callable[[], int | None], source: str, python: bool
+    stream: _kineto_fast.EventStream,
+    claim: Callable[[], int | None],
+    source: str,
+    python: bool,
+    shown: _progress.Progress,
 ) -> tuple[dict[int, Any], float]:
-    """This process's share: exported columns per range, and the longest time a range took."""
+    """This process's share: exported columns per range, and the longest time a range took.
+    Ranges are claimed in file order, so the text offset reached is the load's progress."""
     own: dict[int, Any] = {}
     slowest = 0.0
     for k, events in stream.ranges(claim):
         began = time.perf_counter()
         own[k] = _range_result(events, stream, source, python)
         slowest = max(slowest, time.perf_counter() - began)
+        shown.update(stream.cursor.end)
     return own, slowest
 
 
@@ -452,7 +501,11 @@ def run_helper(job: dict[str, Any]) -> int:
                         meta["tail"] = {name: getattr(stream.tail, name) for name in _TOP_LEVEL}
                         stream.tail = None  # sent once
                     _parallel.save_result(claims.result_path(k), arrays, meta)
-        except (InputError, _kineto_fast.Unusual):
+        except _kineto_fast.RangeLayout:
+            return _parallel.DATA_ERROR
+        except _kineto_fast.Unusual:
+            return MALFORMED_EXIT
+        except InputError:
             return _parallel.DATA_ERROR
     return 0
 
