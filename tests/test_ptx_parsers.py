@@ -52,6 +52,42 @@ def test_ptx_loc_maps_instructions_to_source_lines() -> None:
     assert all(pl.source_line is None for pl in body if pl.kind != "instruction")
 
 
+# Triton's tl.sum: reduce (standard.py:287) inlined into sum (standard.py:314), itself
+# inlined at the user's line 7; the inner frame's inlined_at names only standard.py
+NESTED_PTX = """\t.file\t1 "/tmp/k.py"
+\t.file\t2 "/site-packages/triton/language/standard.py"
+.visible .entry k(
+)
+{
+\t.loc\t1 7 28
+\tld.global.f32 \t%r1, [%rd1];
+\t.loc\t2 314 12, function_name $L__info_string0, inlined_at 1 7 28
+\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;
+\t.loc\t2 287 12, function_name $L__info_string0, inlined_at 2 314 12
+\tadd.f32 \t%r3, %r1, %r2;
+\t.loc\t2 287 12, function_name $L__info_string0, inlined_at 2 999 1
+\tadd.f32 \t%r4, %r3, %r3;
+\t.loc\t1 8 5
+\tst.global.f32 \t[%rd1], %r3;
+}
+"""
+
+
+def test_ptx_code_inlined_twice_maps_to_the_users_line() -> None:
+    module = parse_ptx(NESTED_PTX, user_files={"/tmp/k.py"})
+    found = [
+        (pl.text.split()[0], pl.source_line) for pl in module.lines if pl.kind == "instruction"
+    ]
+    # the last add's frame (standard.py:999) was never seen inlined in the user's file
+    assert found == [
+        ("ld.global.f32", 7),
+        ("shfl.sync.bfly.b32", 7),
+        ("add.f32", 7),
+        ("add.f32", None),
+        ("st.global.f32", 8),
+    ]
+
+
 def test_ptx_without_user_files_uses_every_file() -> None:
     # header lines are kept as they are when no user file is named
     lines = {pl.source_line for pl in parse_ptx(PTX).lines if "shfl.sync" in pl.text}

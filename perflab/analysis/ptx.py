@@ -3,7 +3,8 @@
 Source lines come from ``.file``/``.loc`` directives (nvcc ``-lineinfo``, Triton by
 default): a ``.loc F L C`` applies to the instructions after it. For code inlined from
 another file (a CUDA header), ``.loc ... inlined_at F2 L2 C2`` names the user's line it
-was inlined at, which is the line we keep. Parsing never raises on odd input: unknown
+was inlined at, which is the line we keep (through the frames between, see
+:class:`_LocResolver`). Parsing never raises on odd input: unknown
 lines are instructions without a source line.
 """
 
@@ -82,20 +83,38 @@ def is_user_file(path: str, user_files: Collection[str] | None) -> bool:
     return any(PurePath(u).name == name and "/" not in u for u in user_files)
 
 
-def _loc_line(line: str, files: dict[int, str], user_files: Collection[str] | None) -> int | None:
-    """The user's source line a ``.loc`` directive stands for, or None."""
-    m = _LOC_RE.match(line)
-    if m is None:
+class _LocResolver:
+    """The user's source line each ``.loc`` stands for.
+
+    ``inlined_at`` names only the next frame out: code inlined twice (Triton's ``tl.sum``
+    calling ``reduce`` in ``standard.py``) says ``inlined_at`` a line of ``standard.py``.
+    That frame's own ``.loc``, seen just before, said where it was inlined in the user's
+    file, so the resolver keeps the user line each frame last resolved to and follows it.
+    """
+
+    def __init__(self, files: dict[int, str], user_files: Collection[str] | None) -> None:
+        self.files = files
+        self.user_files = user_files
+        self.frames: dict[tuple[int, int, int], int] = {}  # (file, line, col) -> user line
+
+    def _user_line(self, file_id: int, number: int) -> int | None:
+        if number > 0 and is_user_file(self.files.get(file_id, ""), self.user_files):
+            return number
         return None
-    file_id, number = int(m.group(1)), int(m.group(2))
-    if number > 0 and is_user_file(files.get(file_id, ""), user_files):
-        return number
-    inlined = _INLINED_RE.search(line)
-    if inlined:
-        outer_file, outer_line = int(inlined.group(1)), int(inlined.group(2))
-        if outer_line > 0 and is_user_file(files.get(outer_file, ""), user_files):
-            return outer_line
-    return None
+
+    def resolve(self, line: str) -> int | None:
+        m = _LOC_RE.match(line)
+        if m is None:
+            return None
+        frame = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        found = self._user_line(frame[0], frame[1])
+        inlined = _INLINED_RE.search(line)
+        if found is None and inlined:
+            outer = (int(inlined.group(1)), int(inlined.group(2)), int(inlined.group(3)))
+            found = self._user_line(outer[0], outer[1]) or self.frames.get(outer)
+        if found is not None:
+            self.frames[frame] = found
+        return found
 
 
 def _entries(lines: list[PtxLine]) -> dict[str, tuple[int, int]]:
@@ -130,10 +149,11 @@ def parse_ptx(text: str, *, user_files: Collection[str] | None = None) -> PtxMod
     files = parse_files(text)
     lines: list[PtxLine] = []
     current: int | None = None
+    locations = _LocResolver(files, user_files)
     for number, raw in enumerate(text.splitlines(), start=1):
         kind = line_kind(raw)
         if kind == "directive" and _LOC_RE.match(raw):
-            current = _loc_line(raw, files, user_files)
+            current = locations.resolve(raw)
         elif kind == "directive" and _ENTRY_RE.search(raw):
             current = None  # a new function starts with no location
         lines.append(PtxLine(number, raw, kind, current if kind == "instruction" else None))
