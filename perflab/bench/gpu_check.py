@@ -1,30 +1,63 @@
-"""The GPU section of the GPU check: run the microbenchmarks on CUDA in a few minutes and
-return one JSON-able document (device, driver, versions, every result, a short summary).
+"""The sections of ``scripts/gpu-check``: the environment, the timing engine on real
+kernels, the ``gpu`` tests, and the microbenchmarks. Each section is a function of the
+backend, so ``--dry-run`` runs the very same code on the CPU backend (no GPU needed) and
+the plumbing is tested here and in CI.
 
-Runs from the source tree (``PYTHONPATH=.``) with torch, cupy and numpy only: no render
-code, no progress bars, no nvtx. Each benchmark runs on its own, so one failure is
-recorded under ``errors`` and the others still run::
-
-    PYTHONPATH=. python -m perflab.bench.gpu_check --out gpu-bench.json
+Runs from the source tree (``PYTHONPATH=.``) with numpy, torch and pytest (cupy and
+triton when present): no render code, no progress bars, no IPython, bokeh, hypothesis,
+nbformat or nvtx.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from perflab.capture import env
 from perflab.capture.toolchain import tool_output
-from perflab.errors import NoGPUError
-from perflab.model.timing import now_iso
 
 SMI_TIMEOUT_S = 30
+ROOT = Path(__file__).resolve().parents[2]
+# The files holding `gpu` tests that import nothing the lent machine lacks (no IPython:
+# test_ptx_magic's GPU launch needs the magic, so it is not among them).
+GPU_TEST_FILES = (
+    "tests/test_timing_gpu.py",
+    "tests/test_bench.py",
+    "tests/test_collectives.py",
+    "tests/test_trace_cli.py",
+)
+PYTEST_TIMEOUT_S = 240
+
+
+@dataclass(frozen=True)
+class Section:
+    """One step of the check: its name, its estimated seconds on an H200 and on this
+    machine's CPU (dry run), and the function (backend -> JSON-able result)."""
+
+    name: str
+    gpu_estimate_s: float
+    cpu_estimate_s: float
+    run: Callable[[str], Any]
+
+
+class CheckFailed(Exception):
+    """A section ran but something it checks did not hold (reported as ``failed``)."""
+
+    def __init__(self, message: str, result: Any) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+# --- environment ----------------------------------------------------------------------
 
 
 def _driver_version() -> str | None:
@@ -32,9 +65,7 @@ def _driver_version() -> str | None:
     if smi is None:
         return None
     out = tool_output([smi, "--query-gpu=driver_version", "--format=csv,noheader"], SMI_TIMEOUT_S)
-    if out is None:
-        return None
-    lines = out.strip().splitlines()
+    lines = (out or "").strip().splitlines()
     return lines[0].strip() if lines else None
 
 
@@ -45,147 +76,366 @@ def _cuda_versions() -> dict[str, str]:
 
         found["torch_cuda"] = str(torch.version.cuda)
     except ImportError:
-        pass
+        found["torch"] = "not installed"
     try:
         import cupy
 
         found["cuda_runtime"] = str(cupy.cuda.runtime.runtimeGetVersion())
         found["cuda_driver_api"] = str(cupy.cuda.runtime.driverGetVersion())
-    except Exception:  # cupy missing or unable to reach the driver
-        found["cuda_runtime"] = "unavailable"
+    except Exception as exc:  # cupy missing or unable to reach the driver
+        found["cupy"] = f"unavailable ({type(exc).__name__})"
+    try:
+        import pynvml  # noqa: F401
+
+        found["pynvml"] = "present"
+    except ImportError:
+        found["pynvml"] = "absent: the throttle check will say unavailable"
     return found
 
 
-def _sections(quick: bool) -> dict[str, Callable[[], Any]]:
-    from perflab.bench import bandwidth, h2d, latency, launch, matmul
-
-    top = (512 << 20) if quick else None  # past the L2 into HBM, in seconds not minutes
+def environment(backend: str) -> dict[str, Any]:
     return {
-        "bandwidth": lambda: bandwidth.run(backend="cuda", quick=quick, show_progress=False),
-        "latency": lambda: latency.run(
-            backend="cuda", per_octave=2, max_bytes=top, show_progress=False
-        ),
-        "launch": lambda: launch.run(backend="cuda", quick=quick, show_progress=False),
-        "matmul": lambda: matmul.run(backend="cuda", quick=quick, show_progress=False),
-        "h2d": lambda: h2d.run(backend="cuda", quick=quick, show_progress=False),
+        "backend": backend,
+        "machine": env.info(),
+        "driver": _driver_version(),
+        "versions": {**env.versions(), **_cuda_versions()},
     }
 
 
-def _collectives(quick: bool) -> Any:
+# --- timing engine --------------------------------------------------------------------
+
+
+def _workloads(backend: str) -> list[tuple[str, Callable[[], object], dict[str, Any]]]:
+    """(label, fn, bench options) on real work: a matmul cold and warm, a tiny kernel
+    with and without the queue filler, and the tiny kernel as a graph of 100 calls."""
     import torch
 
-    from perflab.analysis.collectives import OPS
-    from perflab.bench import collectives
+    device = "cuda" if backend == "cuda" else "cpu"
+    n = 4096 if backend == "cuda" else 256
+    dtype = torch.bfloat16 if backend == "cuda" else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    small = torch.randn(1024, device=device)
+    work: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
+        ("matmul_flush", lambda: torch.matmul(a, a, out=out), {"flush_l2": True}),
+        ("matmul_warm", lambda: torch.matmul(a, a, out=out), {"flush_l2": False}),
+        ("small_add_stream", lambda: small.add_(1.0), {"flush_l2": False}),
+        ("small_add_no_filler", lambda: small.add_(1.0), {"flush_l2": False, "fill_queue": False}),
+    ]
+    if backend == "cuda":
+        graph = {"flush_l2": False, "graph": True, "number": 100}
+        work.append(("small_add_graph", lambda: small.add_(1.0), graph))
+    return work
 
-    sizes = [1 << 10, 1 << 20, 64 << 20] + ([] if quick else [1 << 30])
-    return collectives.run(
-        backend="nccl",
-        world_size=torch.cuda.device_count(),
-        ops=OPS,
-        sizes=sizes,
-        show_progress=False,
+
+def _summary(r: Any) -> dict[str, Any]:
+    lo, hi = r.ci95_ns
+    return {
+        "median_us": r.median_ns / 1e3,
+        "ci95_us": [lo / 1e3, hi / 1e3],
+        "n": r.n,
+        "number": r.number,
+        "stop_reason": r.stop_reason,
+        "host_ns_median": None if r.host_ns is None else float(sorted(r.host_ns)[r.n // 2]),
+        "host_bound_samples": r.options["host_bound_samples"],
+        "queue_filler_ns": r.options["queue_filler_ns"],
+        "cold": r.options["cold"],
+        "warmup_calls": r.options["warmup_calls"],
+        "throttle": {k: v for k, v in r.throttle.items() if k != "drop"},
+        "warnings": r.warnings,
+    }
+
+
+def timing_engine(backend: str) -> dict[str, Any]:
+    """The timing engine on real kernels, with checks of what the review found."""
+    from perflab.capture.timer import bench
+
+    rows = {
+        label: _summary(bench(fn, name=label, backend=backend, budget_ms=150, **kw))
+        for label, fn, kw in _workloads(backend)
+    }
+    checks = _engine_checks(rows, backend)
+    if backend != "cuda":
+        checks.update(_host_queue_checks())
+    result = {"runs": rows, "checks": checks}
+    if backend == "cuda":
+        flush = rows["matmul_flush"]
+        result["matmul_tflops"] = 2 * 4096**3 / flush["median_us"] / 1e6
+    bad = [name for name, ok in checks.items() if not ok["passed"]]
+    if bad:
+        raise CheckFailed(f"timing engine checks failed: {', '.join(bad)}", result)
+    return result
+
+
+def _check(passed: bool, detail: str) -> dict[str, Any]:
+    return {"passed": bool(passed), "detail": detail}
+
+
+def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, dict[str, Any]]:
+    every = rows.values()
+    checks = {
+        "stop_reason and host_ns on every result": _check(
+            all(r["stop_reason"] and r["host_ns_median"] is not None for r in every),
+            str({k: r["stop_reason"] for k, r in rows.items()}),
+        ),
+        "throttle field says checked, or why not": _check(
+            all(r["throttle"].get("checked") or r["throttle"].get("why") for r in every),
+            str(rows["matmul_warm"]["throttle"]),
+        ),
+        "flush makes every call cold (one call per sample)": _check(
+            rows["matmul_flush"]["cold"] == "every call", rows["matmul_flush"]["cold"]
+        ),
+    }
+    if backend != "cuda":
+        return checks
+    stream, bare = rows["small_add_stream"], rows["small_add_no_filler"]
+    graph = rows["small_add_graph"]
+    checks["tiny kernel with the filler: at most 10% samples host-bound"] = _check(
+        stream["host_bound_samples"] <= 0.1 * stream["n"],
+        f"{stream['host_bound_samples']} of {stream['n']}, "
+        f"filler {stream['queue_filler_ns']:.0f} ns",
+    )
+    checks["tiny kernel without the filler: flagged host-bound"] = _check(
+        bare["host_bound_samples"] > 0, f"{bare['host_bound_samples']} of {bare['n']}"
+    )
+    # 25 ms of warm-up at the measured per-call time, not 100x that
+    warm_ms = graph["warmup_calls"] * graph["median_us"] / 1e3
+    checks["graph warm-up counted per call (about 25 ms)"] = _check(
+        warm_ms < 100, f"{graph['warmup_calls']} calls ~ {warm_ms:.1f} ms"
+    )
+    return checks
+
+
+def _host_queue_checks() -> dict[str, dict[str, Any]]:
+    """The queue logic (filler sizing, host-bound flags) on the host worker-thread queue:
+    what the GPU path does, run for real without a GPU."""
+    from perflab.capture.timer import BenchOptions, HostQueueClock, host_bound, measure
+
+    clock = HostQueueClock()
+    try:
+
+        def late_call() -> None:  # the host sleeps 2 ms before enqueueing 0.5 ms of work
+            time.sleep(0.002)
+            clock.submit(lambda: time.sleep(0.0005))
+
+        opts = BenchOptions(budget_ms=40, warmup_ms=1)
+        filled = measure(clock, late_call, opts)
+        bare = measure(clock, late_call, BenchOptions(budget_ms=20, warmup_ms=1, fill_queue=False))
+    finally:
+        clock.close()
+    flags = [
+        int(host_bound(r.samples.window_ns, r.samples.host_ns, r.samples.lead_ns).sum())
+        for r in (filled, bare)
+    ]
+    n = [len(r.samples.window_ns) for r in (filled, bare)]
+    return {
+        "host queue: a filler keeps the queue full": _check(
+            flags[0] <= n[0] // 4, f"{flags[0]} of {n[0]} flagged, filler {filled.lead_ns:.0f} ns"
+        ),
+        "host queue: without a filler the host sleep is flagged": _check(
+            flags[1] == n[1], f"{flags[1]} of {n[1]} flagged"
+        ),
+    }
+
+
+# --- gpu tests --------------------------------------------------------------------------
+
+
+def gpu_tests(backend: str) -> dict[str, Any]:
+    """``pytest -m gpu`` on the GPU test files (on the CPU they collect and skip)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=--strict-markers -ra",
+        *GPU_TEST_FILES,
+    ]
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a timeout ends all of it
+    )
+    try:
+        out, _ = proc.communicate(timeout=PYTEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise CheckFailed(f"gpu tests timed out after {PYTEST_TIMEOUT_S} s", _tail(out)) from None
+    result = {"returncode": proc.returncode, "command": cmd[2:], **_tail(out)}
+    if proc.returncode != 0:
+        raise CheckFailed(f"gpu tests: {result['summary']}", result)
+    return result
+
+
+def _tail(out: str) -> dict[str, Any]:
+    lines = [ln for ln in (out or "").splitlines() if ln.strip()]
+    return {"summary": lines[-1] if lines else "", "tail": "\n".join(lines[-40:])}
+
+
+# --- microbenchmarks ---------------------------------------------------------------------
+
+
+def _bench_sections() -> list[Section]:
+    from perflab.bench import bandwidth, h2d, latency, launch, matmul
+
+    def sweep(backend: str, gpu: Callable[[], Any], cpu: Callable[[], Any]) -> dict[str, Any]:
+        result = gpu() if backend == "cuda" else cpu()
+        doc: dict[str, Any] = result.to_dict()
+        return doc
+
+    def run_h2d(backend: str) -> dict[str, Any]:
+        if backend != "cuda":
+            return {"skipped": "h2d needs a GPU (no CPU analog)"}
+        doc: dict[str, Any] = h2d.run(backend="cuda", quick=True, show_progress=False).to_dict()
+        return doc
+
+    quiet: dict[str, Any] = {"quick": True, "show_progress": False}
+    return [
+        Section(
+            "bandwidth",
+            30,
+            15,
+            lambda b: sweep(
+                b,
+                lambda: bandwidth.run(backend="cuda", **quiet),
+                lambda: bandwidth.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
+            ),
+        ),
+        Section(
+            "latency",
+            25,
+            15,
+            lambda b: sweep(
+                b,
+                lambda: latency.run(backend="cuda", per_octave=2, max_bytes=512 << 20, **quiet),
+                lambda: latency.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
+            ),
+        ),
+        Section(
+            "launch",
+            20,
+            10,
+            lambda b: sweep(
+                b,
+                lambda: launch.run(backend="cuda", **quiet),
+                lambda: launch.run(backend="cpu", batches=(1, 100), budget_ms=10, **quiet),
+            ),
+        ),
+        Section(
+            "matmul",
+            40,
+            10,
+            lambda b: sweep(
+                b,
+                lambda: matmul.run(backend="cuda", **quiet),
+                lambda: matmul.run(
+                    backend="cpu", dtypes=("numpy-fp32",), sizes=(128, 256), budget_ms=10, **quiet
+                ),
+            ),
+        ),
+        Section("h2d", 30, 0, run_h2d),
+        Section("collectives", 30, 0, collectives),
+    ]
+
+
+def collectives(backend: str) -> dict[str, Any]:
+    gpus = env.gpu_devices() if backend == "cuda" else []
+    if len(gpus) < 2:
+        return {"skipped": f"collectives need 2 or more GPUs ({len(gpus)} here)"}
+    from perflab.analysis.collectives import OPS
+    from perflab.bench import collectives as coll
+
+    sizes = [1 << 10, 1 << 20, 64 << 20]
+    result = coll.run(backend="nccl", world_size=len(gpus), ops=OPS, sizes=sizes)
+    doc: dict[str, Any] = result.to_dict()
+    return doc
+
+
+def sections(skip_tests: bool = False) -> list[Section]:
+    """Every section in order; seconds are estimates (H200; this 2-core VM's CPU)."""
+    steps = [
+        Section("environment", 5, 5, environment),
+        Section("timing engine", 30, 20, timing_engine),
+    ]
+    if not skip_tests:
+        steps.append(Section("gpu tests", 120, 45, gpu_tests))
+    return steps + _bench_sections()
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def run_section(section: Section, backend: str) -> dict[str, Any]:
+    """``{"status": ok|failed|error|skipped, "seconds", "estimate_s", "result"|"error"}``;
+    a section's exception never stops the check."""
+    t0 = time.monotonic()
+    entry: dict[str, Any] = {
+        "estimate_s": section.gpu_estimate_s if backend == "cuda" else section.cpu_estimate_s
+    }
+    try:
+        result = section.run(backend)
+        skipped = isinstance(result, dict) and set(result) == {"skipped"}
+        entry.update(status="skipped" if skipped else "ok", result=result)
+    except CheckFailed as exc:
+        entry.update(status="failed", error=str(exc), result=exc.result)
+    except Exception as exc:  # one broken section must not hide the others
+        entry.update(
+            status="error",
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(limit=6),
+        )
+    entry["seconds"] = round(time.monotonic() - t0, 1)
+    return entry
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """One table of every section (status, seconds against the estimate, and the error
+    or a short note), then the total."""
+    head = f"{'section':16} {'status':8} {'seconds':>8} {'est.':>6}  note"
+    lines = [head, "-" * len(head)]
+    total = 0.0
+    for name, entry in report["sections"].items():
+        total += entry["seconds"]
+        note = entry.get("error") or _note(name, entry.get("result"))
+        lines.append(
+            f"{name:16} {entry['status']:8} {entry['seconds']:8.1f} {entry['estimate_s']:6.0f}  "
+            f"{note}"[:160]
+        )
+    lines.append(f"{'total':16} {'':8} {total:8.1f}")
+    return "\n".join(lines)
+
+
+def _note(name: str, result: Any) -> str:
+    if not isinstance(result, dict):
+        return ""
+    if "skipped" in result:
+        return str(result["skipped"])
+    if name == "gpu tests":
+        return str(result.get("summary", ""))
+    if name == "timing engine":
+        runs = result.get("runs", {})
+        return ", ".join(f"{k} {v['median_us']:.3g} us" for k, v in runs.items())[:120]
+    if name == "environment":
+        devices = result.get("machine", {}).get("devices", [{}])
+        return str(devices[0].get("name", ""))
+    warnings = result.get("warnings") or []
+    return f"{len(result.get('series') or result.get('rows') or [])} series/rows" + (
+        f"; {warnings[0]}" if warnings else ""
     )
 
 
-def _summary(results: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers: plateaus, launch costs, best GFLOP/s, copy peaks."""
-    from perflab.bench import launch
-    from perflab.bench.ceilings import bandwidth_by_level, flops_by_dtype
-
-    out: dict[str, Any] = {}
-    if "bandwidth" in results:
-        out["bandwidth_GBps"] = {
-            s.name: {lv.name: lv.value for lv in s.levels} for s in results["bandwidth"].series
-        }
-        out["ceilings_bandwidth_GBps"] = bandwidth_by_level(results["bandwidth"], True)
-    if "latency" in results:
-        chase = results["latency"].series[0]
-        out["latency_levels"] = chase.level_rows()
-        out["latency_cycles"] = {
-            lv.name: _cycles_at(chase, lv.x_min, lv.x_max) for lv in chase.levels
-        }
-    if "launch" in results:
-        out["launch_us_per_kernel"] = launch.steady_us(results["launch"])
-    if "matmul" in results:
-        out["matmul_best_GFLOPs"] = flops_by_dtype(results["matmul"])
-        out["matmul_fraction_of_spec_peak"] = results["matmul"].options.get("fraction_of_peak")
-    if "h2d" in results:
-        out["h2d_peak_GBps"] = {s.name: float(s.y.max()) for s in results["h2d"].series}
-    if "collectives" in results:
-        out["collectives_peak_busbw_GBps"] = {
-            op: max(r.busbw_GBps for r in results["collectives"].rows if r.op == op)
-            for op in {r.op for r in results["collectives"].rows}
-        }
-    return out
-
-
-def _cycles_at(series: Any, lo: float, hi: float) -> float | None:
-    import numpy as np
-
-    cycles = series.extra.get("cycles")
-    if cycles is None:
-        return None
-    mask = (series.x >= lo) & (series.x <= hi)
-    return float(np.median(cycles[mask])) if mask.any() else None
-
-
-def run_gpu_benchmarks(quick: bool = True) -> dict[str, Any]:
-    """Bandwidth, latency, launch, matmul and h2d on CUDA (and collectives over NCCL when
-    there is more than one GPU); about three minutes with ``quick``.
-
-    Returns ``{"device", "devices", "driver", "versions", "created", "quick", "results",
-    "summary", "errors", "seconds"}``; ``results[name]`` is the benchmark's ``to_dict()``.
-    Raises :class:`perflab.errors.NoGPUError` when there is no GPU.
-    """
-    if not env.cuda_available():
-        raise NoGPUError("the GPU benchmarks need a CUDA GPU (no GPU here)")
-    started = time.monotonic()
-    sections = _sections(quick)
-    gpus = env.gpu_devices()
-    if len(gpus) > 1:
-        sections["collectives"] = lambda: _collectives(quick)
-    results: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    for name, section in sections.items():
-        t0 = time.monotonic()
-        try:
-            results[name] = section()
-        except Exception as exc:  # one broken benchmark must not hide the others
-            errors[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        seconds[name] = round(time.monotonic() - t0, 2)
-    return {
-        "device": env.current_device_name(),
-        "devices": gpus,
-        "driver": _driver_version(),
-        "versions": {**env.versions(), **_cuda_versions()},
-        "created": now_iso(),
-        "quick": quick,
-        "results": {name: r.to_dict() for name, r in results.items()},
-        "summary": _summary(results),
-        "errors": errors,
-        "seconds": {**seconds, "total": round(time.monotonic() - started, 2)},
-    }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="perflab GPU microbenchmarks")
-    parser.add_argument("--out", help="write the JSON document here (default: stdout)")
-    parser.add_argument("--full", action="store_true", help="full sweeps (slower)")
-    args = parser.parse_args(argv)
-    try:
-        doc = run_gpu_benchmarks(quick=not args.full)
-    except NoGPUError as exc:
-        print(f"perflab: {exc}", file=sys.stderr)
-        return 2
-    text = json.dumps(doc, indent=1, allow_nan=False, default=str)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        print(text)
-    return 1 if doc["errors"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def exit_code(report: dict[str, Any]) -> int:
+    """0 when every section is ok or skipped; 1 when any failed or errored."""
+    bad = [e for e in report["sections"].values() if e["status"] in ("failed", "error")]
+    return 1 if bad else 0

@@ -1,0 +1,123 @@
+"""scripts/gpu-check: the dry run (the same sections on the CPU backend) end to end, and
+the reporting rules (JSON after every section, non-zero exit on any error or failed
+test, one summary table last)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from perflab.bench import gpu_check
+from perflab.capture.env import cuda_available
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu-check"
+
+
+def _script() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("gpu_check_script", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("gpu_check_script", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_dry_run_passes_end_to_end(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = tmp_path.glob("gpu-check-dry-run-cpu-*.json")
+    report = json.loads(path.read_text())
+    assert report["dry_run"] is True and report["exit_code"] == 0
+    statuses = {name: e["status"] for name, e in report["sections"].items()}
+    assert statuses == {
+        "environment": "ok",
+        "timing engine": "ok",
+        "gpu tests": "ok",
+        "bandwidth": "ok",
+        "latency": "ok",
+        "launch": "ok",
+        "matmul": "ok",
+        "h2d": "skipped",
+        "collectives": "skipped",
+    }
+    checks = report["sections"]["timing engine"]["result"]["checks"]
+    assert checks and all(c["passed"] for c in checks.values())
+    # the GPU test files collect here (skipped without a GPU, none deselected by error)
+    assert "skipped" in report["sections"]["gpu tests"]["result"]["summary"]
+    # the summary table comes last, before the path line
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
+    assert lines[0].startswith("section")
+
+
+def test_error_and_failure_make_the_exit_code_non_zero() -> None:
+    def boom(backend: str) -> Any:
+        raise RuntimeError("driver went away")
+
+    def failing(backend: str) -> Any:
+        raise gpu_check.CheckFailed("2 gpu tests failed", {"summary": "2 failed, 5 passed"})
+
+    report: dict[str, Any] = {"sections": {}}
+    for name, fn in (("fine", lambda b: {"x": 1}), ("broken", boom), ("tests", failing)):
+        report["sections"][name] = gpu_check.run_section(gpu_check.Section(name, 1, 1, fn), "cpu")
+    assert [e["status"] for e in report["sections"].values()] == ["ok", "error", "failed"]
+    assert gpu_check.exit_code(report) == 1
+    table = gpu_check.summary_table(report)
+    assert "RuntimeError: driver went away" in table and "2 gpu tests failed" in table
+    report["sections"] = {"fine": report["sections"]["fine"]}
+    assert gpu_check.exit_code(report) == 0
+
+
+def test_json_is_written_after_every_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed during its second section leaves the first one in the file."""
+
+    def killed(backend: str) -> Any:
+        raise KeyboardInterrupt  # stands for the machine's timeout ending the run
+
+    steps = [
+        gpu_check.Section("first", 1, 1, lambda b: {"ok": True}),
+        gpu_check.Section("second", 1, 1, killed),
+    ]
+    monkeypatch.setattr(gpu_check, "sections", lambda skip_tests=False: steps)
+    with pytest.raises(KeyboardInterrupt):
+        _script().main(["--dry-run", "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("gpu-check-*.json")
+    report = json.loads(path.read_text())
+    assert report["sections"]["first"]["status"] == "ok"
+    assert "second" not in report["sections"]
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the no-GPU exit")
+def test_without_a_gpu_the_check_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _script().main(["--out", str(tmp_path)]) == 2
+    assert "no GPU" in capsys.readouterr().err
+
+
+def test_every_section_states_an_estimate_within_six_minutes() -> None:
+    steps = gpu_check.sections()
+    assert all(s.gpu_estimate_s > 0 for s in steps if s.name != "collectives")
+    assert sum(s.gpu_estimate_s for s in steps) <= 360
+    assert sum(s.cpu_estimate_s for s in steps) <= 120
