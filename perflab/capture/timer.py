@@ -58,6 +58,7 @@ NOISE_IQR_FRACTION = 0.10
 WORST_OVER_BEST = 4.0
 CPU_MIN_SAMPLE_NS = 20_000  # batch tiny CPU calls so perf_counter overhead stays < ~1%
 ESTIMATE_SAMPLES = 5
+PROBE_SAMPLES = 3  # samples that measure the host's cost of issuing one (GPU, with filler)
 DEFAULT_FLUSH_BYTES = 32 << 20
 MAX_BUDGET_MS = 3_600_000.0  # one hour: a larger budget is a typo, and int() would overflow
 MAX_COUNT = 10_000_000  # calls per sample / samples: beyond this a run never ends
@@ -481,7 +482,7 @@ def measure(clock: Any, fn: Callable[[], object], opts: BenchOptions, watch: Any
     clock.sync()
     lead = 0.0
     if clock.asynchronous and clock.can_fill and opts.fill_queue:
-        probe = take_samples(clock, step, steps, 3)  # the host's cost of issuing a sample
+        probe = take_samples(clock, step, steps, PROBE_SAMPLES)  # host cost of a sample
         lead = lead_for(float(np.max(probe.host_ns)))
     before = watch.sample if watch is not None else None
     samples = Samples()
