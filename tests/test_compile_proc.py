@@ -20,16 +20,9 @@ from perflab.capture import _proc
 from perflab.capture.compile import CompileError, compile_cuda
 from perflab.errors import ToolchainError
 
-# a child that starts a grandchild (which ignores SIGTERM) and then waits for it
-FAMILY = """
-import subprocess, sys
-grandchild = subprocess.Popen(
-    [sys.executable, "-c",
-     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"]
-)
-open(sys.argv[1], "w").write(str(grandchild.pid))
-grandchild.wait()
-"""
+# a child (sh, quick to start even on a busy machine) that starts a grandchild which
+# ignores SIGTERM, writes the grandchild's pid to $1 and waits for it
+FAMILY = ["/bin/sh", "-c", 'trap "" TERM; sleep 300 & echo $! > "$1"; wait', "sh"]
 
 
 def alive(pid: int) -> bool:
@@ -53,7 +46,7 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> int:
 def test_a_timeout_kills_the_grandchild_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     with pytest.raises(subprocess.TimeoutExpired):
-        _proc.run([sys.executable, "-c", FAMILY, str(pid_file)], timeout=3.0)
+        _proc.run([*FAMILY, str(pid_file)], timeout=3.0)
     grandchild = wait_for_file(pid_file)
     assert not alive(grandchild)
 
@@ -77,7 +70,7 @@ def interrupt_after() -> Iterator[None]:
 def test_ctrl_c_kills_the_whole_group(tmp_path: Path, interrupt_after: None) -> None:
     pid_file = tmp_path / "grandchild.pid"
     with pytest.raises(KeyboardInterrupt):
-        _proc.run([sys.executable, "-c", FAMILY, str(pid_file)], timeout=120.0)
+        _proc.run([*FAMILY, str(pid_file)], timeout=120.0)
     assert not alive(wait_for_file(pid_file))
 
 
