@@ -314,6 +314,8 @@ class EventStream:
             events, cut = self._cut(pos, pos + window)
             if cut < 0:
                 window += PIECE_SIZE  # no cut decoded: an element longer than the window
+                if window > HEAD_LIMIT:  # not an event: the whole-file path, size-capped
+                    raise Unusual("an element longer than HEAD_LIMIT")
                 continue
             pos, window = cut + 2, PIECE_SIZE
             yield events
