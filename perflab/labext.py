@@ -14,7 +14,6 @@ import contextlib
 import csv
 import io
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,15 +178,8 @@ def _entry(item: Any, source: str, index: int) -> HistoryEntry:
     entry_id = item.get("id")
     if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id):
         raise SchemaError(f"bad id {entry_id!r}", source=source, position=where)
-    try:
-        result = TimingResult.from_dict(item["result"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SchemaError(f"malformed result: {exc}", source=source, position=where) from None
-    samples = result.samples_ns
-    if samples.size == 0 or not all(math.isfinite(x) and x >= 0 for x in samples.tolist()):
-        raise SchemaError(
-            "samples_ns must be non-empty, finite and >= 0", source=source, position=where
-        )
+    # TimingResult checks every field of a result (types, finiteness, ranges)
+    result = TimingResult.from_dict(item["result"], source=f"{source} {where}.result")
     return HistoryEntry(entry_id, result)
 
 

@@ -76,7 +76,7 @@ export class HistoryPanel extends Widget {
     this._body.replaceChildren(...rows.map(row => this._row(row, link!)));
     if (rows.length === 0) {
       const empty = el('td', 'jp-perflab-empty', 'No timing results yet: profile a cell.');
-      empty.colSpan = 6;
+      empty.colSpan = 3;
       const tr = el('tr');
       tr.append(empty);
       this._body.append(tr);
@@ -87,7 +87,7 @@ export class HistoryPanel extends Widget {
   private _head(): HTMLElement {
     const thead = el('thead');
     const tr = el('tr');
-    for (const name of ['', 'name', 'median (95% CI)', 'backend · device', 'time', 'base']) {
+    for (const name of ['', 'result: median (95% CI)', '']) {
       tr.append(el('th', '', name));
     }
     thead.append(tr);
@@ -112,27 +112,28 @@ export class HistoryPanel extends Widget {
       }
       this.render();
     };
-    const name = el('td', 'jp-perflab-name', row.name);
+    const about = el('td', 'jp-perflab-about');
+    const name = el('div', 'jp-perflab-name', row.name);
     if (row.replayed) {
       name.append(el('span', 'jp-perflab-tag', 'replayed'));
     }
+    const median = el('div', 'jp-perflab-median', formatMedian(row));
+    median.title = `median of n = ${row.n} samples, 95% confidence interval`;
+    median.dataset.medianNs = String(row.median_ns);
+    const device = el('div', 'jp-perflab-device', `${row.backend} · ${row.device}`);
+    device.append(el('span', 'jp-perflab-time', formatTime(row.created)));
+    about.append(name, median, device);
     for (const warning of row.warnings) {
-      name.append(el('div', 'jp-perflab-warning', `⚠ ${warning}`));
+      const line = el('div', 'jp-perflab-warning', `⚠ ${warning}`);
+      line.title = warning;
+      about.append(line);
     }
     const star = el('button', 'jp-perflab-baseline', isBase ? '★' : '☆');
     star.title = isBase ? 'baseline (click to unmark)' : 'mark as baseline';
     star.onclick = () => void this._setBaseline(isBase ? null : row.id);
-    const cells = [
-      el('td'),
-      name,
-      el('td', 'jp-perflab-median', formatMedian(row)),
-      el('td', 'jp-perflab-device', `${row.backend} · ${row.device}`),
-      el('td', 'jp-perflab-time', formatTime(row.created)),
-      el('td')
-    ];
+    const cells = [el('td'), about, el('td')];
     cells[0].append(pick);
-    cells[5].append(star);
-    cells[2].title = `n = ${row.n} samples`;
+    cells[2].append(star);
     tr.append(...cells);
     return tr;
   }

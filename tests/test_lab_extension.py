@@ -1,0 +1,418 @@
+"""perflab's JupyterLab extension: the kernel side (history store, comm answers, result
+listeners) in process, and the whole extension in a real JupyterLab server with Chromium."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import perflab
+from perflab import labext
+from perflab.errors import InputError, SchemaError
+from perflab.model import listeners
+from perflab.model.serialize import load_json
+from perflab.model.timing import TimingResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def result(name: str, scale: float = 1.0, n: int = 30) -> TimingResult:
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    samples = scale * 1000.0 * (1 + 0.01 * rng.standard_normal(n))
+    return TimingResult(samples_ns=samples, backend="cpu", device="CPU: test", name=name)
+
+
+class FakeComm:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.receive: Any = None
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.sent.append(data)
+
+    def on_msg(self, fn: Any) -> None:
+        self.receive = fn
+
+    def on_close(self, fn: Any) -> None:
+        pass
+
+
+# --- the history store -------------------------------------------------------------------
+
+
+def test_history_round_trips_through_its_file(tmp_path: Path) -> None:
+    path = labext.history_path("nb.ipynb", tmp_path)
+    assert path == tmp_path / ".perflab" / "nb.ipynb.history.json"
+    history = labext.History(path)
+    first, second = history.add(result("a")), history.add(result("b", 2.0))
+    history.set_baseline(first.id)
+    history.save()
+    doc = load_json(labext.KIND, path)  # perflab's versioned JSON, header checked
+    assert doc["schema_version"] >= 1 and doc["baseline"] == "r1"
+    back = labext.History.load(path)
+    assert back.rows() == history.rows() and back.baseline == "r1"
+    assert back.add(result("c")).id == "r3"  # ids go on after a reload
+    assert second.row()["ci95_ns"] == list(second.result.ci95_ns)
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda d: d.update(perflab="TimingResult"), "expected a perflab TimingHistory"),
+        (lambda d: d.update(entries={}), "(entries)"),
+        (lambda d: d["entries"][1].update(id="r1"), "share an id"),
+        (lambda d: d["entries"][0].update(id="../x"), "(entries[0]): bad id"),
+        (lambda d: d["entries"][1]["result"].update(samples_ns=[]), "entries[1].result (field"),
+        (lambda d: d["entries"][0]["result"].update(samples_ns=[1.0, -5.0]), "entries[0].result"),
+        (lambda d: d["entries"][0]["result"].pop("backend"), "entries[0].result (field backend)"),
+        (lambda d: d.update(baseline="r9"), "(baseline)"),
+    ],
+)
+def test_a_damaged_history_file_is_a_perflab_error_naming_the_place(
+    tmp_path: Path, change: Any, where: str
+) -> None:
+    path = tmp_path / "h.json"
+    history = labext.History(path)
+    history.add(result("a"))
+    history.add(result("b"))
+    history.save()
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as info:
+        labext.History.load(path)
+    assert str(path) in str(info.value) and where in str(info.value)
+
+
+def test_an_unreadable_history_is_moved_aside_and_said(tmp_path: Path) -> None:
+    path = tmp_path / "nb.ipynb.history.json"
+    path.write_text("{not json")
+    history, note = labext.History.open(path)
+    assert history.entries == [] and note is not None
+    assert "not valid JSON" in note and "nb.ipynb.history.json.unreadable" in note
+    assert (tmp_path / "nb.ipynb.history.json.unreadable").read_text() == "{not json"
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../nb.ipynb", "a/nb.ipynb"])
+def test_history_path_takes_only_a_file_name(tmp_path: Path, name: str) -> None:
+    with pytest.raises(InputError):
+        labext.history_path(name, tmp_path)
+
+
+# --- the comm's answers ------------------------------------------------------------------
+
+
+def bridge_with_two(tmp_path: Path) -> labext.Bridge:
+    history = labext.History(tmp_path / "nb.ipynb.history.json")
+    bridge = labext.Bridge(history)
+    bridge.on_result(result("slow", 2.0))
+    bridge.on_result(result("fast", 1.0))
+    return bridge
+
+
+def test_compare_is_timing_results_compare(tmp_path: Path) -> None:
+    bridge = bridge_with_two(tmp_path)
+    reply = bridge.handle({"type": "compare", "a": "r2", "b": "r1", "request": 7})
+    expected = bridge.history.get("r2").result.compare(bridge.history.get("r1").result)
+    assert reply["request"] == 7 and reply["type"] == "comparison"
+    assert reply["text"] == str(expected) and reply["ratio"] == expected.ratio
+    assert reply["ci95"] == [expected.low, expected.high]
+    assert reply["verdict"] == expected.verdict
+
+
+def test_baseline_is_kept_and_told_to_every_comm(tmp_path: Path) -> None:
+    bridge = bridge_with_two(tmp_path)
+    comm = FakeComm()
+    bridge.open_comm(comm, {})
+    assert comm.sent[-1]["type"] == "history" and len(comm.sent[-1]["rows"]) == 2
+    comm.receive({"content": {"data": {"type": "baseline", "id": "r1", "request": 1}}})
+    assert comm.sent[-2]["baseline"] == "r1" and comm.sent[-1] == {"request": 1, "type": "ok"}
+    assert labext.History.load(bridge.history.path).baseline == "r1"
+    bridge.on_result(result("third"))
+    assert comm.sent[-1]["type"] == "added" and comm.sent[-1]["row"]["id"] == "r3"
+
+
+def test_exports_are_csv_rows_and_the_saved_json(tmp_path: Path) -> None:
+    bridge = bridge_with_two(tmp_path)
+    bridge.handle({"type": "baseline", "id": "r2"})
+    reply = bridge.handle({"type": "export", "format": "csv"})
+    assert reply["filename"] == "nb-perf-history.csv"
+    rows = list(csv.DictReader(io.StringIO(reply["text"])))
+    assert [r["name"] for r in rows] == ["slow", "fast"]
+    assert float(rows[0]["median_ns"]) == bridge.history.get("r1").result.median_ns
+    assert [r["baseline"] for r in rows] == ["", "yes"]
+    doc = json.loads(bridge.handle({"type": "export", "format": "json"})["text"])
+    assert doc["perflab"] == labext.KIND and len(doc["entries"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"type": "compare", "a": "r1", "b": "r9"}, "no result 'r9'"),
+        ({"type": "baseline", "id": 3}, "no result 3"),
+        ({"type": "export", "format": "xml"}, "csv or json"),
+        ({"type": "launch"}, "unknown request"),
+    ],
+)
+def test_bad_requests_get_perflab_errors(
+    tmp_path: Path, request_: dict[str, Any], message: str
+) -> None:
+    reply = bridge_with_two(tmp_path).handle({**request_, "request": 4})
+    assert reply["type"] == "error" and reply["request"] == 4 and message in reply["message"]
+
+
+def test_info_is_perflab_info_json() -> None:
+    doc = labext.perflab_info()
+    assert doc["backend"] in ("cpu", "cuda") and isinstance(doc["devices"], list)
+
+
+# --- results reach the history -----------------------------------------------------------
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.chdir(tmp_path)
+    ip = InteractiveShell.instance()
+    yield ip
+    if labext._bridge is not None:
+        listeners.remove_listener(labext._bridge.on_result)
+    labext._bridge = None
+
+
+def test_bench_and_gpuprofile_results_reach_the_saved_history(shell: Any, tmp_path: Path) -> None:
+    bridge = labext.connect(shell, "work.ipynb")
+    assert "gpuprofile" in shell.magics_manager.magics["cell"]  # connect loads the magics
+    timed = perflab.bench(lambda: sum(range(100)), backend="cpu", budget_ms=5, warmup_ms=1)
+    shell.run_cell("%%gpuprofile --budget 5 --warmup 1 --name cell\nx = sum(range(100))")
+    saved = labext.History.load(tmp_path / ".perflab" / "work.ipynb.history.json")
+    assert [e.result.name for e in saved.entries] == [timed.name, "cell"]
+    assert saved.entries[0].result.median_ns == timed.median_ns
+    assert labext.connect(shell, "work.ipynb") is bridge  # a second connect keeps the history
+
+
+def test_a_failing_listener_warns_and_the_result_stands() -> None:
+    def broken(_: object) -> None:
+        raise OSError("disk full")
+
+    listeners.add_listener(broken)
+    try:
+        with pytest.warns(UserWarning, match="disk full"):
+            timed = perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
+    finally:
+        listeners.remove_listener(broken)
+    assert timed.n > 0
+
+
+# --- the extension in JupyterLab ---------------------------------------------------------
+
+PROFILED = "import torch\na = torch.randn(64, 64)\nb = a @ a"
+PTX_CELL = "%%ptx --arch sm_90a\n__global__ void fill(float* x) { x[threadIdx.x] = 1.0f; }"
+ROWS = "() => [...document.querySelectorAll('#perflab-history tr.jp-perflab-row')].length"
+OUTPUT = "() => document.querySelector('.jp-Notebook .jp-Cell .jp-OutputArea')?.textContent ?? ''"
+STATUS = "() => document.querySelector('.jp-perflab-status')?.textContent ?? ''"
+KEYWORD_COLOUR = """() => {
+  const probe = document.createElement('span');
+  probe.style.color = 'var(--jp-mirror-editor-keyword-color)';
+  document.body.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour;
+}"""
+GLOBAL_COLOUR = """() => {
+  const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[1];
+  const spans = [...cell.querySelectorAll('.cm-line span')];
+  const span = spans.find(s => s.textContent === '__global__');
+  return span ? getComputedStyle(span).color : null;
+}"""
+
+
+def lab_notebook(root: Path) -> Path:
+    import nbformat
+
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(PROFILED), nbformat.v4.new_code_cell(PTX_CELL)],
+        metadata={"kernelspec": kernelspec},
+    )
+    path = root / "lab.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def installed_extension() -> Path:
+    where = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "perflab-jupyterlab"
+    if not (where / "package.json").exists():
+        pytest.fail(f"perflab's JupyterLab extension is not installed in {where}: run make install")
+    return where
+
+
+def wait_kernel_idle(page: Any) -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-status]')].some("
+        "e => e.getAttribute('data-status') === 'idle')",
+        timeout=90_000,
+    )
+
+
+def open_history(page: Any) -> None:
+    if not page.is_visible("#perflab-history"):
+        page.click(".jp-SideBar.jp-mod-right li[data-id='perflab-history']")
+    page.wait_for_selector("#perflab-history", state="visible")
+
+
+def profile_first_cell(page: Any, rows_before: int, *, by_key: bool = False) -> None:
+    page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputArea-editor")
+    if by_key:
+        page.keyboard.press("Control+Alt+p")
+    else:
+        page.click(".jp-perflab-profile-button")
+    page.wait_for_function(f"() => ({ROWS})() === {rows_before + 1}", timeout=120_000)
+
+
+def panel_rows(page: Any) -> list[dict[str, str]]:
+    return page.evaluate(
+        "() => [...document.querySelectorAll('#perflab-history tr.jp-perflab-row')].map(tr => ({"
+        "id: tr.dataset.id, name: tr.querySelector('.jp-perflab-name').firstChild.textContent,"
+        "median: tr.querySelector('.jp-perflab-median').textContent,"
+        "median_ns: tr.querySelector('.jp-perflab-median').dataset.medianNs,"
+        "baseline: tr.classList.contains('jp-perflab-baseline-row')}))"
+    )
+
+
+def saved_history(root: Path) -> labext.History:
+    return labext.History.load(root / ".perflab" / "lab.ipynb.history.json")
+
+
+def widen_right_sidebar(page: Any, pixels: int) -> None:
+    x, y = page.evaluate(
+        "() => { const r = [...document.querySelectorAll("
+        "'#jp-main-split-panel > .lm-SplitPanel-handle:not(.lm-mod-hidden)')]"
+        ".map(h => h.getBoundingClientRect()).sort((a, b) => b.x - a.x)[0];"
+        " return [r.x + r.width / 2, r.y + r.height / 2]; }"
+    )
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - pixels, y, steps=5)
+    page.mouse.up()
+
+
+def assert_comparison(page: Any, expected: str) -> None:
+    page.wait_for_function(
+        "t => document.querySelector('.jp-perflab-compare').textContent === t",
+        arg=expected,
+        timeout=30_000,
+    )
+
+
+def restart_kernel(page: Any) -> None:
+    page.click(".jp-NotebookPanel-toolbar [data-jp-item-name='restart'] button")
+    page.click(".jp-Dialog .jp-mod-accept")
+    page.wait_for_function(f"() => ({STATUS})() !== 'no GPU: host clock'", timeout=30_000)
+    wait_kernel_idle(page)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
+    """One JupyterLab session: the status item, the profile button and shortcut, the
+    history panel (live rows, compare, baseline, CSV export), the history across a page
+    reload and a kernel restart, CUDA highlighting of a %%ptx cell, no console errors."""
+    from test_browser import ARGS, CHROMIUM, jupyter_server, open_page
+
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium missing (run `make browser`)")
+    installed_extension()
+    from playwright.sync_api import sync_playwright
+
+    lab_notebook(tmp_path)
+    with jupyter_server("jupyterlab", tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page, problems = open_page(
+            browser, f"{url}/lab/tree/lab.ipynb", front_end=f"{url}/static/", wait=False
+        )
+        page.set_viewport_size({"width": 1500, "height": 900})
+        wait_kernel_idle(page)
+        page.wait_for_function(f"() => ({STATUS})() === 'no GPU: host clock'", timeout=90_000)
+        open_history(page)
+
+        # the button: output in the cell, source untouched, a row with the saved median
+        profile_first_cell(page, 0)
+        page.wait_for_function(f"() => ({OUTPUT})().includes('median')", timeout=60_000)
+        assert "host clock" in page.evaluate(OUTPUT)
+        source = page.locator(".jp-Notebook .jp-Cell >> nth=0 >> .cm-content").inner_text()
+        assert source == PROFILED
+        [row] = panel_rows(page)
+        [entry] = saved_history(tmp_path).entries
+        assert float(row["median_ns"]) == entry.result.median_ns
+        assert row["name"] == entry.result.name
+        assert row["median"].split(" (")[0][0].isdigit()
+
+        # the shortcut, then a comparison of the two, computed by TimingResult.compare
+        profile_first_cell(page, 1, by_key=True)
+        for box in page.locator("#perflab-history .jp-perflab-pick").all():
+            box.check()
+        first, second = saved_history(tmp_path).entries
+        assert_comparison(page, str(second.result.compare(first.result)))
+        for box in page.locator("#perflab-history .jp-perflab-pick").all():
+            box.uncheck()
+
+        # a baseline, kept in the file, and a CSV export
+        page.click("#perflab-history tr[data-id='r1'] .jp-perflab-baseline")
+        page.wait_for_function(
+            "() => document.querySelector(\"tr[data-id='r1']\")"
+            ".classList.contains('jp-perflab-baseline-row')"
+        )
+        assert saved_history(tmp_path).baseline == "r1"
+        with page.expect_download() as download:
+            page.click(".jp-perflab-export-csv")
+        lines = Path(download.value.path()).read_text().splitlines()
+        assert lines[0].startswith("id,name,median_ns") and len(lines) == 3
+
+        # a reload and a kernel restart keep the history; new ids follow on
+        page.keyboard.press("Control+s")  # saved: no "leave the page?" question
+        page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=30_000)
+        page.reload()
+        wait_kernel_idle(page)
+        open_history(page)
+        page.wait_for_function(f"() => ({ROWS})() === 2", timeout=60_000)
+        restart_kernel(page)
+        page.wait_for_function(f"() => ({STATUS})() === 'no GPU: host clock'", timeout=90_000)
+        assert [r["id"] for r in panel_rows(page)] == ["r1", "r2"]
+        assert [r["baseline"] for r in panel_rows(page)] == [True, False]
+        profile_first_cell(page, 2)
+        assert [r["id"] for r in panel_rows(page)] == ["r1", "r2", "r3"]
+        page.wait_for_function(f"() => ({OUTPUT})().includes('median')", timeout=60_000)
+        # and the new kernel compares what the old one measured
+        for row_id in ("r2", "r3"):
+            page.check(f"#perflab-history tr[data-id='{row_id}'] .jp-perflab-pick")
+        _, second, third = saved_history(tmp_path).entries
+        assert_comparison(page, str(third.result.compare(second.result)))
+
+        # %%ptx cells are CUDA: __global__ is a keyword
+        page.locator(".jp-Notebook .jp-Cell >> nth=1").scroll_into_view_if_needed()
+        page.wait_for_function(f"() => ({GLOBAL_COLOUR})() !== null", timeout=30_000)
+        assert page.evaluate(GLOBAL_COLOUR) == page.evaluate(KEYWORD_COLOUR)
+
+        page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
+        news = page.locator(".Toastify__toast button:has-text('No')")
+        for button in news.all():  # JupyterLab's question about news, not ours
+            button.click()
+        page.wait_for_selector(".Toastify__toast", state="detached", timeout=10_000)
+        widen_right_sidebar(page, 200)  # for the picture: the panel's default width is narrow
+        page.mouse.move(700, 600)  # no tooltip over the picture
+        wait_kernel_idle(page)
+        shot = os.environ.get("PERFLAB_LAB_SCREENSHOT")
+        page.screenshot(path=shot or str(tmp_path / "lab.png"))
+        assert problems == []
+        page.close()
+        browser.close()
