@@ -97,10 +97,17 @@ class _LoggingQueue(HostQueueClock):
 def test_flush_and_filler_precede_the_start_mark() -> None:
     clock = _LoggingQueue()
     try:
-        take_samples(clock, lambda: clock.log.append("call"), 2, 3, lead_ns=1000.0)
+        take_samples(
+            clock,
+            lambda: clock.log.append("call"),
+            2,
+            3,
+            lead_ns=1000.0,
+            after_issue=lambda: clock.log.append("clock reading"),
+        )
     finally:
         clock.close()
-    one = ["flush", "mark", "hold", "mark", "call", "call", "mark"]
+    one = ["flush", "mark", "hold", "mark", "call", "call", "mark", "clock reading"]
     assert clock.log == one * 3
 
 

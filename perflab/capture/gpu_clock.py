@@ -211,12 +211,21 @@ def make_cuda_clock(flush: bool) -> Any:
 # --- device identity (to find the same GPU in NVML) ---------------------------------
 
 
+def _uuid_text(raw: bytes) -> str:
+    """NVML's spelling of a 16-byte CUDA device UUID: ``GPU-8-4-4-4-12`` hex digits."""
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _torch_identity(props: Any) -> dict[str, str]:
     ident: dict[str, str] = {}
     uuid = getattr(props, "uuid", None)
-    if uuid is not None:
+    raw = getattr(uuid, "bytes", None)
+    if isinstance(raw, bytes) and len(raw) == 16:
+        ident["uuid"] = _uuid_text(raw)
+    elif uuid is not None:
         text = str(uuid)
-        ident["uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
+        ident["uuid"] = text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
     bus = getattr(props, "pci_bus_id", None)
     if bus is not None:
         domain = int(getattr(props, "pci_domain_id", 0))
@@ -229,8 +238,7 @@ def _cupy_identity(props: dict[str, Any]) -> dict[str, str]:
     ident: dict[str, str] = {}
     raw = props.get("uuid")
     if isinstance(raw, bytes) and len(raw) == 16:
-        h = raw.hex()
-        ident["uuid"] = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        ident["uuid"] = _uuid_text(raw)
     if "pciBusID" in props:
         ident["pci_bus_id"] = (
             f"{int(props.get('pciDomainID', 0)):08x}:{int(props['pciBusID']):02x}:"
@@ -248,9 +256,11 @@ def nvml_handle(nvml: Any, identity: dict[str, str]) -> Any:
         ("pci_bus_id", "nvmlDeviceGetHandleByPciBusId"),
     )
     for key, func in lookups:
-        if key in identity and hasattr(nvml, func):
+        if key not in identity or not hasattr(nvml, func):
+            continue
+        for value in (identity[key], identity[key].encode()):  # old pynvml wants bytes
             with contextlib.suppress(Exception):
-                return getattr(nvml, func)(identity[key])
+                return getattr(nvml, func)(value)
     return None
 
 
@@ -358,7 +368,8 @@ class ThrottleWatch:
         return out
 
     def sample(self) -> None:
-        """Read the SM clock while the samples are queued (called before each sample)."""
+        """Read the SM clock while the device runs the queue (after each sample is
+        issued, outside its timed window)."""
         if self.nvml is None:
             return
         try:

@@ -379,18 +379,17 @@ def take_samples(
     steps: int,
     count: int,
     lead_ns: float = 0.0,
-    before_sample: Callable[[], None] | None = None,
+    after_issue: Callable[[], None] | None = None,
 ) -> Samples:
-    """``count`` samples of ``steps`` calls of ``step``, in this order per sample:
-    ``before_sample`` (e.g. a clock reading), flush, [filler], start mark, the calls,
-    end mark. Only the calls lie between the marks; one sync at the end."""
+    """``count`` samples of ``steps`` calls of ``step``, in this order per sample: flush,
+    [filler], start mark, the calls, end mark, then ``after_issue`` (e.g. an SM clock
+    reading, taken while the device runs the queue). Only the calls lie between the
+    marks; one sync at the end."""
     host = time.perf_counter_ns
     marks = []
     issued = []
     calls = range(steps)
     for _ in range(count):
-        if before_sample is not None:
-            before_sample()
         clock.flush()
         h0 = host()
         pre = None
@@ -403,6 +402,8 @@ def take_samples(
         end = clock.mark()
         issued.append(float(host() - h0))
         marks.append((pre, start, end))
+        if after_issue is not None:
+            after_issue()
     clock.sync()
     out = Samples(host_ns=issued)
     for pre, start, end in marks:
@@ -482,9 +483,10 @@ def measure(clock: Any, fn: Callable[[], object], opts: BenchOptions, watch: Any
     clock.sync()
     lead = 0.0
     if clock.asynchronous and clock.can_fill and opts.fill_queue:
+        clock.hold(1.0)  # the first hold calibrates the filler: not inside a sample
         probe = take_samples(clock, step, steps, PROBE_SAMPLES)  # host cost of a sample
         lead = lead_for(float(np.max(probe.host_ns)))
-    before = watch.sample if watch is not None else None
+    reading = watch.sample if watch is not None else None
     samples = Samples()
     t0 = time.perf_counter_ns()
     reason = None
@@ -497,7 +499,7 @@ def measure(clock: Any, fn: Callable[[], object], opts: BenchOptions, watch: Any
                 steps,
                 next_round(n, time.perf_counter_ns() - t0, opts, plan),
                 lead,
-                before,
+                reading,
             )
         )
         per_call_ns = np.asarray(samples.window_ns) / plan.number
