@@ -177,7 +177,7 @@ def test_load_non_utf8_and_missing(tmp_path) -> None:  # type: ignore[no-untyped
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(SchemaError, match="UTF-8"):
         TimingResult.load(path)
-    with pytest.raises(SchemaError, match="cannot read|no such file"):
+    with pytest.raises(SchemaError, match=r"cannot read|no such file"):
         TimingResult.load(tmp_path / "missing.json")
 
 
@@ -194,3 +194,18 @@ def test_reprs_escape_names_and_show_statistics() -> None:
     assert "median 125 ns" in bundle["text/plain"]
     d = r.to_dict()
     assert d["summary"]["median_ns"] == 125.0 and d["summary"]["n"] == 6
+
+
+def test_views_say_why_sampling_stopped_and_what_was_checked() -> None:
+    r = TimingResult(
+        samples_ns=np.full(12, 100.0),
+        backend="cuda",
+        device="dev",
+        stop_reason="noise",
+        options={"relative_standard_error": 0.0031, "cold": "every call"},
+        throttle={"checked": False, "why": "pynvml <missing>"},
+    )
+    text = r._repr_mimebundle_()["text/plain"]
+    assert "stopped: noise, relative standard error 0.31%; cold: every call" in text
+    assert "clocks not checked: pynvml <missing>" in text
+    assert "pynvml &lt;missing&gt;" in r._repr_mimebundle_()["text/html"]

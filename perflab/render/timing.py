@@ -20,12 +20,34 @@ def provenance(r: TimingResult) -> str:
     return base
 
 
+def method_line(r: TimingResult) -> str:
+    """How the samples were taken: why sampling stopped, which calls ran cold, whether
+    the clocks were checked (empty for results saved before these were recorded)."""
+    parts = []
+    if r.stop_reason:
+        rse = r.options.get("relative_standard_error")
+        noise = f", relative standard error {100 * rse:.2f}%" if isinstance(rse, float) else ""
+        parts.append(f"stopped: {r.stop_reason}{noise}")
+    cold = r.options.get("cold")
+    if cold:
+        parts.append(f"cold: {cold}")
+    if r.throttle:
+        checked = r.throttle.get("checked")
+        parts.append(
+            "clocks checked (NVML)" if checked else f"clocks not checked: {r.throttle.get('why')}"
+        )
+    return "; ".join(str(p) for p in parts)
+
+
 def timing_text(r: TimingResult) -> str:
     lines = [
         r.summary_line(),
         f"  min {format_ns(r.min_ns)}  max {format_ns(r.max_ns)}  ({r.number} call(s) per sample)",
         f"  {provenance(r)}",
     ]
+    method = method_line(r)
+    if method:
+        lines.append(f"  {method}")
     lines += [f"  warning: {w}" for w in r.warnings]
     if r.kernels is not None:
         lines.append(optable_text(r.kernels))
@@ -58,6 +80,9 @@ def timing_html(r: TimingResult) -> str:
     )
     warns = "".join(f'<div class="warn">⚠ {esc(w)}</div>' for w in r.warnings)
     prov = f'<div class="note">{esc(provenance(r))}</div>'
+    method = method_line(r)
+    if method:
+        prov += f'<div class="note">{esc(method)}</div>'
     kernels = optable_html(r.kernels) if r.kernels is not None else ""
     return wrap(
         f'<div style="display:flex;gap:12px;align-items:center">{_histogram_svg(r)}'
