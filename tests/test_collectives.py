@@ -216,6 +216,14 @@ def test_time_is_averaged_across_ranks_as_nccl_tests_does():
         dist.destroy_process_group()
 
 
+@pytest.mark.parametrize(
+    "bad", [{"timeout_s": 1e308}, {"timeout_s": float("nan")}, {"sizes": (2**70,)}]
+)
+def test_spec_refuses_absurd_numbers(bad):
+    with pytest.raises(InputError):
+        collectives.CollectiveSpec(**bad).validate()
+
+
 def test_spec_validation():
     with pytest.raises(InputError, match="message sizes"):
         collectives.run(sizes=(0,))

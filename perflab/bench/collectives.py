@@ -50,6 +50,8 @@ TIME_ACROSS_RANKS = "mean"  # nccl-tests' default report (-a 1): the average ove
 ELEMENT_SIZE = 4  # float32
 STARTUP_SLACK_S = 60.0  # spawning and importing torch in each process
 MAX_SPAWNED = 64
+MAX_MESSAGE_BYTES = 64 << 30  # larger than any GPU's memory for one buffer
+MAX_TIMEOUT_S = 86_400.0  # a day; timedelta overflows on absurd values
 
 
 @dataclass
@@ -75,12 +77,18 @@ class CollectiveSpec:
         bad = [op for op in self.ops if op not in OPS]
         if bad or not self.ops:
             raise InputError(f"unknown collective(s) {bad} (known: {', '.join(OPS)})")
-        if not self.sizes or any(s < 1 for s in self.sizes):
-            raise InputError(f"message sizes must be positive, got {list(self.sizes)}")
+        if not self.sizes or any(not 1 <= s <= MAX_MESSAGE_BYTES for s in self.sizes):
+            raise InputError(
+                f"message sizes must be 1 B to {MAX_MESSAGE_BYTES >> 30} GiB, "
+                f"got {list(self.sizes)}"
+            )
         if self.min_iters < 1 or self.max_iters < self.min_iters or self.warmup < 0:
             raise InputError("need 1 <= min_iters <= max_iters and warmup >= 0")
-        if not self.timeout_s > 0:
-            raise InputError(f"timeout must be positive, not {self.timeout_s}")
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise InputError(
+                f"timeout must be more than 0 and at most {MAX_TIMEOUT_S:.0f} s, "
+                f"not {self.timeout_s}"
+            )
 
 
 # --- one collective on one rank -------------------------------------------------------
