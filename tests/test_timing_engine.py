@@ -305,3 +305,44 @@ def test_compare_names_the_stored_baseline() -> None:
     c = a.compare(b, baseline_label="base (In[2])")
     assert str(c).startswith("In[3] vs base (In[2]): time ratio 0.500")
     assert c.to_dict()["method"].startswith("bootstrap")
+
+
+def test_persisting_l2_check_says_when_it_cannot_run() -> None:
+    from perflab.capture import gpu_clock
+
+    if gpu_clock._loaded_cudart() is not None:
+        pytest.skip("a CUDA runtime is loaded here: the gpu tests cover the reset")
+    notes: list[str] = []
+    assert gpu_clock.reset_persisting_l2(notes) == {"persisting_l2": "not checked"}
+    assert notes == ["persisting-L2 carve-out not checked (no CUDA runtime library found)"]
+
+
+def test_nvml_device_is_found_by_uuid_then_pci_bus_id() -> None:
+    """NVML's index 0 ignores CUDA_VISIBLE_DEVICES: the lookup uses the device's UUID
+    (as NVML spells it) or PCI bus id, and tries bytes for older pynvml."""
+    from perflab.capture import gpu_clock
+
+    ident = gpu_clock._cupy_identity(
+        {"uuid": bytes(range(16)), "pciBusID": 0x19, "pciDeviceID": 0, "pciDomainID": 0}
+    )
+    assert ident == {
+        "uuid": "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f",
+        "pci_bus_id": "00000000:19:00.0",
+    }
+    calls: list[tuple[str, object]] = []
+
+    class Lookups:
+        def nvmlDeviceGetHandleByUUID(self, value: object) -> str:
+            calls.append(("uuid", value))
+            if isinstance(value, str):
+                raise TypeError("this pynvml wants bytes")
+            return "handle-by-uuid"
+
+        def nvmlDeviceGetHandleByPciBusId(self, value: object) -> str:
+            calls.append(("pci", value))
+            return "handle-by-pci"
+
+    assert gpu_clock.nvml_handle(Lookups(), ident) == "handle-by-uuid"
+    assert calls == [("uuid", ident["uuid"]), ("uuid", ident["uuid"].encode())]
+    assert gpu_clock.nvml_handle(Lookups(), {"pci_bus_id": "x"}) == "handle-by-pci"
+    assert gpu_clock.nvml_handle(Lookups(), {}) is None
