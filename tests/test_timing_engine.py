@@ -287,6 +287,10 @@ def test_bootstrap_memory_is_bounded_for_millions_of_samples() -> None:
     assert peak < 300 << 20  # was 2000 x 3M float64 = 44.7 GiB
     assert 1.9 < r.ratio < 2.1 and r.low < r.ratio < r.high
     assert "subsample" in r.method
+    big_result = TimingResult(big, "cpu", "x", name="big")
+    assert "[interval from random subsamples]" in str(
+        big_result.compare(TimingResult(small, "cpu", "x"))
+    )
     assert "subsample" not in stats.median_ratio(small, small).method
 
 

@@ -78,9 +78,11 @@ class Comparison:
         return f"{times_text(self.ratio)} slower"
 
     def __str__(self) -> str:
+        subsampled = " [interval from random subsamples]" if "subsample" in self.method else ""
         return (
             f"{self.name} vs {self.baseline_name}: time ratio {ratio_text(self.ratio)} "
             f"(95% CI {ratio_text(self.low)}-{ratio_text(self.high)}): {self.verdict}"
+            f"{subsampled}"
         )
 
     def to_dict(self) -> dict[str, Any]:
