@@ -139,7 +139,7 @@ def _torch_device(torch: Any, index: int) -> dict[str, Any]:
         "memory_bytes": int(p.total_memory),
         "l2_bytes": int(getattr(p, "L2_cache_size", 0)) or None,
     }
-    info.update(_nvml_clocks(index))
+    info.update(_nvml_clocks(p))
     return info
 
 
@@ -158,15 +158,21 @@ def _cupy_device(cupy: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _nvml_clocks(index: int) -> dict[str, Any]:
+def _nvml_clocks(props: Any) -> dict[str, Any]:
+    """Max clocks and driver through NVML, for the device with these torch properties
+    (found by UUID or PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES)."""
     try:
         import pynvml
     except ImportError:
         return {}
+    from perflab.capture.gpu_clock import nvml_handle, torch_identity
+
     try:
         pynvml.nvmlInit()
         try:
-            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            h = nvml_handle(pynvml, torch_identity(props))
+            if h is None:
+                return {}
             return {
                 "sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "memory_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),

@@ -101,7 +101,7 @@ class TorchCudaClock(_EventClock):
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
         self.device = str(props.name)
-        self.identity = _torch_identity(props)
+        self.identity = torch_identity(props)
         l2 = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_FLUSH_BYTES
         # Twice the L2 so nothing useful survives the flush.
         self._flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
@@ -217,7 +217,7 @@ def _uuid_text(raw: bytes) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _torch_identity(props: Any) -> dict[str, str]:
+def torch_identity(props: Any) -> dict[str, str]:
     ident: dict[str, str] = {}
     uuid = getattr(props, "uuid", None)
     raw = getattr(uuid, "bytes", None)
