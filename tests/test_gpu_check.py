@@ -121,3 +121,16 @@ def test_every_section_states_an_estimate_within_six_minutes() -> None:
     assert all(s.gpu_estimate_s > 0 for s in steps if s.name != "collectives")
     assert sum(s.gpu_estimate_s for s in steps) <= 360
     assert sum(s.cpu_estimate_s for s in steps) <= 120
+
+
+def test_every_file_with_gpu_tests_is_run_or_excluded_for_a_reason() -> None:
+    """A new gpu-marked test file must be added to GPU_TEST_FILES (or need IPython, which
+    the lent machine lacks: the %%ptx launch test)."""
+    marked = {
+        f"tests/{p.name}"
+        for p in (ROOT / "tests").glob("test_*.py")
+        if "mark.gpu" in p.read_text(encoding="utf-8")
+    }
+    assert set(gpu_check.GPU_TEST_FILES) <= marked
+    for name in marked - set(gpu_check.GPU_TEST_FILES):
+        assert "IPython" in (ROOT / name).read_text(encoding="utf-8"), name
