@@ -61,6 +61,9 @@ def test_round_trip_and_several_devices(cache):
         {"d": {"device": "d", "backend": "cpu", "flops": {"fp32": "fast"}}},
         {"d": {"device": "d", "backend": "cpu", "bandwidth": [1, 2]}},
         {"d": {"device": "d", "backend": "cpu", "bandwidth": {"DRAM": True}}},
+        {"d": {"device": "d", "backend": "cpu", "versions": []}},
+        {"d": {"device": "d", "backend": 7}},
+        {"d": {"device": "d", "backend": "cpu", "notes": [1]}},
     ],
 )
 def test_damaged_cache_is_a_schema_error_naming_the_file(cache, devices):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import SchemaError
+from perflab.model.fields import Fields
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
 
@@ -62,21 +63,18 @@ class Ceilings:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "ceilings") -> Ceilings:
-        try:
-            return cls(
-                device=str(doc["device"]),
-                backend=str(doc["backend"]),
-                flops=_rates(doc.get("flops", {}), "flops", source),
-                bandwidth=_rates(doc.get("bandwidth", {}), "bandwidth", source),
-                date=str(doc.get("date", "")),
-                versions={str(k): str(v) for k, v in doc.get("versions", {}).items()},
-                notes=[str(n) for n in doc.get("notes", [])],
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise SchemaError(
-                f"malformed ceilings entry: {type(exc).__name__}: {exc}", source=source
-            ) from None
+    def from_dict(cls, doc: Any, source: str = "ceilings") -> Ceilings:
+        """Checked field by field: a bad one is a SchemaError naming the file and field."""
+        f = Fields(doc, source)
+        return cls(
+            device=f.text("device"),
+            backend=f.text("backend"),
+            flops=_rates(f.mapping("flops"), "flops", source),
+            bandwidth=_rates(f.mapping("bandwidth"), "bandwidth", source),
+            date=f.text("date", ""),
+            versions=f.text_map("versions"),
+            notes=f.texts("notes"),
+        )
 
     def __str__(self) -> str:
         from perflab.render.bench_view import ceilings_text
