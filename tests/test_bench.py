@@ -4,6 +4,7 @@ views and CLI; the CUDA paths are gpu-marked."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -278,7 +279,7 @@ def test_topology_bad_text_is_input_error(text):
 # --- review fixes: TF32 switch, failing sizes, TLB names, chase preflight, noise log -----
 
 
-def test_tf32_switch_uses_fp32_precision_and_restores_it():
+def test_tf32_switch_uses_fp32_precision_and_restores_it() -> None:
     torch = pytest.importorskip("torch")
     mm = torch.backends.cuda.matmul
     if not hasattr(mm, "fp32_precision"):
@@ -292,10 +293,10 @@ def test_tf32_switch_uses_fp32_precision_and_restores_it():
     assert mm.fp32_precision == before
 
 
-def test_one_failing_size_keeps_the_dtype(monkeypatch):
+def test_one_failing_size_keeps_the_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     real = matmul._time_product
 
-    def flaky(dtype, n, backend, budget_ms, noise):
+    def flaky(dtype: str, n: int, backend: str, budget_ms: float, noise: Any) -> float:
         if n == 256 and dtype == "numpy-fp32":
             raise RuntimeError("out of memory (simulated at one size)")
         return real(dtype, n, backend, budget_ms, noise)
@@ -311,7 +312,7 @@ def test_one_failing_size_keeps_the_dtype(monkeypatch):
     assert "n/a" in str(r) and "<svg" in r._repr_mimebundle_()["text/html"]
 
 
-def test_gpu_levels_past_l2_say_tlb_misses(monkeypatch):
+def test_gpu_levels_past_l2_say_tlb_misses(monkeypatch: pytest.MonkeyPatch) -> None:
     from perflab.bench import _common
 
     monkeypatch.setattr(
@@ -327,7 +328,7 @@ def test_gpu_levels_past_l2_say_tlb_misses(monkeypatch):
     assert not any(name.endswith("far") and name.startswith("HBM") for name in names)
 
 
-def test_latency_stride_is_checked_and_recorded():
+def test_latency_stride_is_checked_and_recorded() -> None:
     with pytest.raises(InputError, match="multiple of 8"):
         latency.run(backend="cpu", stride_bytes=12, show_progress=False)
     r = latency.run(
@@ -347,22 +348,22 @@ class _HostChase:
 
     method = "host"
 
-    def walk(self, links, steps):
+    def walk(self, links: Any, steps: int) -> int:
         return latency.follow(links, 0, steps)
 
 
 class _WrongChase(_HostChase):
     method = "wrong"
 
-    def walk(self, links, steps):
+    def walk(self, links: Any, steps: int) -> int:
         return -1
 
 
-def test_chase_preflight_takes_the_first_that_walks_right():
-    def broken():
+def test_chase_preflight_takes_the_first_that_walks_right() -> None:
+    def broken() -> Any:
         raise ImportError("No module named 'cupy'")
 
-    broken.method = "CUDA C++ through CuPy"
+    broken.method = "CUDA C++ through CuPy"  # type: ignore[attr-defined]
     assert latency.chase_backend((broken, _WrongChase, _HostChase)).method == "host"
     with pytest.raises(ToolchainError) as info:
         latency.chase_backend((broken, _WrongChase))
@@ -370,7 +371,7 @@ def test_chase_preflight_takes_the_first_that_walks_right():
     assert "No module named 'cupy'" in text and "preflight walk ended at -1" in text
 
 
-def test_triton_chase_compiles_for_sm90_with_serial_loads():
+def test_triton_chase_compiles_for_sm90_with_serial_loads() -> None:
     pytest.importorskip("triton")
     from perflab.bench import _triton_chase
     from perflab.capture.compile import compile_triton
@@ -388,7 +389,7 @@ def test_triton_chase_compiles_for_sm90_with_serial_loads():
     assert any("st.global" in ln for ln in r.ptx.splitlines())  # the result is stored
 
 
-def test_noise_log_keeps_host_bound_and_throttle_warnings():
+def test_noise_log_keeps_host_bound_and_throttle_warnings() -> None:
     from perflab.bench._common import NoiseLog
 
     log = NoiseLog()
@@ -409,7 +410,7 @@ def test_noise_log_keeps_host_bound_and_throttle_warnings():
 
 
 @pytest.mark.gpu
-def test_cuda_latency_has_cycles_and_levels():
+def test_cuda_latency_has_cycles_and_levels() -> None:
     r = latency.run(backend="cuda", quick=True, max_bytes=256 * MIB, show_progress=False)
     chase = r.get("chase")
     assert np.all(chase.y > 0)

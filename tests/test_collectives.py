@@ -199,13 +199,13 @@ def test_nccl_without_gpus_says_no_gpu():
         collectives.run(backend="nccl", world_size=2)
 
 
-def test_time_is_averaged_across_ranks_as_nccl_tests_does():
+def test_time_is_averaged_across_ranks_as_nccl_tests_does() -> None:
     """nccl-tests reports the average over ranks by default (-a 1); so does perflab."""
     torch = pytest.importorskip("torch")
     import torch.distributed as dist
 
     assert collectives.TIME_ACROSS_RANKS == "mean"
-    assert "averaged across ranks" in collectives.__doc__
+    assert "averaged across ranks" in (collectives.__doc__ or "")
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{collectives.free_port()}", rank=0, world_size=1
     )
@@ -219,9 +219,9 @@ def test_time_is_averaged_across_ranks_as_nccl_tests_does():
 @pytest.mark.parametrize(
     "bad", [{"timeout_s": 1e308}, {"timeout_s": float("nan")}, {"sizes": (2**70,)}]
 )
-def test_spec_refuses_absurd_numbers(bad):
+def test_spec_refuses_absurd_numbers(bad: dict[str, object]) -> None:
     with pytest.raises(InputError):
-        collectives.CollectiveSpec(**bad).validate()
+        collectives.CollectiveSpec(**bad).validate()  # type: ignore[arg-type]
 
 
 def test_spec_validation():
