@@ -9,7 +9,7 @@ import math
 import sys
 import time
 import tracemalloc
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -333,6 +333,18 @@ def test_nvml_device_is_found_by_uuid_then_pci_bus_id() -> None:
         "uuid": "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f",
         "pci_bus_id": "00000000:19:00.0",
     }
+
+    class TorchUuid:  # torch's _CUuuid: .bytes is a list of ints, str() the dashed hex
+        bytes: ClassVar[list[int]] = list(range(16))
+
+        def __str__(self) -> str:
+            return "00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+    class TorchProps:
+        uuid = TorchUuid()
+        pci_bus_id, pci_device_id, pci_domain_id = 0x19, 0, 0
+
+    assert gpu_clock.torch_identity(TorchProps()) == ident
     calls: list[tuple[str, object]] = []
 
     class Lookups:

@@ -220,7 +220,9 @@ def _uuid_text(raw: bytes) -> str:
 def torch_identity(props: Any) -> dict[str, str]:
     ident: dict[str, str] = {}
     uuid = getattr(props, "uuid", None)
-    raw = getattr(uuid, "bytes", None)
+    raw = getattr(uuid, "bytes", None)  # torch gives a list of 16 ints
+    with contextlib.suppress(TypeError, ValueError):
+        raw = bytes(raw) if raw is not None else None
     if isinstance(raw, bytes) and len(raw) == 16:
         ident["uuid"] = _uuid_text(raw)
     elif uuid is not None:
