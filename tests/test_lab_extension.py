@@ -236,6 +236,19 @@ GLOBAL_COLOUR = """() => {
 }"""
 
 
+ASM_KINDS = """() => {
+  const out = {};
+  for (const pane of document.querySelectorAll('.pv-pane')) {
+    const spans = pane.querySelectorAll('[class^="jp-perflab-asm-"]');
+    if (spans.length) {
+      const title = pane.querySelector('h4').textContent;
+      out[title] = [...new Set([...spans].map(s => s.className.replace('jp-perflab-asm-', '')))];
+    }
+  }
+  return out;
+}"""
+
+
 def lab_notebook(root: Path) -> Path:
     import nbformat
 
@@ -326,7 +339,8 @@ def restart_kernel(page: Any) -> None:
 def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
     """One JupyterLab session: the status item, the profile button and shortcut, the
     history panel (live rows, compare, baseline, CSV export), the history across a page
-    reload and a kernel restart, CUDA highlighting of a %%ptx cell, no console errors."""
+    reload and a kernel restart, CUDA highlighting of a %%ptx cell and of its view's PTX and
+    SASS panes, no console errors."""
     from test_browser import ARGS, CHROMIUM, jupyter_server, open_page
 
     if not CHROMIUM.exists():
@@ -402,6 +416,14 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         page.locator(".jp-Notebook .jp-Cell >> nth=1").scroll_into_view_if_needed()
         page.wait_for_function(f"() => ({GLOBAL_COLOUR})() !== null", timeout=30_000)
         assert page.evaluate(GLOBAL_COLOUR) == page.evaluate(KEYWORD_COLOUR)
+        # and its view's PTX and SASS panes get opcodes, registers... as token spans
+        page.click(".jp-Notebook .jp-Cell >> nth=1 >> .jp-InputArea-editor")
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_function(
+            f"() => {{ const k = ({ASM_KINDS})(); return k.PTX && k.SASS; }}", timeout=180_000
+        )
+        kinds = page.evaluate(ASM_KINDS)
+        assert {"op", "reg"} <= set(kinds["PTX"]) and {"op", "reg"} <= set(kinds["SASS"])
 
         page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
         news = page.locator(".Toastify__toast button:has-text('No')")

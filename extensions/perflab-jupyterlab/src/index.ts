@@ -17,6 +17,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { LanguageSupport, StreamLanguage } from '@codemirror/language';
 
+import { watchOutputs } from './asmview';
 import { cuda } from './cuda';
 import { watchCells } from './highlight';
 import { KernelLink, linkFor } from './link';
@@ -126,7 +127,7 @@ const main: JupyterFrontEndPlugin<void> = {
 
 const highlight: JupyterFrontEndPlugin<void> = {
   id: 'perflab-jupyterlab:ptx-highlight',
-  description: 'Highlights %%ptx cells of CUDA C++ as CUDA.',
+  description: 'Highlights %%ptx cells of CUDA C++ as CUDA, and the PTX and SASS panes.',
   autoStart: true,
   requires: [INotebookTracker, IEditorLanguageRegistry],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
@@ -137,8 +138,12 @@ const highlight: JupyterFrontEndPlugin<void> = {
       extensions: ['cu', 'cuh'],
       load: async () => new LanguageSupport(StreamLanguage.define(cuda))
     });
-    tracker.widgetAdded.connect((_, panel) => watchCells(panel));
-    tracker.forEach(watchCells);
+    const watch = (panel: NotebookPanel) => {
+      watchCells(panel);
+      watchOutputs(panel);
+    };
+    tracker.widgetAdded.connect((_, panel) => watch(panel));
+    tracker.forEach(watch);
   }
 };
 

@@ -91,6 +91,7 @@ export class KernelLink {
     if (!kernel || this.sessionContext.isDisposed) {
       return false;
     }
+    this._tried = true;
     try {
       const info = await kernel.info;
       if (info.language_info.name !== 'python') {
@@ -186,9 +187,12 @@ export class KernelLink {
   private _onStatus(_: ISessionContext, status: Kernel.Status): void {
     if (DOWN.has(status)) {
       this._drop();
-    } else if (status === 'idle' && !this._comm && !this._connecting && this._wasDown) {
-      this._wasDown = false;
-      void this.ready();
+    } else if (status === 'idle' && !this._comm && !this._connecting) {
+      // first contact, or back after a restart (a failed attempt is not retried on every idle)
+      if (this._wasDown || !this._tried) {
+        this._wasDown = false;
+        void this.ready();
+      }
     }
   }
 
@@ -220,6 +224,7 @@ export class KernelLink {
   private _pending = new Map<number, IPending>();
   private _next = 1;
   private _wasDown = false;
+  private _tried = false;
 }
 
 const links = new WeakMap<NotebookPanel, KernelLink>();
