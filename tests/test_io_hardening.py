@@ -627,3 +627,34 @@ def test_gzip_members_and_padding_still_read(tmp_path: Path) -> None:
     path = tmp_path / "two.json.gz"
     path.write_bytes(gzip.compress(text[:40]) + gzip.compress(text[40:]) + b"\0" * 8)
     assert _common.read_bytes(path) == text
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("events_read", {"a": 1}), ("events_read", -1), ("rank", "0"), ("devices", [1])],
+)
+def test_saved_meta_that_analyses_read_is_checked(
+    saved: Path, tmp_path: Path, key: str, value: Any
+) -> None:
+    members = _members(saved)
+    header = json.loads(members["header"].tobytes())
+    header["meta"][key] = value
+    with pytest.raises(SchemaError, match=rf"meta\.{key}"):
+        Trace.load(_resave(tmp_path / "meta.npz", members, header))
+
+
+def test_saved_trace_with_a_zip_version_zipfile_lacks(saved: Path) -> None:
+    data = bytearray(saved.read_bytes())
+    at = data.find(b"PK\x01\x02")  # the first central directory entry
+    data[at + 6] = 235  # its "version needed to extract": 23.5
+    saved.write_bytes(bytes(data))
+    with pytest.raises(SchemaError, match=r"zip file version 23\.5"):
+        Trace.load(saved)
+
+
+def test_distributed_rank_that_is_not_a_count(tmp_path: Path) -> None:
+    doc = {"traceEvents": [_kernel()], "distributedInfo": {"rank": "zero", "world_size": 2}}
+    with pytest.raises(InputError, match=r"distributedInfo\.rank 'zero' is not a rank number"):
+        load_trace(_write(tmp_path, doc))
+    doc["distributedInfo"]["rank"] = "3"  # text digits are read as the number
+    assert load_trace(_write(tmp_path, doc)).meta["rank"] == 3

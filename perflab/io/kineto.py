@@ -1224,6 +1224,12 @@ def _meta(doc: _Doc, source: str, python: bool, events_read: int) -> dict[str, A
     for key in ("rank", "world_size", "backend"):
         if key in doc.distributed:
             meta[key] = _plain(doc.distributed[key], source)
+    for key, low, what in (("rank", 0, "a rank number"), ("world_size", 1, "a size")):
+        value = meta.get(key, low)
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            value = meta[key] = int(value)  # some writers give the rank as text
+        if type(value) is not int or not low <= value <= _I64_MAX:  # analyses count with it
+            raise InputError(f"distributedInfo.{key} {value!r} is not {what}", source=source)
     return meta
 
 

@@ -164,7 +164,15 @@ def load_arrays(
                     if name not in members:
                         raise error(f"damaged file: no array {name!r}", source=source)
                     arrays[name] = _read_member(archive, members[name], source, error)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            EOFError,
+            OSError,
+            NotImplementedError,  # a zip version or feature that zipfile lacks
+            RuntimeError,
+            ValueError,
+        ) as exc:
             raise error(f"not a perflab .npz file: {exc}", source=source) from None
     if "header" not in arrays:
         return arrays, None

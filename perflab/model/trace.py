@@ -443,8 +443,7 @@ class Trace:
         strings, meta = doc.get("strings"), doc.get("meta")
         if not isinstance(strings, list) or not all(type(s) is str for s in strings):
             raise SchemaError("damaged trace file: strings are not a list of text", source=source)
-        if not isinstance(meta, dict):
-            raise SchemaError("damaged trace file: meta is not an object", source=source)
+        _check_meta(meta, source)
         tables = {
             table: _saved_table(table, schema, arrays, source) for table, schema in _TABLES.items()
         }
@@ -531,6 +530,34 @@ def _saved_table(
             "damaged trace file: columns of different lengths", source=source, position=table
         )
     return Table(schema, columns)
+
+
+# meta entries that analyses read as numbers, and their lower bounds
+_META_COUNTS = {"events_read": 0, "rank": 0, "world_size": 1}
+
+
+def _check_meta(meta: Any, source: str) -> None:
+    """The meta entries that perflab itself reads have the types it writes."""
+    if not isinstance(meta, dict):
+        raise SchemaError("damaged trace file: meta is not an object", source=source)
+    for key, low in _META_COUNTS.items():
+        value = meta.get(key, low)
+        if type(value) is not int or not low <= value < 2**63:
+            raise SchemaError(
+                f"damaged trace file: {value!r} is not a count",
+                source=source,
+                position=f"meta.{key}",
+            )
+    devices = meta.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise SchemaError(
+            "damaged trace file: not a list of objects", source=source, position="meta.devices"
+        )
+    ranks = meta.get("ranks", [])
+    if not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
+        raise SchemaError(
+            "damaged trace file: not a list of ranks", source=source, position="meta.ranks"
+        )
 
 
 def time_problem(
