@@ -653,8 +653,9 @@ def test_saved_trace_with_a_zip_version_zipfile_lacks(saved: Path) -> None:
 
 
 def test_distributed_rank_that_is_not_a_count(tmp_path: Path) -> None:
-    doc = {"traceEvents": [_kernel()], "distributedInfo": {"rank": "zero", "world_size": 2}}
+    info: dict[str, Any] = {"rank": "zero", "world_size": 2}
+    doc = {"traceEvents": [_kernel()], "distributedInfo": info}
     with pytest.raises(InputError, match=r"distributedInfo\.rank 'zero' is not a rank number"):
         load_trace(_write(tmp_path, doc))
-    doc["distributedInfo"]["rank"] = "3"  # text digits are read as the number
+    info["rank"] = "3"  # text digits are read as the number
     assert load_trace(_write(tmp_path, doc)).meta["rank"] == 3
