@@ -7,6 +7,7 @@ import { ISessionContext } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
 import { checkRow, checkRows, connectCode, IInfo, IRow } from './pure';
 
@@ -239,4 +240,28 @@ export function linkFor(panel: NotebookPanel): KernelLink {
     link = made;
   }
   return link;
+}
+
+/** A widget that shows what one notebook's link knows, re-rendered when it changes. */
+export abstract class LinkedWidget extends Widget {
+  /** Follow ``link`` (null: no notebook). */
+  setLink(link: KernelLink | null): void {
+    if (link === this.link) {
+      return;
+    }
+    this.link?.changed.disconnect(this.render, this);
+    this.link = link;
+    link?.changed.connect(this.render, this);
+    this.linkChanged();
+    this.render();
+  }
+
+  abstract render(): void;
+
+  /** Called when another notebook's link is followed, before rendering. */
+  protected linkChanged(): void {
+    // nothing by default
+  }
+
+  protected link: KernelLink | null = null;
 }

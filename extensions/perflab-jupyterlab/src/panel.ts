@@ -4,9 +4,8 @@
  * export CSV or JSON. Everything is written with textContent: names are never HTML.
  */
 import { LabIcon } from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
 
-import { KernelLink } from './link';
+import { KernelLink, LinkedWidget } from './link';
 import { comparePair, formatMedian, formatTime, IRow } from './pure';
 
 export const PANEL_ID = 'perflab-history';
@@ -33,7 +32,7 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-export class HistoryPanel extends Widget {
+export class HistoryPanel extends LinkedWidget {
   constructor() {
     super();
     this.id = PANEL_ID;
@@ -55,20 +54,12 @@ export class HistoryPanel extends Widget {
     this.render();
   }
 
-  /** Show the history of this notebook's link (null: no notebook). */
-  setLink(link: KernelLink | null): void {
-    if (link === this._link) {
-      return;
-    }
-    this._link?.changed.disconnect(this.render, this);
-    this._link = link;
+  protected linkChanged(): void {
     this._selected.clear();
-    link?.changed.connect(this.render, this);
-    this.render();
   }
 
   render(): void {
-    const link = this._link;
+    const link = this.link;
     this._notebook.textContent = link ? link.notebookName : 'no notebook';
     this._message.textContent = link?.error ?? link?.note ?? '';
     this._message.hidden = !this._message.textContent;
@@ -139,7 +130,7 @@ export class HistoryPanel extends Widget {
   }
 
   private async _updateComparison(): Promise<void> {
-    const link = this._link;
+    const link = this.link;
     const pair = link ? comparePair([...this._selected], link.rows, link.baseline) : null;
     const key = pair ? pair.join('|') : '';
     if (key === this._compareKey) {
@@ -165,7 +156,7 @@ export class HistoryPanel extends Widget {
 
   private async _setBaseline(id: string | null): Promise<void> {
     try {
-      await this._link?.request({ type: 'baseline', id });
+      await this.link?.request({ type: 'baseline', id });
     } catch (reason) {
       this._message.textContent = `baseline: ${(reason as Error).message}`;
       this._message.hidden = false;
@@ -173,11 +164,11 @@ export class HistoryPanel extends Widget {
   }
 
   private async _export(format: string): Promise<void> {
-    if (!this._link) {
+    if (!this.link) {
       return;
     }
     try {
-      const reply = await this._link.request({ type: 'export', format });
+      const reply = await this.link.request({ type: 'export', format });
       const type = format === 'csv' ? 'text/csv' : 'application/json';
       const url = URL.createObjectURL(new Blob([String(reply.text)], { type }));
       const a = el('a');
@@ -193,7 +184,6 @@ export class HistoryPanel extends Widget {
     }
   }
 
-  private _link: KernelLink | null = null;
   private _selected = new Set<string>();
   private _compareKey = '';
   private _notebook = el('span', 'jp-perflab-history-notebook');
