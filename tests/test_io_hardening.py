@@ -416,11 +416,20 @@ def test_devices_are_refused(loader: str) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-@pytest.mark.parametrize("loader", ["trace", "ncu", "saved"])
+@pytest.mark.parametrize("loader", ["trace", "kineto", "nsys", "ncu", "saved"])
 def test_a_fifo_is_refused_not_waited_on(tmp_path: Path, loader: str) -> None:
+    from perflab.io.nsys import load_nsys
+
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    load = {"trace": load_trace, "ncu": load_ncu, "saved": Trace.load}[loader]
+    loaders: dict[str, Callable[[Path], Any]] = {
+        "trace": load_trace,
+        "kineto": kineto.load_kineto,
+        "nsys": load_nsys,
+        "ncu": load_ncu,
+        "saved": Trace.load,
+    }
+    load = loaders[loader]
     outcome: list[BaseException] = []
 
     def attempt() -> None:

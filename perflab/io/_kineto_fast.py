@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, BinaryIO
 
-from perflab.model.serialize import open_regular
+from perflab.model.serialize import open_regular, regular_size
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 2.5x zlib's on x86-64
     from isal import isal_zlib
@@ -150,7 +150,7 @@ def read_blocks(path: str | os.PathLike[str]) -> Generator[bytes, None, None]:
 def text_size(path: str | os.PathLike[str]) -> int:
     """The decompressed size of the file: exact for plain files and single-member gzip
     under 4 GiB (gzip's trailer holds the size modulo 2**32), an estimate otherwise."""
-    size = os.path.getsize(path)
+    size = regular_size(path)  # a FIFO is refused here, not waited on below
     with open(path, "rb") as fh:
         if fh.read(2) != GZIP_MAGIC or size < 18:
             return size
