@@ -133,7 +133,7 @@ def load_kineto(
 def _text_size(path: str | os.PathLike[str]) -> int:
     try:
         return _kineto_fast.text_size(path)
-    except OSError:
+    except (OSError, InputError):
         return 0  # reading it will say what is wrong
 
 
@@ -348,7 +348,7 @@ def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
         return workers
     try:
         size = _kineto_fast.text_size(path)
-    except OSError:
+    except (OSError, InputError):
         return 0  # reading it will say what is wrong
     spare = min(_parallel.available_cores() - 1, _parallel.MAX_HELPERS)
     return max(0, min(spare, size // PARALLEL_MIN_TEXT))
