@@ -28,7 +28,9 @@ from perflab.model.timing import TimingResult
 COMM_TARGET = "perflab"
 KIND = "TimingHistory"
 HISTORY_DIR = ".perflab"
-MAX_RESULTS = 500  # each result keeps every sample: the oldest go beyond this
+# Each result keeps every sample (compare needs them; up to ~10k each), and the file is
+# rewritten after each result: the oldest go beyond this many.
+MAX_RESULTS = 100
 _ID = re.compile(r"r[1-9][0-9]{0,8}")
 CSV_COLUMNS = (
     "id",

@@ -63,6 +63,15 @@ def test_history_round_trips_through_its_file(tmp_path: Path) -> None:
     assert second.row()["ci95_ns"] == list(second.result.ci95_ns)
 
 
+def test_the_oldest_results_go_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(labext, "MAX_RESULTS", 2)
+    history = labext.History(tmp_path / "h.json")
+    history.set_baseline(history.add(result("a")).id)
+    history.add(result("b"))
+    history.add(result("c"))
+    assert [e.id for e in history.entries] == ["r2", "r3"] and history.baseline is None
+
+
 @pytest.mark.parametrize(
     ("change", "where"),
     [
@@ -217,7 +226,10 @@ def test_a_failing_listener_warns_and_the_result_stands() -> None:
 
 PROFILED = "import torch\na = torch.randn(64, 64)\nb = a @ a"
 PTX_CELL = "%%ptx --arch sm_90a\n__global__ void fill(float* x) { x[threadIdx.x] = 1.0f; }"
+FAILING = "x = 1\nraise ValueError('bad cell')"
 ROWS = "() => [...document.querySelectorAll('#perflab-history tr.jp-perflab-row')].length"
+CELL_OUTPUT = """i => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]
+  .querySelector('.jp-OutputArea')?.textContent ?? ''"""
 OUTPUT = "() => document.querySelector('.jp-Notebook .jp-Cell .jp-OutputArea')?.textContent ?? ''"
 STATUS = "() => document.querySelector('.jp-perflab-status')?.textContent ?? ''"
 KEYWORD_COLOUR = """() => {
@@ -254,7 +266,7 @@ def lab_notebook(root: Path) -> Path:
 
     kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(PROFILED), nbformat.v4.new_code_cell(PTX_CELL)],
+        cells=[nbformat.v4.new_code_cell(c) for c in (PROFILED, PTX_CELL, FAILING)],
         metadata={"kernelspec": kernelspec},
     )
     path = root / "lab.ipynb"
@@ -370,6 +382,13 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         assert float(row["median_ns"]) == entry.result.median_ns
         assert row["name"] == entry.result.name
         assert row["median"].split(" (")[0][0].isdigit()
+
+        # a cell that raises shows its error as %%gpuprofile does, and adds no row
+        page.click(".jp-Notebook .jp-Cell >> nth=2 >> .jp-InputArea-editor")
+        page.click(".jp-perflab-profile-button")
+        page.wait_for_function(f"() => ({CELL_OUTPUT})(2).includes('bad cell')", timeout=60_000)
+        assert "ValueError" in page.evaluate(f"() => ({CELL_OUTPUT})(2)")
+        assert page.evaluate(ROWS) == 1
 
         # the shortcut, then a comparison of the two, computed by TimingResult.compare
         profile_first_cell(page, 1, by_key=True)
