@@ -668,3 +668,18 @@ def test_distributed_rank_that_is_not_a_count(tmp_path: Path) -> None:
         load_trace(_write(tmp_path, doc))
     info["rank"] = "3"  # text digits are read as the number
     assert load_trace(_write(tmp_path, doc)).meta["rank"] == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"grid": [2**40, 1, 1]}, {"block": [1, -5, 1]}, {"registers per thread": 2**31}],
+    ids=["grid", "block", "registers"],
+)
+def test_kernel_launch_values_beyond_32_bits(tmp_path: Path, decoder: str, args: Any) -> None:
+    """They would wrap silently in the int32 kernel columns."""
+    path = _write(tmp_path, {"traceEvents": [_kernel(), _kernel(args={"device": 0, **args})]})
+    with pytest.raises(InputError) as info:
+        load_trace(path)
+    assert str(path) in str(info.value)
+    if decoder == "msgspec":
+        assert "traceEvents[1]" in str(info.value)

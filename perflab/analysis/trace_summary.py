@@ -172,14 +172,14 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
 
 
 def _device_keys(trace: Trace) -> npt.NDArray[np.int64]:
-    """Per event: the number of its (rank, GPU) pair in :func:`_device_pairs`, -1 on CPU
+    """Per event: the number of its (rank, GPU) pair in :func:`device_pairs`, -1 on CPU
     tracks."""
-    _, pair_of_track = _device_pairs(trace)
+    _, pair_of_track = device_pairs(trace)
     key = np.where(trace.tracks["kind"] == TrackKind.GPU, pair_of_track, -1)
     return np.asarray(key[trace.track], dtype=np.int64)
 
 
-def _device_pairs(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def device_pairs(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The distinct (rank, device) pairs of the tracks, and the pair of every track (whole
     64-bit device ids: ids that differ in their high bits stay apart)."""
     tracks = trace.tracks
@@ -189,7 +189,7 @@ def _device_pairs(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.i
 
 def _device_labels(trace: Trace) -> dict[int, str]:
     """``"<device>"``, or ``"<rank>:<device>"`` when GPUs of several ranks are present."""
-    pairs, pair_of_track = _device_pairs(trace)
+    pairs, pair_of_track = device_pairs(trace)
     gpu = trace.tracks["kind"] == TrackKind.GPU
     used = np.unique(pair_of_track[gpu]).tolist()
     ranks = {int(pairs[k, 0]) for k in used}

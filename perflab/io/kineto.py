@@ -84,6 +84,7 @@ SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 TS_MIN_US, TS_MAX_US = TIME_MIN_NS / 1000 + 1, TIME_MAX_NS / 1000 - 1
 DUR_MAX_US = DUR_MAX_NS / 1000 - 1
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_I32_MAX = 2**31 - 1
 _DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
 _OTHER = (EventKind.OTHER, False)
 _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
@@ -171,6 +172,7 @@ class _Doc:
 
 if msgspec is not None:
     I64 = Annotated[int, msgspec.Meta(ge=_I64_MIN, le=_I64_MAX)]
+    I32 = Annotated[int, msgspec.Meta(ge=-1, le=_I32_MAX)]  # int32 columns; -1: unknown
     # ROCm's Kineto writes stream (and device) ids as pointers: "0x0"
     LaneText = Annotated[str, msgspec.Meta(pattern=LANE_TEXT.pattern)]
     _NO_RAW = msgspec.Raw(b"")
@@ -181,11 +183,11 @@ if msgspec is not None:
         device: I64 | LaneText = -1
         stream: I64 | LaneText = -1
         correlation: I64 = -1
-        registers: I64 = msgspec.field(default=-1, name="registers per thread")
+        registers: I32 = msgspec.field(default=-1, name="registers per thread")
         shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
         # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
-        grid: tuple[I64, ...] | str | None = None  # tuples: hashable, see _GRID
-        block: tuple[I64, ...] | str | None = None
+        grid: tuple[I32, ...] | str | None = None  # tuples: hashable, see _GRID
+        block: tuple[I32, ...] | str | None = None
         occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
         bytes: I64 = -1
         input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
@@ -1054,6 +1056,13 @@ class _Columns:
 
     def _kernel_table(self) -> Table:
         dims = self.dims["dim3"]
+        registers = self._column("k_registers", np.int64)
+        # the typed decoder bounds these; the fallback decoder does not
+        for what, values in (("grid/block", dims), ("registers per thread", registers)):
+            if len(values) and (values.min() < -1 or values.max() > _I32_MAX):
+                raise InputError(
+                    f"a kernel's {what} value does not fit in 32 bits", source=self.source
+                )
         grid, block = (dims[self._column(f"k_{name}", np.int32)] for name in ("grid", "block"))
         return Table(
             KERNEL_COLUMNS,
@@ -1065,7 +1074,7 @@ class _Columns:
                 "block_x": block[:, 0],
                 "block_y": block[:, 1],
                 "block_z": block[:, 2],
-                "registers": self._column("k_registers", np.int64),
+                "registers": registers,
                 "shared_mem": self._column("k_shared_mem", np.int64),
                 "occupancy": self._column("k_occupancy", np.float64),
             },
