@@ -96,7 +96,10 @@ class History:
             return cls.load(path), None
         except PerflabError as exc:
             aside = path.with_name(path.name + ".unreadable")
-            path.replace(aside)
+            try:
+                path.replace(aside)
+            except OSError as move:
+                return cls(path), f"{exc}; could not move it aside ({move.strerror})"
             return cls(path), f"{exc}; moved to {aside.name}, the history starts afresh"
 
     @classmethod
@@ -267,12 +270,17 @@ class Bridge:
     def open_comm(self, comm: Any, _open_msg: Any) -> None:
         self.comms.append(comm)
         comm.on_msg(self._receiver(comm))
-        comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
+        comm.on_close(lambda _msg: self._forget(comm))
         comm.send(self.snapshot())
+
+    def _forget(self, comm: Any) -> None:
+        if comm in self.comms:
+            self.comms.remove(comm)
 
     def _receiver(self, comm: Any) -> Callable[[Any], None]:
         def receive(msg: Any) -> None:
-            comm.send(self.handle(msg["content"]["data"]))
+            content = msg.get("content") if isinstance(msg, dict) else None
+            comm.send(self.handle(content.get("data") if isinstance(content, dict) else None))
 
         return receive
 

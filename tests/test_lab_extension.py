@@ -149,6 +149,14 @@ def test_baseline_is_kept_and_told_to_every_comm(tmp_path: Path) -> None:
     assert comm.sent[-1]["type"] == "added" and comm.sent[-1]["row"]["id"] == "r3"
 
 
+def test_a_malformed_comm_message_gets_an_error_answer(tmp_path: Path) -> None:
+    bridge = bridge_with_two(tmp_path)
+    comm = FakeComm()
+    bridge.open_comm(comm, {})
+    comm.receive({"content": "nonsense"})
+    assert comm.sent[-1] == {"type": "error", "message": "a request must be an object"}
+
+
 def test_exports_are_csv_rows_and_the_saved_json(tmp_path: Path) -> None:
     bridge = bridge_with_two(tmp_path)
     bridge.handle({"type": "baseline", "id": "r2"})
