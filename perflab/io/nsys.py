@@ -63,8 +63,10 @@ _SYNC_SQL = """SELECT start, end, deviceId, streamId, correlationId, syncType
     FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"""
 # push/pop and start/end ranges (NVTX and NVTX-text: event types 59, 60, 70, 71)
 _NVTX_RANGES = "end IS NOT NULL AND eventType IN (59, 60, 70, 71)"
-_NVTX_SQL = """SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS
-    WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)"""
+_NVTX_SQL = (  # constants only
+    "SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS WHERE "  # noqa: S608
+    + _NVTX_RANGES
+)
 
 # What every column read must hold, checked in SQL before anything is read: SQLite stores
 # any type in any column, and numpy would turn 1.5 into 1 or "12" into 12 without a word.
@@ -223,7 +225,7 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
             "SQLite file is not an Nsight Systems export (no StringIds or CUPTI/NVTX tables)",
             source=source,
         )
-    for table in _COLUMNS.keys() & tables:
+    for table in sorted(_COLUMNS.keys() & tables):
         _check_columns(db, table, source)
     strings = StringTable()
     (bad_ids,) = db.execute(
