@@ -348,10 +348,7 @@ def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
             message = f"workers must be a whole number >= 0, not {workers!r}"
             raise InputError(message, source=str(path))
         return workers
-    try:
-        size = _kineto_fast.text_size(path)
-    except (OSError, InputError):
-        return 0  # reading it will say what is wrong
+    size = _text_size(path)
     spare = min(_parallel.available_cores() - 1, _parallel.MAX_HELPERS)
     return max(0, min(spare, size // PARALLEL_MIN_TEXT))
 
