@@ -288,13 +288,16 @@ class Bridge:
 _bridge: Bridge | None = None
 
 
-def connect(ip: Any, notebook: str) -> Bridge:
+def connect(ip: Any, notebook: str, renamed_from: str | None = None) -> Bridge:
     """Make this kernel ready for the extension: load perflab's magics, open the history of
     ``notebook`` (a file name in the kernel's working directory, where Jupyter starts the
-    kernel of a notebook) and listen on the comm target."""
+    kernel of a notebook) and listen on the comm target. ``renamed_from``: the notebook's
+    name before a rename; its history goes with it unless the new name already has one."""
     global _bridge
     ip.extension_manager.load_extension("perflab")
     path = history_path(notebook, Path.cwd()).resolve()
+    if renamed_from is not None and _bridge is not None:
+        _follow_rename(_bridge.history, history_path(renamed_from, Path.cwd()).resolve(), path)
     if _bridge is None or _bridge.history.path != path:
         if _bridge is not None:
             listeners.remove_listener(_bridge.on_result)
@@ -304,6 +307,14 @@ def connect(ip: Any, notebook: str) -> Bridge:
 
     get_comm_manager().register_target(COMM_TARGET, _bridge.open_comm)
     return _bridge
+
+
+def _follow_rename(history: History, old: Path, new: Path) -> None:
+    if history.path != old or new.exists():
+        return
+    if old.exists():
+        old.replace(new)
+    history.path = new
 
 
 def _export(fmt: str, filename: str, text: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,23 @@ def test_bench_and_gpuprofile_results_reach_the_saved_history(shell: Any, tmp_pa
     assert labext.connect(shell, "work.ipynb") is bridge  # a second connect keeps the history
 
 
+def test_a_renamed_notebook_keeps_its_history(shell: Any, tmp_path: Path) -> None:
+    bridge = labext.connect(shell, "old.ipynb")
+    perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
+    assert labext.connect(shell, "new.ipynb", renamed_from="old.ipynb") is bridge
+    folder = tmp_path / ".perflab"
+    assert sorted(p.name for p in folder.iterdir()) == ["new.ipynb.history.json"]
+    perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
+    assert [e.id for e in labext.History.load(folder / "new.ipynb.history.json").entries] == [
+        "r1",
+        "r2",
+    ]
+    # a name that already has a history keeps it: the kernel switches to that one
+    labext.connect(shell, "other.ipynb")
+    kept = labext.connect(shell, "new.ipynb", renamed_from="other.ipynb").history
+    assert kept.path == folder / "new.ipynb.history.json" and len(kept.entries) == 2
+
+
 def test_a_failing_listener_warns_and_the_result_stands() -> None:
     def broken(_: object) -> None:
         raise OSError("disk full")
@@ -360,7 +378,7 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
     """One JupyterLab session: the status item, the profile button and shortcut, the
     history panel (live rows, compare, baseline, CSV export), the history across a page
     reload and a kernel restart, CUDA highlighting of a %%ptx cell and of its view's PTX and
-    SASS panes, no console errors."""
+    SASS panes, the history following a rename, no console errors."""
     from test_browser import ARGS, CHROMIUM, jupyter_server, open_page
 
     if not CHROMIUM.exists():
@@ -462,6 +480,22 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         wait_kernel_idle(page)
         shot = os.environ.get("PERFLAB_LAB_SCREENSHOT")
         page.screenshot(path=shot or str(tmp_path / "lab.png"))
+
+        # a renamed notebook takes its history along
+        page.click(".lm-MenuBar-itemLabel:text-is('File')")
+        page.click(".lm-Menu-itemLabel:text-is('Rename Notebook…')")
+        page.fill(".jp-Dialog input", "renamed.ipynb")
+        page.click(".jp-Dialog .jp-mod-accept")
+        page.wait_for_function(
+            "() => document.querySelector('.jp-perflab-history-notebook')"
+            ".textContent === 'renamed.ipynb'"
+        )
+        renamed = tmp_path / ".perflab" / "renamed.ipynb.history.json"
+        deadline = time.monotonic() + 30
+        while not renamed.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(labext.History.load(renamed).entries) == 3
+        assert not (tmp_path / ".perflab" / "lab.ipynb.history.json").exists()
         assert problems == []
         page.close()
         browser.close()

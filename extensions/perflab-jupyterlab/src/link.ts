@@ -26,6 +26,7 @@ export class KernelLink {
     const session = panel.sessionContext;
     session.statusChanged.connect(this._onStatus, this);
     session.kernelChanged.connect(this._drop, this);
+    panel.context.pathChanged.connect(this._onRename, this);
     void session.ready.then(() => this.ready());
   }
 
@@ -112,9 +113,13 @@ export class KernelLink {
     }
   }
 
-  private async _runConnect(kernel: Kernel.IKernelConnection): Promise<string | null> {
+  private async _runConnect(
+    kernel: Kernel.IKernelConnection,
+    renamedFrom?: string
+  ): Promise<string | null> {
+    const name = this.notebookName;
     const future = kernel.requestExecute({
-      code: connectCode(this.notebookName),
+      code: connectCode(name, renamedFrom),
       silent: true,
       store_history: false,
       allow_stdin: false,
@@ -130,7 +135,20 @@ export class KernelLink {
     if (reply.content.status !== 'ok') {
       return failure ?? reply.content.status;
     }
+    this._connectedName = name;
     return null;
+  }
+
+  /** The notebook was renamed: its history follows it in the kernel. */
+  private async _onRename(): Promise<void> {
+    const kernel = this.sessionContext.session?.kernel;
+    const before = this._connectedName;
+    if (!kernel || !this._comm || before === null || before === this.notebookName) {
+      return;
+    }
+    const failure = await this._runConnect(kernel, before);
+    this.note = failure ? `perflab: the history did not follow the rename: ${failure}` : null;
+    this._changed.emit();
   }
 
   private _openComm(kernel: Kernel.IKernelConnection): Kernel.IComm {
@@ -226,6 +244,7 @@ export class KernelLink {
   private _next = 1;
   private _wasDown = false;
   private _tried = false;
+  private _connectedName: string | null = null;
 }
 
 const links = new WeakMap<NotebookPanel, KernelLink>();

@@ -182,11 +182,15 @@ export function checkRows(value: unknown): IRow[] {
   return value.map(checkRow).filter((r): r is IRow => r !== null);
 }
 
-/** The Python run in the kernel before the comm opens (the notebook's file name quoted). */
-export function connectCode(notebookName: string): string {
+/**
+ * The Python run in the kernel before the comm opens (names quoted as Python strings);
+ * ``renamedFrom``: the notebook's name before a rename, whose history follows it.
+ */
+export function connectCode(notebookName: string, renamedFrom?: string): string {
+  const renamed = renamedFrom === undefined ? '' : `, renamed_from=${JSON.stringify(renamedFrom)}`;
   return (
     'import perflab.labext as _perflab_labext\n' +
-    `_perflab_labext.connect(get_ipython(), ${JSON.stringify(notebookName)})\n` +
+    `_perflab_labext.connect(get_ipython(), ${JSON.stringify(notebookName)}${renamed})\n` +
     'del _perflab_labext'
   );
 }

@@ -142,4 +142,10 @@ describe('connectCode', () => {
     const code = connectCode('a "b"\\c.ipynb');
     expect(code).toContain('connect(get_ipython(), "a \\"b\\"\\\\c.ipynb")');
   });
+
+  it('names the old notebook after a rename', () => {
+    expect(connectCode('new.ipynb', 'old.ipynb')).toContain(
+      'connect(get_ipython(), "new.ipynb", renamed_from="old.ipynb")'
+    );
+  });
 });
