@@ -333,7 +333,7 @@ def profile_first_cell(page: Any, rows_before: int, *, by_key: bool = False) -> 
 def panel_rows(page: Any) -> list[dict[str, str]]:
     return page.evaluate(
         "() => [...document.querySelectorAll('#perflab-history tr.jp-perflab-row')].map(tr => ({"
-        "id: tr.dataset.id, name: tr.querySelector('.jp-perflab-name').firstChild.textContent,"
+        "id: tr.dataset.id, name: tr.querySelector('.jp-perflab-name-text').textContent,"
         "median: tr.querySelector('.jp-perflab-median').textContent,"
         "median_ns: tr.querySelector('.jp-perflab-median').dataset.medianNs,"
         "baseline: tr.classList.contains('jp-perflab-baseline-row')}))"
@@ -359,7 +359,7 @@ def widen_right_sidebar(page: Any, pixels: int) -> None:
 
 def assert_comparison(page: Any, expected: str) -> None:
     page.wait_for_function(
-        "t => document.querySelector('.jp-perflab-compare').textContent === t",
+        "t => document.querySelector('.jp-perflab-compare-text')?.textContent === t",
         arg=expected,
         timeout=30_000,
     )

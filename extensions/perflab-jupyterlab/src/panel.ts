@@ -6,7 +6,7 @@
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { KernelLink, LinkedWidget } from './link';
-import { comparePair, formatMedian, formatTime, IRow } from './pure';
+import { comparePair, formatMedian, formatTime, IRow, rowLabel } from './pure';
 
 export const PANEL_ID = 'perflab-history';
 
@@ -104,7 +104,11 @@ export class HistoryPanel extends LinkedWidget {
       this.render();
     };
     const about = el('td', 'jp-perflab-about');
-    const name = el('div', 'jp-perflab-name', row.name);
+    const name = el('div', 'jp-perflab-name');
+    name.append(
+      el('span', 'jp-perflab-id', rowLabel(row.id)),
+      el('span', 'jp-perflab-name-text', row.name)
+    );
     if (row.replayed) {
       name.append(el('span', 'jp-perflab-tag', 'replayed'));
     }
@@ -141,16 +145,14 @@ export class HistoryPanel extends LinkedWidget {
     if (!pair || !link) {
       return;
     }
-    this._compare.textContent = 'comparing…';
-    let text: string;
+    const which = el('span', 'jp-perflab-compare-pair', pair.map(rowLabel).join(' vs ') + ': ');
+    const text = el('span', 'jp-perflab-compare-text', 'comparing…');
+    this._compare.append(which, text);
     try {
       const reply = await link.request({ type: 'compare', a: pair[0], b: pair[1] });
-      text = String(reply.text);
+      text.textContent = String(reply.text);
     } catch (reason) {
-      text = `comparison failed: ${(reason as Error).message}`;
-    }
-    if (this._compareKey === key) {
-      this._compare.textContent = text;
+      text.textContent = `comparison failed: ${(reason as Error).message}`;
     }
   }
 

@@ -77,6 +77,11 @@ export function statusText(info: IInfo): string {
   return `${short}${more} - CUDA`;
 }
 
+/** How a row is called in the panel: "#3" for the history's "r3". */
+export function rowLabel(id: string): string {
+  return /^r\d+$/.test(id) ? `#${id.slice(1)}` : id;
+}
+
 const GPUPROFILE = /^\s*%%gpuprofile\b/;
 
 /**

@@ -12,6 +12,7 @@ import {
   formatTime,
   isCudaCell,
   profileCode,
+  rowLabel,
   statusText
 } from '../src/pure';
 
@@ -66,6 +67,13 @@ describe('statusText', () => {
       'no GPU: host clock'
     );
     expect(statusText({})).toBe('no GPU: host clock');
+  });
+});
+
+describe('rowLabel', () => {
+  it('numbers rows as the history does', () => {
+    expect(rowLabel('r12')).toBe('#12');
+    expect(rowLabel('x')).toBe('x');
   });
 });
 
