@@ -211,12 +211,24 @@ def _read_member(
                     source=source,
                     position=where,
                 )
-            data = member.read(count * dtype.itemsize)
+            values = np.empty(count, dtype=dtype)
+            got = _read_into(member, values.view(np.uint8).data)
     except (ValueError, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
         raise error(f"damaged file: {exc}", source=source, position=where) from None
-    if len(data) != count * dtype.itemsize:
+    if got != values.nbytes:
         raise error("damaged file: truncated array", source=source, position=where)
-    return np.frombuffer(data, dtype=dtype).copy() if count else np.zeros(0, dtype)
+    return values
+
+
+def _read_into(member: Any, view: memoryview) -> int:
+    """Fill ``view`` from ``member`` (straight into the array: no second copy); bytes read."""
+    got = 0
+    while got < len(view):
+        n = member.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
 
 
 # -- JSON --------------------------------------------------------------------------------------
