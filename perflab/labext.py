@@ -120,9 +120,14 @@ class History:
         history.next_id = 1 + max((int(i[1:]) for i in ids), default=0)
         return history
 
+    @property
+    def notebook(self) -> str:
+        """The name of the notebook this history belongs to."""
+        return self.path.name.removesuffix(".history.json")
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "notebook": self.path.name.removesuffix(".history.json"),
+            "notebook": self.notebook,
             "baseline": self.baseline,
             "entries": [{"id": e.id, "result": e.result.to_dict()} for e in self.entries],
         }
@@ -212,7 +217,7 @@ class Bridge:
     def snapshot(self) -> dict[str, Any]:
         return {
             "type": "history",
-            "notebook": self.history.path.name.removesuffix(".history.json"),
+            "notebook": self.history.notebook,
             "rows": self.history.rows(),
             "baseline": self.history.baseline,
             "note": self.note,
@@ -249,7 +254,7 @@ class Bridge:
             return {"type": "ok"}
         if kind == "export":
             fmt = data.get("format")
-            stem = self.history.path.name.removesuffix(".history.json").removesuffix(".ipynb")
+            stem = self.history.notebook.removesuffix(".ipynb")
             if fmt == "csv":
                 return _export("csv", f"{stem}-perf-history.csv", self.history.csv())
             if fmt == "json":
