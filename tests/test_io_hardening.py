@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -683,3 +684,31 @@ def test_kernel_launch_values_beyond_32_bits(tmp_path: Path, decoder: str, args:
     assert str(path) in str(info.value)
     if decoder == "msgspec":
         assert "traceEvents[1]" in str(info.value)
+
+
+@pytest.mark.parametrize("finder", ["this process", "the helper"])
+def test_malformed_text_in_a_parallel_load_is_not_streamed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finder: str
+) -> None:
+    """Broken text stops every reader: found by this process or by its helper, it goes
+    straight to the whole-file check (one pass of the text, no decoded events held)."""
+    text = gzip.decompress((DATA / "kineto" / "sampled_4streams.json.gz").read_bytes())
+    at = text.rfind(b'"ph"', 0, len(text) * 3 // 4)
+    path = tmp_path / "broken.json"
+    path.write_bytes(text[:at] + b'"ph";' + text[at + 5 :])
+    if finder == "the helper":  # this process waits while the helper takes the ranges
+        own_ranges = kineto._own_ranges
+
+        def late(*args: Any) -> Any:
+            time.sleep(3)
+            return own_ranges(*args)
+
+        monkeypatch.setattr(kineto, "_own_ranges", late)
+
+    def no_second_pass(*args: Any) -> None:
+        raise AssertionError("streamed a second time")
+
+    monkeypatch.setattr(kineto, "_load_streaming", no_second_pass)
+    with pytest.raises(InputError, match=r"malformed JSON: .*expected ':'") as info:
+        load_trace(path, workers=1)
+    assert str(path) in str(info.value)
