@@ -10,6 +10,13 @@ of JSON or more are shared out in ranges with helper processes on spare cores (s
 builds. Without msgspec the standard ``json`` module is used (slower, same result). ``ac2g``
 flow events fill in a missing launch<->kernel correlation and are then dropped;
 ``python_function`` events are skipped unless ``python=True``.
+
+Bad input ends in an InputError naming the file and, where it can, the event: times outside
+the model's window (see :mod:`perflab.model.trace`), values that do not fit their columns,
+nesting too deep to decode. A file read whole is first checked for JSON syntax by a pass that
+keeps no events, and a gzip file read whole may expand at most 64-fold (see
+:func:`perflab.io._common.text_limit`). A load that takes more than about two seconds shows
+its progress (:mod:`perflab.io._progress`).
 """
 
 from __future__ import annotations
