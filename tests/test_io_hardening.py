@@ -417,14 +417,15 @@ def test_devices_are_refused(loader: str) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-@pytest.mark.parametrize("loader", ["trace", "kineto", "nsys", "ncu", "saved"])
+@pytest.mark.parametrize("loader", ["trace", "kineto", "nsys", "ncu", "ncu-rep", "saved"])
 def test_a_fifo_is_refused_not_waited_on(tmp_path: Path, loader: str) -> None:
     from perflab.io.nsys import load_nsys
 
-    fifo = tmp_path / "pipe.json"
+    fifo = tmp_path / ("pipe.ncu-rep" if loader == "ncu-rep" else "pipe.json")
     os.mkfifo(fifo)
     loaders: dict[str, Callable[[Path], Any]] = {
         "trace": load_trace,
+        "ncu-rep": load_ncu,
         "kineto": kineto.load_kineto,
         "nsys": load_nsys,
         "ncu": load_ncu,

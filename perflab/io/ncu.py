@@ -13,6 +13,7 @@ from collections import Counter
 from perflab.errors import InputError
 from perflab.io._common import read_bytes
 from perflab.model.ncu import NcuMetric, NcuReport, NcuRule
+from perflab.model.serialize import regular_size
 
 MAX_CSV_BYTES = 1 << 30  # ncu --csv of thousands of kernels is tens of MB
 # what ncu prints for a number: ASCII digits with optional thousands commas, a fraction and an
@@ -25,6 +26,7 @@ _LAUNCH = ("Kernel Name", "Block Size", "Grid Size", "Device", "CC", "Process Na
 def load_ncu(path: str | os.PathLike[str]) -> NcuReport:
     source = str(path)
     if source.endswith(".ncu-rep"):
+        regular_size(path)  # NVIDIA's reader would wait on a FIFO or read a device forever
         return _load_report(path)
     data = read_bytes(path, limit=MAX_CSV_BYTES)
     try:
