@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -159,3 +160,22 @@ def test_unique_rows_matches_numpy(shape: tuple[int, int]) -> None:
     np.testing.assert_array_equal(rows, want_rows)
     np.testing.assert_array_equal(inverse, want_inverse.reshape(-1))
     np.testing.assert_array_equal(rows[inverse], matrix)
+
+
+def test_optable_from_dict_round_trip_and_bad_rows() -> None:
+    from perflab.model.optable import OpTable
+
+    table = OpTable.from_rows([("a", 2, 30), ("b", 1, 50)])
+    back = OpTable.from_dict(table.to_dict())
+    assert back.names == ["b", "a"] and back.total_ns.tolist() == [50, 30]
+    bad_rows: list[Any] = [
+        {"name": "a", "calls": 1e400, "total_ns": 1},
+        {"name": "a", "calls": 2**70, "total_ns": 1},
+        {"name": "a", "calls": True, "total_ns": 1},
+        {"name": "a", "calls": 1, "total_ns": -5},
+        {"name": 3, "calls": 1, "total_ns": 1},
+        "row",
+    ]
+    for row in bad_rows:
+        with pytest.raises(ValueError, match="row 0"):
+            OpTable.from_dict({"rows": [row]})

@@ -62,8 +62,15 @@ class OpTable:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> OpTable:
-        rows = [(str(r["name"]), int(r["calls"]), int(r["total_ns"])) for r in doc["rows"]]
-        return cls.from_rows(rows, kind=str(doc.get("kind", "kernel")))
+        """The inverse of :meth:`to_dict`; a row that ``to_dict`` cannot have written (a
+        name that is not text, counts that are not whole numbers >= 0 within int64) is a
+        ValueError naming the row."""
+        rows = doc["rows"]
+        if not isinstance(rows, list):
+            raise ValueError("rows is not a list")
+        return cls.from_rows(
+            [_row(r, i) for i, r in enumerate(rows)], kind=str(doc.get("kind", "kernel"))
+        )
 
     def to_pandas(self) -> Any:
         import pandas as pd
@@ -87,3 +94,14 @@ class OpTable:
         from perflab.render.tables import optable_html, optable_text
 
         return {"text/plain": optable_text(self), "text/html": optable_html(self)}
+
+
+def _row(row: Any, i: int) -> tuple[str, int, int]:
+    if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+        raise ValueError(f"row {i}: not an object with a text name")
+    counts = (row.get("calls"), row.get("total_ns"))
+    for value in counts:
+        # bool is an int in Python; 1e400 and 2**70 cannot be counts of int64 columns
+        if type(value) is not int or not 0 <= value < 2**63:
+            raise ValueError(f"row {i}: {value!r} is not a count")
+    return row["name"], int(row["calls"]), int(row["total_ns"])
