@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import zipfile
 import zlib
@@ -28,6 +29,7 @@ SCHEMA_VERSION = 1
 MAX_JSON_BYTES = 1 << 30  # a saved JSON result larger than this is not one perflab wrote
 MAX_DEPTH = 64  # nesting of saved JSON: perflab writes a handful of levels
 DEFLATE_MAX_RATIO = 1032  # deflate cannot expand data more than this (RFC 1951)
+_HUGE_LITERAL = re.compile(rb"[eE][+]?0*[0-9]{3}|[0-9]{300}")
 _NPY_HEADERS = {
     (1, 0): np.lib.format.read_array_header_1_0,
     (2, 0): np.lib.format.read_array_header_2_0,
@@ -250,10 +252,13 @@ def parse_json(
 ) -> Any:
     """Decode UTF-8 JSON (no NaN or Infinity, at most MAX_DEPTH levels deep); every failure
     becomes ``error`` naming ``source`` and the position."""
+    # a float literal beyond float64 (1e400) would become inf: checked per float only when
+    # the text has a long exponent or digit run somewhere (a cheap scan, rarely true)
+    finite = _finite_float if _HUGE_LITERAL.search(data) else None
     try:
-        doc = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        doc = json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=finite)
     except _NonFinite as exc:
-        raise error(f"{invalid}: {exc} is not a JSON number", source=source) from None
+        raise error(f"{invalid}: {exc}", source=source) from None
     except UnicodeDecodeError as exc:
         raise error("not UTF-8 text", source=source, position=f"byte {exc.start}") from None
     except json.JSONDecodeError as exc:
@@ -272,7 +277,14 @@ class _NonFinite(ValueError):
 
 
 def _no_constant(token: str) -> Any:
-    raise _NonFinite(token)
+    raise _NonFinite(f"{token} is not a JSON number")
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _NonFinite(f"{token[:40]} is beyond a 64-bit float")
+    return value
 
 
 def nesting_depth(doc: Any) -> int:
