@@ -718,17 +718,11 @@ def test_malformed_text_in_a_parallel_load_is_not_streamed_again(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (b'{"a": 1e400}', "1e400 is beyond a 64-bit float"),
-        (b'{"a": [0.5, -1E+309]}', "-1E[+]309 is beyond"),
         (b'{"a": NaN}', "NaN is not a JSON number"),
-        (b'{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"a": [1, -Infinity]}', "-Infinity is not a JSON number"),
     ],
 )
-def test_saved_json_numbers_beyond_float64(text: bytes, message: str) -> None:
-    with pytest.raises(SchemaError, match=message):
+def test_saved_json_non_finite_tokens(text: bytes, message: str) -> None:
+    with pytest.raises(SchemaError, match=message) as info:
         serialize.parse_json(text, "saved.json")
-
-
-def test_saved_json_large_but_finite_numbers_and_text_load() -> None:
-    doc = serialize.parse_json(b'{"a": 1e300, "b": "1e400", "c": 2.5}', "saved.json")
-    assert doc == {"a": 1e300, "b": "1e400", "c": 2.5}
+    assert "saved.json" in str(info.value)
