@@ -383,7 +383,9 @@ def test_gzip_bomb_is_refused_before_it_is_inflated(
 @pytest.mark.slow
 def test_gzip_bomb_peak_memory_is_bounded(tmp_path: Path) -> None:
     """The issue's case at its size: 2 MB of gzip holding 2 GiB of text, in a fresh process
-    whose peak RSS is read back (the text alone would be 2048 MB)."""
+    whose peak RSS is read back (the text alone would be 2048 MB). The whole-file read keeps at
+    most the 256 MiB cap plus one 16 MiB block before it refuses; the rest is the interpreter
+    with numpy and msgspec (about 45 MB)."""
     path = _gzip_of_spaces(tmp_path / "bomb.json.gz", b'{"traceEvents": [', 2 << 30)
     code = (
         "import resource, sys\n"
@@ -399,7 +401,7 @@ def test_gzip_bomb_peak_memory_is_bounded(tmp_path: Path) -> None:
     refused, peak_mb = done.stdout.strip().splitlines()
     assert refused.startswith("refused:") and "expands to more than" in refused
     print(f"2 GiB gzip bomb ({path.stat().st_size} bytes): refused, peak RSS {peak_mb} MB")
-    assert int(peak_mb) < 700
+    assert int(peak_mb) < 256 + 16 + 45 + 100
 
 
 @pytest.mark.parametrize("loader", ["trace", "ncu", "saved", "json"])

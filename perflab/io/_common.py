@@ -20,6 +20,7 @@ ZIP_MAGIC = b"PK\x03\x04"
 INT64_MAX = np.iinfo(np.int64).max
 MIN_TEXT_LIMIT = 256 << 20
 GZIP_RATIO_LIMIT = 64
+INFLATE_BLOCK = 16 << 20
 
 
 def read_bytes(path: str | os.PathLike[str], *, limit: int | None = None) -> bytes:
@@ -48,18 +49,14 @@ def text_limit(compressed: int) -> int:
 
 def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
     """Decompress gzip members (back to back; zero padding after them is allowed) into at
-    most ``limit`` bytes; one member (the usual case) is returned without a copy."""
+    most ``limit`` bytes; a text of one block (16 MiB) is returned without a copy."""
     parts: list[bytes] = []
     size, rest = 0, raw
     while rest.strip(b"\x00"):
         inflate = zlib.decompressobj(wbits=31)
-        try:
-            part = inflate.decompress(rest, limit + 1 - size)
-        except zlib.error as exc:
-            raise InputError(f"corrupt gzip data: {exc}", source=source) from None
-        parts.append(part)
-        size += len(part)
+        size = _inflate_member(inflate, rest, parts, size, limit, source)
         if size > limit:
+            parts.clear()
             raise InputError(
                 f"the gzip data expands to more than {limit >> 20} MiB "
                 f"({limit // max(len(raw), 1)} times its size): not a trace",
@@ -73,6 +70,25 @@ def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
         if rest.strip(b"\x00") and not rest.startswith(GZIP_MAGIC):
             raise InputError("corrupt gzip data: data after the gzip stream", source=source)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _inflate_member(
+    inflate: Any, data: bytes, parts: list[bytes], size: int, limit: int, source: str
+) -> int:
+    """Inflate one gzip member into ``parts`` a block at a time, stopping once the text
+    passes ``limit``; returns the text size so far. Blocks keep a bomb's peak near the limit:
+    one call with a large max_length holds its buffers and their joined copy, twice that."""
+    while not inflate.eof and size <= limit:
+        try:
+            part = inflate.decompress(data, min(INFLATE_BLOCK, limit + 1 - size))
+        except zlib.error as exc:
+            raise InputError(f"corrupt gzip data: {exc}", source=source) from None
+        data = inflate.unconsumed_tail
+        parts.append(part)
+        size += len(part)
+        if not part and not data:
+            break  # the input ended inside the member: the caller reports the truncation
+    return size
 
 
 class StringTable:
