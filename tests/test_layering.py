@@ -76,6 +76,8 @@ EXCEPTIONS = {
     # compile results carry parsed PTX/SASS and resources; the parsers live in analysis
     ("capture/compile.py", "perflab.analysis.ptx"),
     ("capture/compile.py", "perflab.analysis.sass"),
+    # nvcc targets are named and checked by the one architecture table
+    ("capture/toolchain.py", "perflab.analysis.arch"),
     # capture.profile() returns the Trace of the session it recorded (traces issue)
     ("capture/profile.py", "perflab.io.kineto"),
 }

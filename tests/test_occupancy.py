@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.arch import LIMITS, cc_of, limits_for
+from perflab.analysis.arch import LIMITS, Arch, cc_of, limits_for, parse_arch
 from perflab.analysis.occupancy import occupancy
 from perflab.errors import InputError
 
@@ -77,3 +77,40 @@ def test_table_is_consistent() -> None:
         assert sm.cc == cc
         assert sm.shared_per_block <= sm.shared_per_sm
         assert sm.max_warps * sm.warp_size <= 2048
+
+
+@pytest.mark.parametrize(
+    ("cc", "target"),
+    [
+        (75, "sm_75"),
+        (86, "sm_86"),
+        (89, "sm_89"),
+        (90, "sm_90a"),
+        (100, "sm_100a"),
+        (121, "sm_121a"),
+    ],
+)
+def test_preferred_target_per_compute_capability(cc: int, target: str) -> None:
+    assert Arch.preferred(cc).name == target
+
+
+def test_suffix_rules_come_from_the_table() -> None:
+    assert (
+        parse_arch("sm_80a").suffix_error() == "sm_80a: arch-specific 'a' targets start at sm_90a"
+    )
+    assert parse_arch("sm_90f").suffix_error() == "sm_90f: family 'f' targets start at sm_100f"
+    assert parse_arch("sm_90a").suffix_error() is None
+    assert cc_of("9.0") == cc_of("compute_90") == cc_of("sm_90a") == 90
+
+
+def test_default_arch_follows_the_current_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import perflab.capture.env as env
+    from perflab.commands.ptx import default_arch
+
+    devices = [{"compute_capability": "?"}, {"compute_capability": "10.3"}]
+    monkeypatch.setattr(env, "gpu_devices", lambda: devices)
+    assert default_arch() == "sm_103a"
+    monkeypatch.setattr(env, "gpu_devices", lambda: [{"compute_capability": "8.9"}])
+    assert default_arch() == "sm_89"
+    monkeypatch.setattr(env, "gpu_devices", list)
+    assert default_arch() == "sm_90a"

@@ -1,4 +1,7 @@
-"""Per-architecture SM limits, the inputs of the occupancy calculation.
+"""GPU architectures in one place: target names (``sm_90a``), which targets have
+arch-specific and family variants, and the per-architecture SM limits that feed the
+occupancy calculation. Capture (nvcc targets), analysis (occupancy, insights) and the
+front-ends (the default target) all read this module.
 
 Sources:
 - [CG] CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
@@ -11,15 +14,75 @@ Sources:
 - [RT] ``cudaDevAttrReservedSharedMemoryPerBlock``: 1 KB reserved by the system per
   block from compute capability 8.0 on (0 on 7.5), as the Programming Guide's shared
   memory section describes.
+- [NVCC] ``nvcc --list-gpu-arch`` (CUDA 13): ``sm_90a`` is the first arch-specific target,
+  ``sm_100f`` the first family target.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from perflab.errors import InputError
 
 KB = 1024
+
+# The first compute capability with each target suffix [NVCC]: "a" (arch-specific:
+# wgmma, setmaxnreg...) and "f" (family).
+SUFFIX_FROM = {"a": 90, "f": 100}
+SUFFIX_KIND = {"a": "arch-specific", "f": "family"}
+
+_ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
+_DOTTED_ARCH_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A target such as ``sm_90a``: compute capability 9.0 with arch-specific features."""
+
+    cc: int  # 90 for 9.0
+    suffix: str = ""  # "a" (arch-specific), "f" (family) or ""
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.cc}{self.suffix}"
+
+    @property
+    def major(self) -> int:
+        return self.cc // 10
+
+    @property
+    def minor(self) -> int:
+        return self.cc % 10
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def preferred(cls, cc: int) -> Arch:
+        """The target to compile for a device of compute capability ``cc``: its
+        arch-specific variant where one exists (``sm_90a`` on Hopper), else plain."""
+        return cls(cc, "a" if cc >= SUFFIX_FROM["a"] else "")
+
+    def suffix_error(self) -> str | None:
+        """Why this suffix does not exist for this compute capability, or None."""
+        first = SUFFIX_FROM.get(self.suffix)
+        if first is None or self.cc >= first:
+            return None
+        kind = SUFFIX_KIND[self.suffix]
+        return f"{self}: {kind} '{self.suffix}' targets start at sm_{first}{self.suffix}"
+
+
+def parse_arch(text: str) -> Arch:
+    """``"sm_90a"``, ``"90a"``, ``"9.0"`` or ``"compute_90"`` -> Arch; InputError otherwise."""
+    raw = text.strip().lower()
+    m = _ARCH_RE.match(raw)
+    if m:
+        return Arch(int(m.group(1)), m.group(2))
+    m = _DOTTED_ARCH_RE.match(raw)
+    if m:
+        return Arch(int(m.group(1)) * 10 + int(m.group(2)), m.group(3))
+    raise InputError(f"not a GPU architecture: {text!r} (use e.g. sm_80, sm_90a, sm_100a)")
 
 
 @dataclass(frozen=True)
@@ -127,11 +190,8 @@ LIMITS: dict[int, SMLimits] = {
 
 
 def cc_of(arch: str) -> int:
-    """``"sm_90a"`` -> 90 (also ``"sm90"``, ``"90a"``, ``"compute_90"``)."""
-    digits = "".join(ch for ch in arch.removeprefix("compute_") if ch.isdigit())
-    if not digits:
-        raise InputError(f"not a GPU architecture: {arch!r}")
-    return int(digits)
+    """``"sm_90a"`` -> 90 (also ``"sm90"``, ``"90a"``, ``"9.0"``, ``"compute_90"``)."""
+    return parse_arch(arch).cc
 
 
 def limits_for(arch: str) -> SMLimits:

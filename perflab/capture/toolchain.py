@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# target names and suffix rules live in the one architecture table (re-exported here)
+from perflab.analysis.arch import Arch as Arch
+from perflab.analysis.arch import parse_arch as parse_arch
 from perflab.capture import _proc
 from perflab.errors import InputError, ToolchainError
 
@@ -176,45 +179,7 @@ def private_tempdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-# ---- target architectures ---------------------------------------------------------------
-
-_ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
-_DOTTED_ARCH_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
-
-
-@dataclass(frozen=True)
-class Arch:
-    """A target such as ``sm_90a``: compute capability 9.0 with arch-specific features."""
-
-    cc: int  # 90 for 9.0
-    suffix: str = ""  # "a" (arch-specific: wgmma, setmaxnreg...), "f" (family) or ""
-
-    @property
-    def name(self) -> str:
-        return f"sm_{self.cc}{self.suffix}"
-
-    @property
-    def major(self) -> int:
-        return self.cc // 10
-
-    @property
-    def minor(self) -> int:
-        return self.cc % 10
-
-    def __str__(self) -> str:
-        return self.name
-
-
-def parse_arch(text: str) -> Arch:
-    """``"sm_90a"``, ``"90a"``, ``"9.0"`` or ``"compute_90"`` -> Arch; InputError otherwise."""
-    raw = text.strip().lower()
-    m = _ARCH_RE.match(raw)
-    if m:
-        return Arch(int(m.group(1)), m.group(2))
-    m = _DOTTED_ARCH_RE.match(raw)
-    if m:
-        return Arch(int(m.group(1)) * 10 + int(m.group(2)), m.group(3))
-    raise InputError(f"not a GPU architecture: {text!r} (use e.g. sm_80, sm_90a, sm_100a)")
+# ---- target architectures -------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=8)
@@ -229,10 +194,9 @@ def _nvcc_codes(nvcc: Path) -> tuple[int, ...]:
 def check_arch(text: str, nvcc: Tool | None = None) -> Arch:
     """Parse ``text`` and make sure the compiler can target it (clear error if not)."""
     arch = parse_arch(text)
-    if arch.suffix == "a" and arch.cc < 90:
-        raise InputError(f"{arch}: arch-specific 'a' targets start at sm_90a")
-    if arch.suffix == "f" and arch.cc < 100:
-        raise InputError(f"{arch}: family 'f' targets start at sm_100f")
+    wrong_suffix = arch.suffix_error()
+    if wrong_suffix:
+        raise InputError(wrong_suffix)
     codes = _nvcc_codes(nvcc.path) if nvcc is not None else ()
     if codes and arch.cc not in codes:
         version = nvcc.version if nvcc is not None else None

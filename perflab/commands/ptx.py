@@ -110,13 +110,14 @@ def accept_dash_values(parser: argparse.ArgumentParser) -> None:
 
 def default_arch() -> str:
     """The current GPU's target (``sm_90a`` on a Hopper GPU), else sm_90a."""
+    from perflab.analysis.arch import Arch, parse_arch
     from perflab.capture.env import gpu_devices
 
     for dev in gpu_devices():
-        major, _, minor = str(dev.get("compute_capability", "")).partition(".")
-        if major.isdigit() and minor.isdigit():
-            cc = int(major) * 10 + int(minor)
-            return f"sm_{cc}" + ("a" if cc in (90, 100, 103, 120, 121) else "")
+        try:
+            return Arch.preferred(parse_arch(str(dev.get("compute_capability", ""))).cc).name
+        except InputError:
+            continue
     return "sm_90a"
 
 
