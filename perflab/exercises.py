@@ -15,6 +15,7 @@ Usage, in a notebook::
     plateau.answer("4.2 TB/s")   # right, wrong or unreadable, and why
     plateau.answer(None)         # "not answered yet" (what a fresh notebook shows)
     plateau.solution()           # the solution, inside a closed <details>
+    plateau.solution(worked=3.9) # ... with the check's verdict on the solution's answer
 
     tensor_cores = Exercise("hmma", "Which kernel uses tensor cores?",
                             choice("b", ["a", "b", "c"], why={"a": "FFMA only: ..."}), "...")
@@ -252,18 +253,24 @@ class Verdict:
 class _Solution:
     key: str
     text: str
+    worked: Verdict | None = None  # the check's verdict on the solution's own answer
 
     def __repr__(self) -> str:
-        return f"Solution ({self.key}):\n{self.text}"
+        checked = f"\n(the check on this solution: {self.worked!r})" if self.worked else ""
+        return f"Solution ({self.key}):\n{self.text}{checked}"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         paragraphs = "".join(
             f'<p style="margin:4px 0">{esc(p)}</p>' for p in self.text.split("\n\n") if p.strip()
         )
+        checked = ""
+        if self.worked is not None:
+            worked = self.worked._repr_mimebundle_()["text/html"]
+            checked = f'<p style="margin:4px 0">The check on this solution:</p>{worked}'
         html = (
             f'<details class="perflab-exercise-solution" data-key="{esc(self.key)}" '
             'style="margin:4px 0"><summary style="cursor:pointer">'
-            f"Solution (click to open)</summary>{paragraphs}</details>"
+            f"Solution (click to open)</summary>{paragraphs}{checked}</details>"
         )
         return {"text/html": html, "text/plain": repr(self)}
 
@@ -287,9 +294,12 @@ class Exercise:
             return Verdict(self.key, "unreadable", str(exc))
         return Verdict(self.key, "right" if ok else "wrong", reason)
 
-    def solution(self) -> _Solution:
-        """The solution, folded (an HTML <details>) until the reader opens it."""
-        return _Solution(self.key, self.solution_text)
+    def solution(self, worked: object = None) -> _Solution:
+        """The solution, folded (an HTML <details>) until the reader opens it. With
+        ``worked`` (the solution's own answer: a number, an option, a compiled kernel), it
+        also shows the check's verdict on it, so a solution the check rejects is seen."""
+        verdict = None if worked is None else self.answer(worked)
+        return _Solution(self.key, self.solution_text, verdict)
 
     def __repr__(self) -> str:
         return f"Exercise {self.key}: {self.question}"

@@ -154,3 +154,13 @@ def test_import_stays_light() -> None:
     code = f"import sys, perflab.exercises; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_solution_shows_the_checks_verdict_on_its_own_answer() -> None:
+    ex = plateau()
+    right = ex.solution(worked="3.9 TB/s")
+    assert right.worked is not None and right.worked.state == "right"
+    assert "✔ Right" in right._repr_mimebundle_()["text/html"]
+    wrong = ex.solution(worked=9.0)._repr_mimebundle_()
+    assert "Not quite" in wrong["text/html"] and "Not quite" in wrong["text/plain"]
+    assert "check on this solution" not in ex.solution()._repr_mimebundle_()["text/plain"]
