@@ -256,7 +256,9 @@ class _Solution:
     worked: Verdict | None = None  # the check's verdict on the solution's own answer
 
     def __repr__(self) -> str:
-        checked = f"\n(the check on this solution: {self.worked!r})" if self.worked else ""
+        checked = (
+            f"\n(the check on this solution: {self.worked!r})" if self.worked is not None else ""
+        )
         return f"Solution ({self.key}):\n{self.text}{checked}"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
