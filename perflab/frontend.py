@@ -1,23 +1,33 @@
-"""The options-to-call code shared by ``%%gpuprofile`` and ``perflab time``.
+"""The options-to-call code the magics share with the CLI: ``%%gpuprofile`` with
+``perflab time``, ``%%ptx`` with ``perflab ptx``.
 
 One definition of each flag, applied to the magic's ``magic_arguments`` and to the
-CLI's argparse parser, and one function that turns parsed options into a timed run
-(with ``--trace`` and ``--record``)."""
+CLI's argparse parser; one function that turns parsed timing options into a timed run
+(with ``--trace`` and ``--record``), and the compile steps (target, flags, Triton specs)
+both compile front-ends call."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perflab.capture import env
 from perflab.capture.timer import BenchOptions, bench
+from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.errors import InputError
+from perflab.model.kernel import CompileResult
 from perflab.model.timing import TimingResult
+from perflab.model.units import parse_size
+
+if TYPE_CHECKING:
+    from perflab.capture.compile import TritonSpec
+    from perflab.render.ptx_view import ViewOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -276,3 +286,228 @@ def user_frames(tb: TracebackType | None, filename: str) -> TracebackType | None
             return tb
         tb = tb.tb_next
     return first
+
+
+# ---- `%%ptx` and `perflab ptx` -----------------------------------------------------------
+
+# (flags, argparse keyword arguments), shared by the CLI and the magic
+COMPILE_ARGUMENTS: ArgumentSpecs = [
+    (
+        ("--arch",),
+        dict(
+            default=None,
+            metavar="SM",
+            help="target, e.g. sm_80, sm_90a, sm_100a (default: the current GPU, else sm_90a)",
+        ),
+    ),
+    (
+        ("--flags",),
+        dict(
+            default="",
+            metavar="FLAGS",
+            help='extra nvcc flags, e.g. "-maxrregcount=32 -DN=4 -O3 -Xptxas -v": '
+            "-D, -U, -I, -O, -maxrregcount, -Xptxas and the math, warning and "
+            "lambda switches, with checked values; anything else is refused with the list",
+        ),
+    ),
+    (("--std",), dict(default="c++17", help="C++ standard (default c++17)")),
+    (
+        ("--kernel",),
+        dict(default=None, metavar="NAME", help="show only this kernel (name or unique prefix)"),
+    ),
+    (
+        ("--block",),
+        dict(
+            type=int,
+            default=None,
+            metavar="N",
+            help="threads per block for the occupancy estimate (default 256; "
+            "Triton: num_warps x 32)",
+        ),
+    ),
+    (
+        ("--smem",),
+        dict(
+            default=None,
+            metavar="BYTES",
+            help="dynamic shared memory per block for occupancy, e.g. 48K",
+        ),
+    ),
+    (
+        ("--timeout",),
+        dict(
+            type=float,
+            default=DEFAULT_TIMEOUT_S,
+            metavar="S",
+            help=f"seconds a compiler run may take (default {DEFAULT_TIMEOUT_S:g})",
+        ),
+    ),
+]
+
+
+# options whose value may itself start with "-": argparse reads `--flags "-DX=1"` as two
+# options ("expected one argument"), so such a pair is joined into `--flags=-DX=1` first
+DASH_VALUE_OPTIONS = ("--flags",)
+
+
+def join_dash_values(argv: Sequence[str], options: Sequence[str] = DASH_VALUE_OPTIONS) -> list[str]:
+    """``[..., "--flags", "-DX=1", ...]`` -> ``[..., "--flags=-DX=1", ...]``."""
+    joined: list[str] = []
+    position = 0
+    while position < len(argv):
+        token = argv[position]
+        following = argv[position + 1] if position + 1 < len(argv) else None
+        if token in options and following is not None and following.startswith("-"):
+            joined.append(f"{token}={following}")
+            position += 2
+        else:
+            joined.append(token)
+            position += 1
+    return joined
+
+
+def accept_dash_values(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` (a subcommand's) join :data:`DASH_VALUE_OPTIONS` values first;
+    argparse hands a subcommand its arguments through ``parse_known_args``."""
+    parse = parser.parse_known_args
+
+    def parse_joined(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        return parse(join_dash_values(sys.argv[1:] if args is None else args), namespace)
+
+    setattr(parser, "parse_known_args", parse_joined)  # noqa: B010  (an instance override)
+
+
+def default_arch() -> str:
+    """The current GPU's target (``sm_90a`` on a Hopper GPU), else sm_90a."""
+    from perflab.analysis.arch import Arch, parse_arch
+
+    for dev in env.gpu_devices():
+        try:
+            return Arch.preferred(parse_arch(str(dev.get("compute_capability", ""))).cc).name
+        except InputError:
+            continue
+    return "sm_90a"
+
+
+def dynamic_smem(args: argparse.Namespace) -> int | None:
+    if args.smem is None:
+        return None
+    try:
+        return parse_size(str(args.smem))
+    except ValueError as exc:
+        raise InputError(f"--smem: {exc}") from None
+
+
+def view_options(args: argparse.Namespace, result: CompileResult, **extra: Any) -> ViewOptions:
+    from perflab.render.ptx_view import ViewOptions
+
+    # a Triton result holds one kernel: there --kernel chose the function, not a view filter
+    kernel = args.kernel if result.lang == "cuda" else None
+    smem = dynamic_smem(args)
+    return ViewOptions(kernel=kernel, block_size=args.block, dynamic_shared=smem, **extra)
+
+
+def compile_cuda_from_args(
+    source: str, args: argparse.Namespace, *, source_name: str, include_dirs: list[str]
+) -> CompileResult:
+    from perflab.capture.compile import compile_cuda
+
+    result = compile_cuda(
+        source,
+        arch=args.arch or default_arch(),
+        flags=args.flags,
+        std=args.std,
+        timeout=args.timeout,
+        source_name=source_name,
+        include_dirs=include_dirs,
+    )
+    if args.kernel:
+        result.kernel(args.kernel)  # fail early, naming the kernels there are
+    return result
+
+
+TRITON_ARGUMENTS: ArgumentSpecs = [
+    (
+        ("--signature",),
+        dict(
+            default=None,
+            metavar="TYPES",
+            help="Triton: types of the non-constexpr parameters in order, e.g. "
+            '"*fp32,*fp32,i32" (or create a TritonSpec in the source)',
+        ),
+    ),
+    (
+        ("--constexprs",),
+        dict(
+            default=None,
+            metavar="K=V,...",
+            help="Triton: values of the tl.constexpr parameters, e.g. BLOCK=1024",
+        ),
+    ),
+    (("--num-warps",), dict(type=int, default=4, help="Triton: warps per program (default 4)")),
+    (("--num-stages",), dict(type=int, default=3, help="Triton: pipeline stages (default 3)")),
+]
+
+
+def unquote(value: str | None) -> str | None:
+    """IPython keeps the quotes around ``--flags "-O3 -DN=4"``: drop one matching pair."""
+    if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def parse_constexprs(text: str) -> dict[str, Any]:
+    """``"BLOCK=1024,EVEN=True"`` -> ``{"BLOCK": 1024, "EVEN": True}``."""
+    import ast
+
+    found: dict[str, Any] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise InputError(f"--constexprs: expected NAME=VALUE, not {part!r}")
+        try:
+            found[name.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            found[name.strip()] = value.strip()
+    return found
+
+
+def triton_specs(new_values: list[object], args: argparse.Namespace) -> list[TritonSpec]:
+    """What to compile from the values a Triton source defined: the TritonSpecs it
+    created, or (with ``--signature``) a spec for its one ``@triton.jit`` function."""
+    from perflab.capture.compile import TritonSpec
+
+    if args.signature is None:
+        specs = [v for v in new_values if isinstance(v, TritonSpec)]
+        if not specs:
+            raise InputError(
+                "no Triton compile spec: pass --signature (and --constexprs) "
+                "or create a perflab.capture.compile.TritonSpec in the source"
+            )
+        return specs
+    jitted: list[Any] = [v for v in new_values if hasattr(v, "arg_names") and hasattr(v, "fn")]
+    if args.kernel:
+        jitted = [f for f in jitted if f.__name__ == args.kernel]
+    if len(jitted) != 1:
+        names = ", ".join(f.__name__ for f in jitted) or "none"
+        raise InputError(
+            f"--signature needs exactly one @triton.jit function (found {names});"
+            " choose one with --kernel NAME"
+        )
+    spec = TritonSpec(
+        jitted[0],
+        signature=args.signature,
+        constexprs=parse_constexprs(args.constexprs or ""),
+        num_warps=args.num_warps,
+        num_stages=args.num_stages,
+    )
+    return [spec]
+
+
+def compile_triton_specs(
+    specs: list[TritonSpec], args: argparse.Namespace, *, source_name: str
+) -> list[CompileResult]:
+    arch = args.arch or default_arch()
+    return [spec.compile(arch, args.timeout, source_name=source_name) for spec in specs]

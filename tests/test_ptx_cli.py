@@ -9,6 +9,7 @@ import pytest
 
 from perflab.capture.compile import compile_cuda
 from perflab.cli import main
+from perflab.model.kernel import CompileResult
 from perflab.render.ptx_view import ViewOptions, compile_bundle
 
 KERNEL = """#include "helper.cuh"
@@ -26,25 +27,60 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "k.cu"
 
 
-def test_json_output(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output_is_the_saved_form(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compile", str(project), "--arch", "sm_90a", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["arch"] == "sm_90a"
+    assert doc["arch"] == "sm_90a" and doc["lang"] == "cuda"
     (k,) = doc["kernels"]
     assert k["name"] == "twice(float*, int)"
-    assert {
-        "registers",
-        "spill_stores",
-        "spill_loads",
-        "shared_bytes",
-        "opcodes",
-        "instruction_mix",
-        "sass",
-    } <= set(k)
-    stores = [s for s in k["sass"] if s["text"].startswith(("STG", "@P0 STG", "@!P0 STG"))]
+    assert {"registers", "spill_stores", "spill_loads", "shared_static"} <= set(k["resources"])
+    sass = [s for s in k["sass_lines"] if s["offset"] is not None]
+    stores = [s for s in sass if s["opcode"].startswith("STG")]
     # the multiply is inlined from the user's header: it maps to line 4 of k.cu
     assert stores and {s["line"] for s in stores} == {4}
-    assert all({"offset", "text", "line"} == set(s) for s in k["sass"])
+    # one JSON shape: what --json prints loads back as the result
+    again = CompileResult.from_dict(doc)
+    assert (
+        again.kernel().opcodes
+        == compile_cuda(project.read_text(), arch="sm_90a", include_dirs=[str(project.parent)])
+        .kernel()
+        .opcodes
+    )
+
+
+TRITON_FILE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+"""
+
+
+def test_triton_file_with_a_signature(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "double.py"
+    source.write_text(TRITON_FILE)
+    argv = ["ptx", str(source), "--signature", "*fp32,i32", "--constexprs", "BLOCK=128"]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["lang"] == "triton" and [k["name"] for k in doc["kernels"]] == ["double"]
+    assert main(argv) == 0
+    assert "kernel double [sm_90a]" in capsys.readouterr().out
+
+
+def test_triton_file_errors_name_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "broken.py"
+    source.write_text("import triton\n\nraise ValueError('nope')\n")
+    assert main(["ptx", str(source), "--signature", "*fp32"]) == 2
+    assert f"{source} (line 3): ValueError: nope" in capsys.readouterr().err
+    source.write_text(TRITON_FILE)
+    assert main(["ptx", str(source)]) == 2
+    assert "no Triton compile spec: pass --signature" in capsys.readouterr().err
 
 
 def test_text_output_and_ptx_alias(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
