@@ -114,24 +114,37 @@ def number(
     unit: str = "",
     rel: float | None = None,
     abs: float | None = None,  # the tolerance's usual name (numpy.isclose's atol)
+    factor: float | None = None,
     low: str = "",
     high: str = "",
     right: str = "",
 ) -> Check:
-    """A number within ``rel`` (a fraction of ``expected``) or ``abs`` (in ``unit``) of
+    """A number within ``rel`` (a fraction of ``expected``), ``abs`` (in ``unit``) or a
+    ``factor`` (``expected / factor`` to ``expected * factor``: for orders of magnitude) of
     ``expected``. ``low``/``high`` explain what an answer too low/high has missed;
     ``right`` what a right one means."""
-    if rel is None and abs is None:
-        raise InputError("number(): give a tolerance, rel= (a fraction) or abs= (in the unit)")
+    if rel is None and abs is None and factor is None:
+        raise InputError("number(): give a tolerance: rel= (a fraction), abs= or factor=")
     if (rel is not None and not rel >= 0) or (abs is not None and not abs >= 0):
         raise InputError(f"number(): tolerances must be >= 0 (rel={rel}, abs={abs})")
+    if factor is not None and (not factor >= 1 or not math.isfinite(factor) or expected <= 0):
+        raise InputError(f"number(): factor= needs a factor >= 1 and expected > 0 ({factor})")
     tolerance = max(rel * math.fabs(expected) if rel is not None else 0.0, abs or 0.0)
     accepted = f"{_format(expected, unit)} ± {_format(tolerance, unit)}"
+    if factor is not None:
+        accepted = f"{_format(expected / factor, unit)} to {_format(expected * factor, unit)}"
+
+    def within(value: float) -> bool:
+        if factor is not None:
+            return expected / factor <= value * (1 + 1e-9) and value <= expected * factor * (
+                1 + 1e-9
+            )
+        return math.fabs(value - expected) <= tolerance * (1 + 1e-9)
 
     def check(answer: object) -> tuple[bool, str]:
         value = _read_number(answer, unit)
         # the relative slack keeps 4.4 inside 4.0 ± 10% despite binary rounding
-        if math.fabs(value - expected) <= tolerance * (1 + 1e-9):
+        if within(value):
             return True, _join(f"{_format(value, unit)} is in {accepted}.", right)
         side, hint = ("below", low) if value < expected else ("above", high)
         return False, _join(f"{_format(value, unit)} is {side} the accepted {accepted}.", hint)

@@ -164,3 +164,15 @@ def test_solution_shows_the_checks_verdict_on_its_own_answer() -> None:
     wrong = ex.solution(worked=9.0)._repr_mimebundle_()
     assert "Not quite" in wrong["text/html"] and "Not quite" in wrong["text/plain"]
     assert "check on this solution" not in ex.solution()._repr_mimebundle_()["text/plain"]
+
+
+def test_number_within_a_factor_for_orders_of_magnitude() -> None:
+    ex = Exercise("f", "q", number(2e-3, factor=3), "s")
+    assert ex.answer(1e-3).state == "right"
+    assert ex.answer("6e-3").state == "right"
+    assert ex.answer(1e-4).state == "wrong"
+    assert "0.0006667 to 0.006" in ex.answer(1e-2).reason
+    with pytest.raises(InputError, match="factor"):
+        number(-1.0, factor=2)
+    with pytest.raises(InputError, match="factor"):
+        number(1.0, factor=0.5)
