@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from perflab.analysis.arch import parse_arch
 from perflab.analysis.insights import kernel_insights
 from perflab.capture.compile import (
     CompileError,
+    CudaJob,
     TritonSpec,
+    cache_key,
     cache_root,
     check_flags,
     compile_cuda,
@@ -24,7 +28,7 @@ from perflab.capture.compile import (
     source_excerpt,
 )
 from perflab.errors import InputError, ToolchainError
-from perflab.model.kernel import CompileResult
+from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 
 DATA = Path(__file__).parent / "data" / "ptx"
 KERNELS = (DATA / "kernels.cu").read_text()
@@ -227,6 +231,38 @@ def test_results_are_cached_on_disk_as_json_and_text() -> None:
     assert entries and all(json.loads(p.read_text())["perflab"] == "compile" for p in entries)
     assert list(cache_root().rglob("*.sass"))
     assert not compile_cuda(src, flags="-DX=1").cached  # flags are part of the key
+
+
+def test_the_job_is_the_cache_key_less_name_and_timeout() -> None:
+    src = "__global__ void job_key(float* x) { x[1] = 5.f; }"
+    first = compile_cuda(src, source_name="a.cu", timeout=30)
+    again = compile_cuda(src, source_name="b.cu", timeout=40)
+    assert again.cached and again.source_name == "b.cu"
+    job = CudaJob(src, parse_arch("sm_90a"), source_name="a.cu", timeout=30)
+    other = dataclasses.replace(job, source_name="b.cu", timeout=40)
+    assert cache_key(job.cache_parts()) == cache_key(other.cache_parts())
+    assert cache_key(dataclasses.replace(job, std="c++20").cache_parts()) != cache_key(
+        job.cache_parts()
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.std = "c++20"  # type: ignore[misc]
+    assert first.kernel().sass == again.kernel().sass
+
+
+def test_defer_sass_runs_the_loader_once_and_keeps_known_sass() -> None:
+    calls: list[int] = []
+    line = SassLine(0, "EXIT", "EXIT")
+
+    def loader() -> list[SassLine]:
+        calls.append(1)
+        return [line]
+
+    kernel = KernelArtifacts("k", "k", "sm_90a", ".entry k", (1, 1), [None], Resources())
+    kernel.defer_sass(loader)
+    assert calls == []  # nothing disassembled until SASS is asked for
+    assert kernel.sass_lines == [line] and kernel.sass_lines == [line] and calls == [1]
+    kernel.defer_sass(lambda: [])  # known SASS is not replaced
+    assert kernel.sass_lines == [line]
 
 
 def test_corrupt_cache_entry_is_recompiled() -> None:

@@ -25,27 +25,31 @@ import json
 import linecache
 import os
 import re
-import shlex
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from perflab.analysis.ptx import parse_files, parse_ptx
 from perflab.analysis.sass import parse_ptxas_resources, parse_res_usage, parse_sass
 from perflab.capture import toolchain
+
+# the flag allow-list and the diagnostics have their own modules; re-exported here
+from perflab.capture.compile_errors import CompileError as CompileError
+from perflab.capture.compile_errors import located_diagnostics as located_diagnostics
+from perflab.capture.compile_errors import parse_diagnostics as parse_diagnostics
+from perflab.capture.compile_errors import source_excerpt as source_excerpt
+from perflab.capture.compile_errors import triton_compile_error as triton_compile_error
+from perflab.capture.compile_flags import NVCC_FLAGS as NVCC_FLAGS
+from perflab.capture.compile_flags import PTXAS_FLAGS as PTXAS_FLAGS
+from perflab.capture.compile_flags import allowed_flags_text as allowed_flags_text
+from perflab.capture.compile_flags import check_flags as check_flags
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
 from perflab.errors import InputError, NoGPUError, PerflabError, SchemaError, ToolchainError
-from perflab.model.kernel import (
-    CompileResult,
-    Diagnostic,
-    KernelArtifacts,
-    Resources,
-    SassLine,
-)
+from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import TimingResult
 
@@ -54,309 +58,6 @@ CELL_FILE = "cell.cu"
 STDS = ("c++11", "c++14", "c++17", "c++20")
 MIN_TRITON = (3, 6)
 DEFAULT_BLOCK_THREADS = 256
-
-# ---- the flags a cell may pass ----------------------------------------------------------
-#
-# nvcc runs its sub-tools through ``sh -c`` with these flags inside, so a flag is accepted
-# only when its name is in this table exactly and its value matches a strict pattern
-# (no shell metacharacters, no commas where nvcc would split a list). Outputs, modes,
-# host compilers and option files are not in the table, so they cannot be passed.
-
-
-@dataclass(frozen=True)
-class ValueRule:
-    pattern: re.Pattern[str]  # the whole value must match
-    shown: str  # how the refusal message names it
-
-
-def _rule(pattern: str, shown: str) -> ValueRule:
-    return ValueRule(re.compile(pattern), shown)
-
-
-_MACRO = r"[A-Za-z_][A-Za-z0-9_]*"
-_V_DEFINE = _rule(rf"{_MACRO}(=[A-Za-z0-9_.:+-]*)?", "NAME[=VALUE]")
-_V_MACRO = _rule(_MACRO, "NAME")
-_V_DIR = _rule(r"[A-Za-z0-9_./+][A-Za-z0-9_./+-]*", "DIR")
-_V_LEVEL = _rule(r"[0-3]", "0-3")
-_V_REGISTERS = _rule(r"[1-9][0-9]{0,2}", "N")
-_V_THREADS = _rule(r"[0-9]{1,2}", "N")
-_V_BOOL = _rule(r"true|false", "true|false")
-_V_STREAM = _rule(r"legacy|null|per-thread", "legacy|null|per-thread")
-_V_DIAG = _rule(r"[0-9]{1,5}(,[0-9]{1,5})*", "NUMBER[,NUMBER]")
-_WERROR_KINDS = (
-    "all-warnings|cross-execution-space-call|reorder|default-stream-launch|"
-    "missing-launch-bounds|ext-lambda-captures-this|deprecated-declarations"
-)
-_V_WERROR = _rule(rf"({_WERROR_KINDS})(,({_WERROR_KINDS}))*", "KIND[,KIND]")
-_V_LOAD_CACHE = _rule(r"ca|cg|cs|lu|cv", "ca|cg|cs|lu|cv")
-_V_STORE_CACHE = _rule(r"wb|cg|cs|wt", "wb|cg|cs|wt")
-# the value of -Xptxas: ptxas options (checked one by one against _PTXAS_FLAGS)
-_V_PTXAS = ValueRule(re.compile(r".*"), "OPT[,OPT]")
-
-
-@dataclass(frozen=True)
-class FlagRule:
-    """One flag: its spellings, its value (None: takes none) and whether the value may
-    follow a one-letter name directly (``-DN=4``, ``-O3``)."""
-
-    names: tuple[str, ...]
-    value: ValueRule | None = None
-    attached: bool = False
-
-    def shown(self) -> str:
-        return "/".join(self.names) + (f" {self.value.shown}" if self.value else "")
-
-
-NVCC_FLAGS: tuple[FlagRule, ...] = (
-    FlagRule(("-D", "--define-macro"), _V_DEFINE, attached=True),
-    FlagRule(("-U", "--undefine-macro"), _V_MACRO, attached=True),
-    FlagRule(("-I", "--include-path"), _V_DIR, attached=True),
-    FlagRule(("-isystem", "--system-include"), _V_DIR),
-    FlagRule(("-O", "--optimize"), _V_LEVEL, attached=True),
-    FlagRule(("-maxrregcount", "--maxrregcount"), _V_REGISTERS),
-    FlagRule(("-Xptxas", "--ptxas-options"), _V_PTXAS),
-    FlagRule(("-use_fast_math", "--use_fast_math")),
-    FlagRule(("-ftz", "--ftz"), _V_BOOL),
-    FlagRule(("-prec-div", "--prec-div"), _V_BOOL),
-    FlagRule(("-prec-sqrt", "--prec-sqrt"), _V_BOOL),
-    FlagRule(("-fmad", "--fmad"), _V_BOOL),
-    FlagRule(("-rdc", "--relocatable-device-code"), _V_BOOL),
-    FlagRule(("-extended-lambda", "--extended-lambda")),
-    FlagRule(("-expt-extended-lambda", "--expt-extended-lambda")),
-    FlagRule(("-expt-relaxed-constexpr", "--expt-relaxed-constexpr")),
-    FlagRule(("-extra-device-vectorization", "--extra-device-vectorization")),
-    FlagRule(("-restrict", "--restrict")),
-    FlagRule(("-lineinfo", "--generate-line-info")),
-    FlagRule(("-G", "--device-debug")),
-    FlagRule(("-w", "--disable-warnings")),
-    FlagRule(("-Wreorder", "--Wreorder")),
-    FlagRule(("-Wno-deprecated-gpu-targets", "--Wno-deprecated-gpu-targets")),
-    FlagRule(("-Wno-deprecated-declarations", "--Wno-deprecated-declarations")),
-    FlagRule(("-Werror", "--Werror"), _V_WERROR),
-    FlagRule(("-diag-suppress", "--diag-suppress"), _V_DIAG),
-    FlagRule(("-diag-warn", "--diag-warn"), _V_DIAG),
-    FlagRule(("-diag-error", "--diag-error"), _V_DIAG),
-    FlagRule(("-default-stream", "--default-stream"), _V_STREAM),
-    FlagRule(("-t", "--threads"), _V_THREADS),
-)
-# ptxas options inside -Xptxas (NAME or NAME=VALUE, one per comma-separated part)
-PTXAS_FLAGS: tuple[FlagRule, ...] = (
-    FlagRule(("-v", "--verbose")),
-    FlagRule(("-warn-spills", "--warn-on-spills")),
-    FlagRule(("-warn-lmem-usage", "--warn-on-local-memory-usage")),
-    FlagRule(("-warn-double-usage", "--warn-on-double-precision-use")),
-    FlagRule(("-suppress-stack-size-warning", "--suppress-stack-size-warning")),
-    FlagRule(("-Werror", "--warning-as-error")),
-    FlagRule(("-w", "--disable-warnings")),
-    FlagRule(("-O", "--opt-level"), _V_LEVEL, attached=True),
-    FlagRule(("-maxrregcount", "--maxrregcount"), _V_REGISTERS),
-    FlagRule(("-dlcm", "--def-load-cache"), _V_LOAD_CACHE),
-    FlagRule(("-dscm", "--def-store-cache"), _V_STORE_CACHE),
-    FlagRule(("-fmad", "--fmad"), _V_BOOL),
-    FlagRule(("-allow-expensive-optimizations", "--allow-expensive-optimizations"), _V_BOOL),
-)
-
-
-def allowed_flags_text() -> str:
-    """What a refusal lists: every flag in the tables above."""
-    nvcc = ", ".join(rule.shown() for rule in NVCC_FLAGS)
-    ptxas = ", ".join(rule.shown() for rule in PTXAS_FLAGS)
-    return f"allowed: {nvcc}; -Xptxas OPT is one of: {ptxas}"
-
-
-def _by_name(rules: Sequence[FlagRule]) -> dict[str, FlagRule]:
-    return {name: rule for rule in rules for name in rule.names}
-
-
-_NVCC_BY_NAME = _by_name(NVCC_FLAGS)
-_PTXAS_BY_NAME = _by_name(PTXAS_FLAGS)
-
-
-def _match_flag(token: str, by_name: Mapping[str, FlagRule]) -> tuple[FlagRule, str | None] | None:
-    """The rule ``token`` names and its value in the token (None: none given), or None
-    when no rule fits. ``NAME``, ``NAME=VALUE`` and, for one-letter names, ``-XVALUE``."""
-    if token in by_name:
-        return by_name[token], None
-    name, sep, value = token.partition("=")
-    rule = by_name.get(name)
-    if sep and rule is not None and rule.value is not None and len(name) > 2:
-        return rule, value
-    rule = by_name.get(token[:2])
-    if rule is not None and rule.attached and len(token) > 2:
-        return rule, token[2:]
-    return None
-
-
-def _refuse(what: str) -> InputError:
-    return InputError(f"--flags: {what} is not allowed; {allowed_flags_text()}")
-
-
-def _check_value(rule: FlagRule, value: str) -> None:
-    if rule.value is _V_PTXAS:
-        for part in value.split(","):
-            _check_ptxas_option(part)
-    elif rule.value is not None and not rule.value.pattern.fullmatch(value):
-        raise _refuse(f"{rule.names[0]} {value!r} (the value must be {rule.value.shown})")
-
-
-def _check_ptxas_option(part: str) -> None:
-    found = _match_flag(part, _PTXAS_BY_NAME)
-    if found is None:
-        raise _refuse(f"ptxas option {part!r}")
-    rule, value = found
-    if (rule.value is None) != (value is None) or (
-        rule.value is not None and value is not None and not rule.value.pattern.fullmatch(value)
-    ):
-        raise _refuse(f"ptxas option {part!r}")
-
-
-def check_flags(flags: str | Sequence[str]) -> list[str]:
-    """Split and vet extra nvcc flags (a string is split like a shell would, but no
-    shell ever runs here). Every flag must be in :data:`NVCC_FLAGS` exactly, with a
-    value matching its pattern; raises InputError naming the first flag refused and
-    listing what is allowed. Returns the tokens as given."""
-    try:
-        tokens = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
-    except ValueError as exc:
-        raise InputError(f"--flags: cannot split {flags!r}: {exc}") from None
-    position = 0
-    while position < len(tokens):
-        token = tokens[position]
-        found = _match_flag(token, _NVCC_BY_NAME)
-        if found is None:
-            raise _refuse(repr(token))
-        rule, value = found
-        if rule.value is None and value is not None:
-            raise _refuse(repr(token))
-        if rule.value is not None and value is None:  # the value is the next token
-            position += 1
-            if position == len(tokens):
-                raise InputError(f"--flags: {token} needs a value ({rule.value.shown})")
-            value = tokens[position]
-        if value is not None:
-            _check_value(rule, value)
-        position += 1
-    return tokens
-
-
-# ---- errors -------------------------------------------------------------------------------
-
-
-class CompileError(InputError):
-    """The compiler rejected the source; ``diagnostics`` point at the user's lines.
-
-    ``source`` (the name diagnostics give the user's source, and its text) and
-    ``columns`` (0-based, one per diagnostic, None where the tool gave none) let the
-    message show each error's line with a caret under the column and
-    the line before it, as a compiler does: EDG reports a missing ``;`` at the next token.
-    """
-
-    def __init__(
-        self,
-        tool: str,
-        diagnostics: list[Diagnostic],
-        log: str,
-        *,
-        source: tuple[str, str] | None = None,
-        columns: Sequence[int | None] = (),
-    ) -> None:
-        self.diagnostics = diagnostics
-        self.log = log
-        name, text = source or ("", "")
-        lines = text.splitlines()
-        located = list(zip(diagnostics, [*columns, *[None] * len(diagnostics)], strict=False))
-        # errors and the notes that go with them; everything when there is no error
-        errors = [p for p in located if p[0].severity in ("error", "fatal")]
-        if errors:
-            errors = [p for p in located if p[0].severity in ("error", "fatal", "note")]
-        errors = errors or located
-        self.details = "\n".join(
-            str(d) + (source_excerpt(lines, d.line, column) if d.file == name else "")
-            for d, column in errors[:MAX_SHOWN_ERRORS]
-        )
-        self.details = self.details or log.strip()[-4000:]
-        super().__init__(f"{tool} failed:\n{self.details}")
-
-
-MAX_SHOWN_ERRORS = 20
-
-
-def source_excerpt(lines: Sequence[str], line: int | None, column: int | None) -> str:
-    """The line before and ``line`` of ``lines`` (1-based), numbered, with a caret under
-    ``column`` (0-based) when known: ``""`` when the line is not in ``lines``."""
-    if line is None or not 1 <= line <= len(lines):
-        return ""
-    width = len(str(line))
-    out = [f"{n:>{width + 2}} | {lines[n - 1]}" for n in range(max(line - 1, 1), line + 1)]
-    if column is not None and 0 <= column <= len(lines[line - 1]):
-        # keep the line's tabs so that the caret lands under the same character
-        lead = "".join("\t" if c == "\t" else " " for c in lines[line - 1][:column])
-        out.append(f"{'':>{width + 2}} | {lead}^")
-    return "\n" + "\n".join(out)
-
-
-_NVCC_DIAG_RE = re.compile(
-    r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|"
-    r"remark|note)[^:]*: (?P<msg>.*)$"
-)
-_GCC_DIAG_RE = re.compile(
-    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|"
-    r"note): (?P<msg>.*)$"
-)
-_TOOL_DIAG_RE = re.compile(
-    r"^(?P<file>ptxas|nvcc|nvlink|cicc|nvdisasm)\s+(?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
-)
-# ptxas reports PTX errors per line: "ptxas /tmp/x/cell.ptx, line 33; error   : ..."
-_PTXAS_LINE_RE = re.compile(
-    r"^ptxas (?P<file>\S+?), line (?P<line>\d+); (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
-)
-# EDG (nvcc's front end) echoes the line indented by two spaces, then a caret line
-_EDG_INDENT = 2
-_EDG_CARET_RE = re.compile(r"^ *\^$")
-_SEVERITY = {"catastrophic error": "error", "fatal error": "error", "fatal": "error"}
-_MISSING_CCCL_RE = re.compile(r"(cub|thrust|cuda/std|cuda)/[\w/.]+: No such file")
-
-
-def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
-    """Compiler messages, with the scratch file's path replaced by the user's name.
-
-    ``paths`` maps a path the compiler saw (full or bare) to the name to show.
-    """
-    return [d for d, _ in located_diagnostics(log, paths)]
-
-
-def located_diagnostics(log: str, paths: Mapping[str, str]) -> list[tuple[Diagnostic, int | None]]:
-    """:func:`parse_diagnostics` with the 0-based column each message points at, from
-    GCC's ``file:line:col:`` or EDG's caret line (None where the tool gave none)."""
-    found: list[tuple[Diagnostic, int | None]] = []
-    raw_lines = log.splitlines()
-    for index, raw in enumerate(raw_lines):
-        line = raw.rstrip()
-        edg = _NVCC_DIAG_RE.match(line)
-        m = edg or _GCC_DIAG_RE.match(line) or _PTXAS_LINE_RE.match(line)
-        m = m or _TOOL_DIAG_RE.match(line)
-        if m is None:
-            continue
-        fields = m.groupdict()
-        sev = _SEVERITY.get(fields["sev"], fields["sev"])
-        number = int(fields["line"]) if fields.get("line") else None
-        message = fields["msg"].strip()
-        if _MISSING_CCCL_RE.search(message):
-            message += " (CUB/Thrust/libcu++ headers: pip install nvidia-cuda-cccl)"
-        shown = paths.get(fields["file"]) or paths.get(os.path.basename(fields["file"]))
-        diagnostic = Diagnostic(shown or os.path.basename(fields["file"]), number, sev, message)
-        column = int(fields["col"]) - 1 if fields.get("col") else None
-        if edg is not None:
-            column = _edg_column(raw_lines[index + 1 : index + 3])
-        found.append((diagnostic, column))
-    return found
-
-
-def _edg_column(after: Sequence[str]) -> int | None:
-    if len(after) == 2 and _EDG_CARET_RE.match(after[1].rstrip()):
-        return max(after[1].index("^") - _EDG_INDENT, 0)
-    return None
-
 
 # ---- options --------------------------------------------------------------------------------
 
@@ -378,6 +79,15 @@ def cache_root() -> Path:
 def cache_key(parts: Mapping[str, Any]) -> str:
     doc = json.dumps({"cache_version": CACHE_VERSION, **parts}, sort_keys=True, default=str)
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+
+
+class CompileJob(Protocol):
+    """What :func:`cached_run` needs of a job: its cache key and its timeout."""
+
+    @property
+    def timeout(self) -> float: ...
+
+    def cache_parts(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -426,6 +136,21 @@ class _CacheEntry:
             pass
 
 
+def cached_run(
+    job: CompileJob, run: Callable[[], CompileResult], *, cache: bool = True
+) -> CompileResult:
+    """``run()``'s result for ``job``, from the disk cache when an entry has the job's
+    key (else run and stored), with SASS attached to disassemble on first use."""
+    entry = _CacheEntry(cache_key(job.cache_parts())) if cache else None
+    result = entry.load() if entry is not None else None
+    if result is None:
+        result = run()
+        if entry is not None:
+            entry.store(result)
+    attach_sass(result, entry, job.timeout)
+    return result
+
+
 # ---- SASS (lazy) --------------------------------------------------------------------------
 
 
@@ -442,8 +167,9 @@ def disassemble(cubin: bytes, *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
     return done.stdout
 
 
-def _attach_sass(result: CompileResult, entry: _CacheEntry | None, timeout: float) -> None:
-    """Give every kernel a loader that disassembles the cubin once, on first use."""
+def attach_sass(result: CompileResult, entry: _CacheEntry | None, timeout: float) -> None:
+    """Give every kernel a loader that disassembles the cubin once, on first use (the
+    text is kept next to the cache entry, when there is one)."""
 
     @functools.cache
     def functions() -> dict[str, list[SassLine]]:
@@ -455,8 +181,7 @@ def _attach_sass(result: CompileResult, entry: _CacheEntry | None, timeout: floa
         return parse_sass(text, user_files={result.source_path})
 
     for kernel in result.kernels:
-        if kernel._sass_lines is None:
-            kernel._sass_loader = _loader(functions, kernel.mangled)
+        kernel.defer_sass(_loader(functions, kernel.mangled))
 
 
 def _loader(
@@ -466,6 +191,31 @@ def _loader(
 
 
 # ---- CUDA -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CudaJob:
+    """One nvcc compilation: the arguments :func:`compile_cuda` checked, and (less the
+    name and the timeout) the cache key."""
+
+    source: str
+    arch: Arch
+    flags: tuple[str, ...] = ()
+    std: str = "c++17"
+    include_dirs: tuple[str, ...] = ()  # resolved
+    source_name: str = CELL_FILE
+    timeout: float = DEFAULT_TIMEOUT_S
+
+    def cache_parts(self) -> dict[str, Any]:
+        return {
+            "lang": "cuda",
+            "source": self.source,
+            "flags": list(self.flags),
+            "arch": self.arch.name,
+            "std": self.std,
+            "include_dirs": list(self.include_dirs),
+            "tools": toolchain.versions_key(),
+        }
 
 
 def compile_cuda(
@@ -488,101 +238,78 @@ def compile_cuda(
     """
     if not isinstance(source, str) or not source.strip():
         raise InputError("the CUDA source is empty")
-    checked = check_flags(flags)
+    checked = tuple(check_flags(flags))
     _check_std(std)
     nvcc = toolchain.require_tool("nvcc")
-    target = toolchain.check_arch(arch, nvcc)
-    includes = [str(Path(d).resolve()) for d in include_dirs]
-    entry = (
-        _CacheEntry(
-            cache_key(
-                {
-                    "lang": "cuda",
-                    "source": source,
-                    "flags": checked,
-                    "arch": target.name,
-                    "std": std,
-                    "include_dirs": includes,
-                    "tools": toolchain.versions_key(),
-                }
-            )
-        )
-        if cache
-        else None
+    job = CudaJob(
+        source,
+        toolchain.check_arch(arch, nvcc),
+        checked,
+        std,
+        tuple(str(Path(d).resolve()) for d in include_dirs),
+        source_name,
+        timeout,
     )
-    result = entry.load() if entry is not None else None
-    if result is None:
-        result = _run_nvcc(nvcc, source, target, checked, std, includes, source_name, timeout)
-        if entry is not None:
-            entry.store(result)
+    result = cached_run(job, lambda: _run_nvcc(nvcc, job), cache=cache)
     result.source_name = source_name
-    _attach_sass(result, entry, timeout)
     return result
 
 
-def _run_nvcc(
-    nvcc: Tool,
-    source: str,
-    arch: Arch,
-    flags: list[str],
-    std: str,
-    includes: list[str],
-    source_name: str,
-    timeout: float,
-) -> CompileResult:
+def _nvcc_args(job: CudaJob, scratch: Path) -> list[str]:
+    return [
+        "-cubin",
+        "-lineinfo",
+        f"-arch={job.arch.name}",
+        f"-std={job.std}",
+        "-Xptxas",
+        "-v",
+        "--keep",
+        "--keep-dir",
+        str(scratch),
+        *[f"-I{d}" for d in job.include_dirs],
+        *job.flags,
+        CELL_FILE,
+        "-o",
+        "cell.cubin",
+    ]
+
+
+def _run_nvcc(nvcc: Tool, job: CudaJob) -> CompileResult:
     started = time.perf_counter()
     with toolchain.private_tempdir() as tmp:
         cell = tmp / CELL_FILE
-        cell.write_text(source, encoding="utf-8")
-        args = [
-            "-cubin",
-            "-lineinfo",
-            f"-arch={arch.name}",
-            f"-std={std}",
-            "-Xptxas",
-            "-v",
-            "--keep",
-            "--keep-dir",
-            str(tmp),
-            *[f"-I{d}" for d in includes],
-            *flags,
-            CELL_FILE,
-            "-o",
-            "cell.cubin",
-        ]
-        done = toolchain.run_tool(nvcc, args, cwd=tmp, timeout=timeout)
+        cell.write_text(job.source, encoding="utf-8")
+        done = toolchain.run_tool(nvcc, _nvcc_args(job, tmp), cwd=tmp, timeout=job.timeout)
         log = done.stderr + done.stdout
-        paths = {str(cell): source_name, CELL_FILE: source_name}
+        paths = {str(cell): job.source_name, CELL_FILE: job.source_name}
         if done.returncode != 0:
             located = located_diagnostics(log, paths)
             raise CompileError(
                 "nvcc",
                 [d for d, _ in located],
                 log,
-                source=(source_name, source),
+                source=(job.source_name, job.source),
                 columns=[c for _, c in located],
             )
         ptx = (tmp / "cell.ptx").read_text(encoding="utf-8", errors="replace")
         cubin = (tmp / "cell.cubin").read_bytes()
-        constants = _constant_bank_sizes(tmp, timeout)
+        constants = _constant_bank_sizes(tmp, job.timeout)
     resources = parse_ptxas_resources(log)
     for name, size in constants.items():
         if name in resources and not resources[name].constant:
             resources[name].constant = size
-    kernels = _kernels(ptx, str(cell), arch.name, resources)
-    warnings = [d for d in parse_diagnostics(log, paths) if d.severity == "warning"]
     return CompileResult(
         lang="cuda",
-        arch=arch.name,
-        source=source,
-        source_name=source_name,
-        kernels=kernels,
+        arch=job.arch.name,
+        source=job.source,
+        source_name=job.source_name,
+        kernels=_kernels(ptx, str(cell), job.arch.name, resources),
         ptx=ptx,
         cubin=cubin,
         source_path=str(cell),
-        flags=flags,
+        flags=list(job.flags),
         log=log,
-        warnings=warnings,
+        warnings=[d for d in parse_diagnostics(log, paths) if d.severity == "warning"],
         versions=_versions(),
         compile_s=time.perf_counter() - started,
     )
@@ -741,6 +468,40 @@ def _aligned_params(sig: Mapping[str, str], aligned: Sequence[str] | None) -> li
     return list(aligned)
 
 
+@dataclass(frozen=True)
+class TritonJob:
+    """One ahead-of-time Triton compilation, checked: ``signature`` names every
+    parameter's type (``"constexpr"`` for constants). Less the name and the timeout,
+    also the cache key."""
+
+    fn: Any  # the @triton.jit function
+    signature: Mapping[str, str]
+    constexprs: Mapping[str, Any]
+    arch: Arch
+    num_warps: int = 4
+    num_stages: int = 3
+    aligned: tuple[str, ...] = ()  # parameters treated as 16-byte aligned (or divisible)
+    source_name: str = ""
+    timeout: float = DEFAULT_TIMEOUT_S
+
+    def cache_parts(self) -> dict[str, Any]:
+        return {
+            "lang": "triton",
+            "fn": self.fn.cache_key,
+            "name": self.fn.__name__,
+            "signature": dict(self.signature),
+            "constexprs": {k: repr(v) for k, v in self.constexprs.items()},
+            "arch": self.arch.name,
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+            "aligned": list(self.aligned),
+            "triton": _triton().__version__,
+            "fp_fusion": _fusion_env(),
+            "file": self.fn.fn.__code__.co_filename,
+            "tools": toolchain.versions_key(("nvdisasm",)),
+        }
+
+
 def compile_triton(
     fn: Any,
     *,
@@ -773,109 +534,65 @@ def compile_triton(
         if not isinstance(value, int) or value < 1:
             raise InputError(f"{label} must be a positive integer, not {value!r}")
     sig = triton_signature(fn, signature, constexprs)
-    aligned_params = _aligned_params(sig, aligned)
-    code = fn.fn.__code__
-    entry = (
-        _CacheEntry(
-            cache_key(
-                {
-                    "lang": "triton",
-                    "fn": fn.cache_key,
-                    "name": fn.__name__,
-                    "signature": sig,
-                    "constexprs": {k: repr(v) for k, v in constexprs.items()},
-                    "arch": target.name,
-                    "num_warps": num_warps,
-                    "num_stages": num_stages,
-                    "aligned": aligned_params,
-                    "triton": triton.__version__,
-                    "fp_fusion": _fusion_env(),
-                    "file": code.co_filename,
-                    "tools": toolchain.versions_key(("nvdisasm",)),
-                }
-            )
-        )
-        if cache
-        else None
+    job = TritonJob(
+        fn,
+        sig,
+        constexprs,
+        target,
+        num_warps,
+        num_stages,
+        tuple(_aligned_params(sig, aligned)),
+        source_name or Path(fn.fn.__code__.co_filename).name,
+        timeout,
     )
-    result = entry.load() if entry is not None else None
-    if result is None:
-        result = _run_triton(
-            triton,
-            fn,
-            sig,
-            constexprs,
-            aligned_params,
-            target,
-            (num_warps, num_stages),
-            timeout,
-            source_name or Path(code.co_filename).name,
-        )
-        if entry is not None:
-            entry.store(result)
-    _attach_sass(result, entry, timeout)
-    return result
+    return cached_run(job, lambda: _run_triton(triton, job), cache=cache)
 
 
-def _run_triton(
-    triton: Any,
-    fn: Any,
-    sig: dict[str, str],
-    constexprs: dict[str, Any],
-    aligned: list[str],
-    target: Arch,
-    warps_stages: tuple[int, int],
-    timeout: float,
-    source_name: str,
-) -> CompileResult:
+def _triton_compiled(triton: Any, job: TritonJob) -> Any:
+    """``triton.compile`` of the job; the kernel's errors as a CompileError at its lines."""
     from triton.backends.compiler import GPUTarget
 
-    started = time.perf_counter()
-    code = fn.fn.__code__
-    num_warps, num_stages = warps_stages
+    source = _triton_ast_source(triton, job.fn, dict(job.signature), job.constexprs, job.aligned)
     try:
         with warnings.catch_warnings():
             # Triton 3.9 warns on every first compile that its FP-fusion default will
             # change; the default is kept and the result says which setting was used
             warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
-            compiled = triton.compile(
-                _triton_ast_source(triton, fn, sig, constexprs, aligned),
-                target=GPUTarget("cuda", target.cc, 32),
-                options={"num_warps": num_warps, "num_stages": num_stages},
+            return triton.compile(
+                source,
+                target=GPUTarget("cuda", job.arch.cc, 32),
+                options={"num_warps": job.num_warps, "num_stages": job.num_stages},
             )
     except PerflabError:
         raise
     except Exception as exc:  # Triton raises many types for bad kernels; all are the user's
-        raise triton_compile_error(exc, _python_source(fn), source_name) from None
-    asm = compiled.asm
+        raise triton_compile_error(exc, _python_source(job.fn), job.source_name) from None
+
+
+def _run_triton(triton: Any, job: TritonJob) -> CompileResult:
+    started = time.perf_counter()
+    compiled = _triton_compiled(triton, job)
+    asm, code = compiled.asm, job.fn.fn.__code__
     fp_fusion = bool(compiled.metadata.enable_fp_fusion)
-    ptx = str(asm["ptx"])
-    name = str(compiled.metadata.name)
+    ptx, cubin = str(asm["ptx"]), bytes(asm["cubin"])
     ptx_arch = re.search(r"^\.target\s+(\w+)", ptx, re.MULTILINE)
-    arch_name = ptx_arch.group(1) if ptx_arch else target.name
-    resources = _triton_resources(
-        ptx,
-        bytes(asm["cubin"]),
-        target,
-        arch_name,
-        fp_fusion,
-        timeout,
-    )
+    arch_name = ptx_arch.group(1) if ptx_arch else job.arch.name
+    resources = _triton_resources(ptx, cubin, job.arch, arch_name, fp_fusion, job.timeout)
     shared = int(getattr(compiled.metadata, "shared", 0) or 0)
     for r in resources.values():
         r.shared_dynamic, r.shared_static = shared, 0  # Triton's smem is all dynamic
     user_file = defining_file(ptx, code.co_filename)
-    kernels = _kernels(ptx, user_file, arch_name, resources)
+    warps_stages = [f"num_warps={job.num_warps}", f"num_stages={job.num_stages}"]
     return CompileResult(
         lang="triton",
         arch=arch_name,
-        source=_python_source(fn),
-        source_name=f"{name} ({Path(code.co_filename).name})",
-        kernels=kernels,
+        source=_python_source(job.fn),
+        source_name=f"{compiled.metadata.name} ({Path(code.co_filename).name})",
+        kernels=_kernels(ptx, user_file, arch_name, resources),
         ptx=ptx,
-        cubin=bytes(asm["cubin"]),
+        cubin=cubin,
         source_path=user_file,
-        flags=[f"num_warps={num_warps}", f"num_stages={num_stages}", _fusion_flag(fp_fusion)],
+        flags=[*warps_stages, _fusion_flag(fp_fusion)],
         stages={k: str(asm[k]) for k in ("ttir", "ttgir", "llir") if k in asm},
         versions=_versions(),
         compile_s=time.perf_counter() - started,
@@ -933,68 +650,6 @@ def _fusion_flag(enabled: bool) -> str:
     chosen = [f"{k}={v}" for k, v in _fusion_env().items() if v is not None]
     why = ", ".join(chosen) or "Triton's default"
     return f"fp_fusion={'on' if enabled else 'off'} ({why})"
-
-
-def triton_compile_error(exc: BaseException, source: str, source_name: str) -> CompileError:
-    """Triton's error as compiler diagnostics at lines of the file defining the kernel.
-
-    Triton counts a position from the ``def`` line of the function it was compiling
-    ("at 4:31"); the error in a called ``@triton.jit`` function is the ``__cause__`` of
-    the caller's. So the innermost error is reported with its message and each caller
-    as a note, all at file (cell) lines with the column Triton gave.
-    """
-    lines = source.splitlines()
-    chain = _compilation_chain(exc)
-    if not chain:  # not a positioned error
-        message = str(exc).strip() or type(exc).__name__
-        return CompileError("triton", [Diagnostic(source_name, None, "error", message)], message)
-    diagnostics: list[Diagnostic] = []
-    columns: list[int | None] = []
-    for depth, err in enumerate(reversed(chain)):
-        line, column = _file_position(err, lines)
-        if depth == 0:
-            diagnostics.append(Diagnostic(source_name, line, "error", _triton_message(err)))
-        else:
-            diagnostics.append(Diagnostic(source_name, line, "note", "called from here"))
-        columns.append(column)
-    return CompileError(
-        "triton", diagnostics, str(exc), source=(source_name, source), columns=columns
-    )
-
-
-def _compilation_chain(exc: BaseException) -> list[Any]:
-    """Triton's positioned errors (``src`` and ``node``), outermost first."""
-    chain: list[Any] = []
-    current: BaseException | None = exc
-    while current is not None and hasattr(getattr(current, "node", None), "lineno"):
-        chain.append(current)
-        current = current.__cause__
-    return chain
-
-
-_EXCEPTION_REPR_RE = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.DOTALL)
-
-
-def _triton_message(err: Any) -> str:
-    """The message of Triton's innermost error: ``AttributeError("no foo")`` (a repr,
-    as Triton stores it) reads ``AttributeError: no foo``."""
-    text = str(getattr(err, "error_message", "") or "").strip()
-    if not text and err.__cause__ is not None:
-        text = f"{type(err.__cause__).__name__}: {err.__cause__}".strip()
-    m = _EXCEPTION_REPR_RE.match(text)
-    return f"{m.group(1)}: {m.group(3)}" if m else text or type(err).__name__
-
-
-def _file_position(err: Any, lines: Sequence[str]) -> tuple[int | None, int | None]:
-    """``err``'s (line, 0-based column) in ``lines``: its function's ``def`` found there
-    by text (Triton's ``src`` is the function from ``def`` on, dedented)."""
-    src = str(getattr(err, "src", "") or "").splitlines()
-    head = [text.strip() for text in src[:3]]
-    for start in range(len(lines)):
-        if [text.strip() for text in lines[start : start + len(head)]] == head and head:
-            indent = len(lines[start]) - len(lines[start].lstrip())
-            return start + err.node.lineno, indent + int(getattr(err.node, "col_offset", 0))
-    return None, None
 
 
 def _triton_ptxas(cc: int) -> Tool | None:

@@ -149,6 +149,12 @@ class KernelArtifacts:
             self._sass_lines = self._sass_loader() if self._sass_loader else []
         return self._sass_lines
 
+    def defer_sass(self, loader: SassLoader) -> None:
+        """Let ``loader`` supply the SASS on first use (the compiler's disassembler runs
+        only when SASS is asked for), unless the SASS is already known."""
+        if self._sass_lines is None:
+            self._sass_loader = loader
+
     @property
     def sass(self) -> str:
         return "\n".join(
