@@ -31,4 +31,10 @@ class ToolchainError(PerflabError):
 
 
 class NoGPUError(PerflabError):
-    """A GPU was required but none is available."""
+    """A GPU was required but none is available (or too few for the job). Raise it
+    through :func:`no_gpu`, so that every such message reads the same way."""
+
+
+def no_gpu(needs: str, hint: str = "") -> NoGPUError:
+    """``no GPU: <needs> needs a CUDA GPU[; <hint>]``."""
+    return NoGPUError(f"no GPU: {needs} needs a CUDA GPU" + (f"; {hint}" if hint else ""))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,14 @@ def test_cache_path_follows_the_environment(cache, monkeypatch):
     assert cache_path() == cache
     monkeypatch.delenv("PERFLAB_CACHE_DIR")
     assert cache_path().parts[-3:] == (".cache", "perflab", "ceilings.json")
+
+
+def test_one_cache_directory_for_compiled_kernels_and_ceilings(cache, monkeypatch):
+    from perflab.capture.compile import cache_root
+
+    assert cache_root().parent == cache_path().parent == cache.parent
+    monkeypatch.setenv("PERFLAB_CACHE_DIR", "")  # empty: the default, for both
+    assert cache_root().parent == cache_path().parent == Path.home() / ".cache" / "perflab"
 
 
 def test_round_trip_and_several_devices(cache):

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from perflab.analysis.plateaus import detect_plateaus, name_levels
 from perflab.capture import env
-from perflab.errors import InputError, NoGPUError
+from perflab.errors import InputError
 from perflab.model.bench import BenchResult, Level, Series
 
 T = TypeVar("T")
@@ -49,8 +49,8 @@ def resolve_backend(backend: str) -> str:
         raise InputError(f"backend must be auto, cpu or cuda, not {backend!r}")
     if backend == "auto":
         return env.default_backend()
-    if backend == "cuda" and not env.cuda_available():
-        raise NoGPUError("backend 'cuda' was asked for but no CUDA GPU is available (no GPU)")
+    if backend == "cuda":
+        env.require_gpu("backend 'cuda'")
     return backend
 
 

@@ -303,8 +303,7 @@ def _in_this_process(spec: CollectiveSpec) -> list[CollectiveRow]:
 def _check_backend(spec: CollectiveSpec, spawning: bool) -> None:
     if spec.backend != "nccl":
         return
-    if not env.cuda_available():
-        raise NoGPUError("backend nccl needs CUDA GPUs (no GPU here); use --backend gloo")
+    env.require_gpu("backend nccl", "use --backend gloo")
     import torch
 
     gpus = torch.cuda.device_count()

@@ -23,7 +23,7 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import NoGPUError
+from perflab.errors import no_gpu
 from perflab.model.bench import BenchResult, Series
 
 DIRECTIONS = ("h2d", "d2h")
@@ -53,7 +53,7 @@ def run(
     sizes 4 KiB-1 GiB (quick: 64 KiB-256 MiB, every other octave)."""
     chosen = resolve_backend(backend)
     if chosen != "cuda":
-        raise NoGPUError("h2d measures host-device copies and needs a CUDA GPU (no GPU here)")
+        raise no_gpu("h2d (host-device copies)")
     import torch
 
     lo = min_bytes or ((64 << 10) if quick else (4 << 10))

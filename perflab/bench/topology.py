@@ -13,7 +13,7 @@ import subprocess
 from collections import Counter
 
 from perflab.capture import env
-from perflab.errors import InputError, NoGPUError
+from perflab.errors import InputError, ToolchainError, no_gpu
 from perflab.model.bench import Topology
 
 NVIDIA_SMI_TIMEOUT_S = 30
@@ -94,8 +94,9 @@ def run(*, nccl_log: str | None = None) -> Topology:
     """Read this machine's topology with ``nvidia-smi topo -m``; ``nccl_log`` is the text
     of an ``NCCL_DEBUG=INFO`` run to add NCCL's transport choices."""
     smi = shutil.which("nvidia-smi")
-    if smi is None or not env.cuda_available():
-        raise NoGPUError("topology needs NVIDIA GPUs and nvidia-smi (no GPU here)")
+    if smi is None:
+        raise no_gpu("topology", "it reads nvidia-smi topo -m, and nvidia-smi is not on PATH")
+    env.require_gpu("topology")
     try:
         done = subprocess.run(
             [smi, "topo", "-m"],
@@ -105,9 +106,9 @@ def run(*, nccl_log: str | None = None) -> Topology:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise NoGPUError(f"nvidia-smi topo -m took over {NVIDIA_SMI_TIMEOUT_S} s") from None
+        raise ToolchainError(f"nvidia-smi topo -m took over {NVIDIA_SMI_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        raise NoGPUError(f"nvidia-smi topo -m failed: {done.stderr.strip()[-300:]}")
+        raise ToolchainError(f"nvidia-smi topo -m failed: {done.stderr.strip()[-300:]}")
     return from_text(done.stdout, nccl_log, source="nvidia-smi topo -m")
 
 

@@ -48,9 +48,9 @@ from perflab.capture.compile_flags import PTXAS_FLAGS as PTXAS_FLAGS
 from perflab.capture.compile_flags import allowed_flags_text as allowed_flags_text
 from perflab.capture.compile_flags import check_flags as check_flags
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
-from perflab.errors import InputError, NoGPUError, PerflabError, SchemaError, ToolchainError
+from perflab.errors import InputError, PerflabError, SchemaError, ToolchainError
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
-from perflab.model.serialize import dump_json, load_json
+from perflab.model.serialize import cache_dir, dump_json, load_json
 from perflab.model.timing import TimingResult
 
 CACHE_VERSION = 1
@@ -72,8 +72,7 @@ def _check_std(std: str) -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("PERFLAB_CACHE_DIR") or str(Path.home() / ".cache" / "perflab")
-    return Path(base) / "compile"
+    return cache_dir() / "compile"
 
 
 def cache_key(parts: Mapping[str, Any]) -> str:
@@ -710,8 +709,7 @@ def launch(
     from perflab.capture import env
     from perflab.capture.timer import bench
 
-    if not env.cuda_available():
-        raise NoGPUError("no GPU: --run needs a CUDA GPU; the kernel was compiled, not run")
+    env.require_gpu("--run", "the kernel was compiled, not run")
     chosen = result.kernel(kernel)
     try:
         grid = tuple(spec["grid"])

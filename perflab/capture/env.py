@@ -9,6 +9,8 @@ import platform
 import sys
 from typing import Any
 
+from perflab.errors import no_gpu
+
 _PACKAGES = ("perflab", "numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "nvtx")
 
 
@@ -57,6 +59,12 @@ def _cupy_cuda() -> Any:
 
 def cuda_available() -> bool:
     return _torch_cuda() is not None or _cupy_cuda() is not None
+
+
+def require_gpu(needs: str, hint: str = "") -> None:
+    """Raise the one "no GPU" error (:func:`perflab.errors.no_gpu`) unless CUDA works."""
+    if not cuda_available():
+        raise no_gpu(needs, hint)
 
 
 def default_backend() -> str:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from perflab.capture import env
-from perflab.errors import NoGPUError
+from perflab.errors import no_gpu
 
 DEFAULT_FLUSH_BYTES = 32 << 20
 CALIBRATION_CYCLES = 2_000_000  # ~1 ms at 2 GHz: long enough to time with events
@@ -205,7 +205,7 @@ def make_cuda_clock(flush: bool) -> Any:
     cupy = env._cupy_cuda()
     if cupy is not None:
         return CupyCudaClock(cupy, flush)
-    raise NoGPUError("backend 'cuda' was asked for but no CUDA GPU is available (no GPU)")
+    raise no_gpu("backend 'cuda'")
 
 
 # --- device identity (to find the same GPU in NVML) ---------------------------------

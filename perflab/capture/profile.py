@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.capture import env
-from perflab.errors import NoGPUError
+from perflab.errors import no_gpu
 from perflab.model.trace import Trace
 
 
@@ -42,7 +42,7 @@ def profile(
 
     has_gpu = env.cuda_available() and torch.cuda.is_available()
     if cuda and not has_gpu:
-        raise NoGPUError("cuda=True but torch sees no CUDA GPU")
+        raise no_gpu("profile(cuda=True)", "torch sees none")
     use_cuda = has_gpu if cuda is None else cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
     prof = torch.profiler.profile(

@@ -50,7 +50,7 @@ import numpy.typing as npt
 from perflab._gc import gc_paused
 from perflab.capture import env
 from perflab.capture.nvtx import Range
-from perflab.errors import InputError, NoGPUError
+from perflab.errors import InputError, no_gpu
 from perflab.model import stats
 from perflab.model.timing import TimingResult
 
@@ -236,7 +236,7 @@ def _make_clock(opts: BenchOptions) -> Any:
     backend = env.default_backend() if opts.backend == "auto" else opts.backend
     if backend == "cpu":
         if opts.graph:
-            raise NoGPUError("--graph needs a CUDA GPU (CUDA-graph replay); none is available")
+            raise no_gpu("--graph (CUDA-graph replay)")
         return HostClock(flush=bool(opts.flush_l2))
     from perflab.capture.gpu_clock import make_cuda_clock
 

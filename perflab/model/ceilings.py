@@ -24,11 +24,11 @@ from typing import Any
 
 from perflab.errors import SchemaError
 from perflab.model.fields import Fields
-from perflab.model.serialize import dump_json, load_json
+from perflab.model.serialize import CACHE_ENV as CACHE_ENV
+from perflab.model.serialize import cache_dir, dump_json, load_json
 from perflab.model.timing import now_iso
 
 KIND = "Ceilings"
-CACHE_ENV = "PERFLAB_CACHE_DIR"
 FILE_NAME = "ceilings.json"
 
 
@@ -105,9 +105,7 @@ def _rates(values: Any, what: str, source: str) -> dict[str, float]:
 
 def cache_path() -> Path:
     """``$PERFLAB_CACHE_DIR/ceilings.json`` or ``~/.cache/perflab/ceilings.json``."""
-    base = os.environ.get(CACHE_ENV)
-    root = Path(base) if base else Path.home() / ".cache" / "perflab"
-    return root / FILE_NAME
+    return cache_dir() / FILE_NAME
 
 
 def all_ceilings(path: str | os.PathLike[str] | None = None) -> dict[str, Ceilings]:

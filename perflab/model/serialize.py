@@ -25,6 +25,7 @@ import numpy.typing as npt
 from perflab.errors import InputError, SchemaError
 
 SCHEMA_VERSION = 1
+CACHE_ENV = "PERFLAB_CACHE_DIR"
 MAX_JSON_BYTES = 1 << 30  # a saved JSON result larger than this is not one perflab wrote
 MAX_DEPTH = 64  # nesting of saved JSON: perflab writes a handful of levels
 DEFLATE_MAX_RATIO = 1032  # deflate cannot expand data more than this (RFC 1951)
@@ -39,6 +40,13 @@ _NOT_REGULAR = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def cache_dir() -> Path:
+    """Where perflab keeps what it can rebuild (compiled kernels, measured ceilings):
+    ``$PERFLAB_CACHE_DIR``, else ``~/.cache/perflab``."""
+    base = os.environ.get(CACHE_ENV)
+    return Path(base) if base else Path.home() / ".cache" / "perflab"
 
 
 def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
