@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -152,9 +153,10 @@ def test_bundle_and_saved_file_escape_kernel_names(tmp_path: Path) -> None:
     name = '<img src=x onerror="window.__pwned=1">'
     chart = roofline([(name, 1e9, 1e8, 1e-4)], device="A100")
     bundle = chart._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "text/html"}
+    assert set(bundle) == {"text/plain", "text/html", "image/svg+xml"}
     for html in (bundle["text/html"], chart.save(tmp_path / "r.html").read_text("utf-8")):
         assert name not in html and "&lt;img src=x" in html
+    assert name not in bundle["image/svg+xml"] and "&lt;img src=x" in bundle["image/svg+xml"]
     assert chart.to_pandas().loc[0, "bound"] in ("memory", "compute")
 
 
@@ -180,3 +182,31 @@ def test_cli_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert cli(["roofline", "--device", "H200", "--point", "x,1,2", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "not in the spec table" in err and "NAME,FLOPS,BYTES,SECONDS" in err
+
+
+def test_ceiling_and_point_labels_never_overlap() -> None:
+    from perflab.render.roofline import LABEL_GAP_PX, Axes, roofline
+
+    # H200's spec table has peaks 2x apart (FP8 / BF16 / TF32): close on a log axis
+    chart = roofline([("a", 1e12, 1e9, 1e-3), ("b", 1.05e12, 1e9, 1e-3)], device="H200")
+    axes = Axes.of(chart, 480)
+    fig = chart.figure()
+    label_sets = [m for m in fig.center if type(m).__name__ == "LabelSet"]
+    assert len(label_sets) == 2  # the ceilings' labels and the points' labels
+    for labels in label_sets:
+        data = labels.source.data
+        ys = [axes.px_per_decade * math.log10(y) for y in data["y"]]
+        at = sorted(y + dy for y, dy in zip(ys, data["dy"], strict=True))
+        assert all(b - a >= LABEL_GAP_PX - 1e-9 for a, b in itertools.pairwise(at))
+    assert {"a", "b"} <= set(label_sets[1].source.data["label"])
+
+
+def test_a_point_above_its_ceiling_is_explained() -> None:
+    from perflab.render.roofline import roofline
+
+    # 1e18 FLOP/s: far above any spec-sheet peak
+    chart = roofline([("too fast", 1e15, 1e9, 1e-3), ("fine", 1e12, 1e9, 1e-3)], device="H200")
+    text = chart.text()
+    assert "note: too fast is at" in text and "counts or time are off" in text
+    assert "fine is at" not in text
+    assert "counts or time are off" in chart._repr_mimebundle_()["text/html"]

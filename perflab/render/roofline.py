@@ -253,7 +253,8 @@ class Roofline:
         )
         rows = [_row(v) for v in self.verdicts]
         body = text_table(HEADERS, rows) if rows else "no points"
-        return f"{head}\nceilings: {ceilings}\n{body}"
+        notes = "".join(f"\nnote: {n}" for n in above_roof_notes(self))
+        return f"{head}\nceilings: {ceilings}\n{body}{notes}"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text())
@@ -273,6 +274,32 @@ class Roofline:
             standalone_html(_with_table(self), f"roofline: {self.roof.device}"), encoding="utf-8"
         )
         return target
+
+
+def above_roof_notes(r: Roofline) -> list[str]:
+    """Why a point can sit above its ceiling, for each point that does: a measured ceiling
+    is only what its benchmark reached, a spec-sheet one is the hardware's limit, so above it
+    the point's own counts or time are off."""
+    notes = []
+    for v in r.verdicts:
+        if v.fraction <= 1.0:
+            continue
+        head = f"{v.point.name[:60]} is at {100 * v.fraction:.0f}% of its ceiling ({v.ceiling})"
+        if r.roof.measured:
+            why = (
+                "the ceiling is a measurement, and this kernel beat it: the benchmark did not "
+                "reach the hardware's limit (another data type or instruction, a lower clock "
+                "while measuring). Measure them again with `perflab ceilings`."
+            )
+        else:
+            why = (
+                "no kernel can beat a spec-sheet peak, so its counts or time are off: FLOPs "
+                "counted that the hardware skipped, bytes served from a cache counted at "
+                f"{BANDWIDTH_LABELS.get(v.memory_key, v.memory_key)}, or a time that missed "
+                "part of the work (no synchronisation)."
+            )
+        notes.append(f"{head}: {why}")
+    return notes
 
 
 def _row(v: Verdict) -> list[str]:
@@ -319,32 +346,79 @@ def roofline(points: Iterable[Any], device: str = "H200", *, ceilings: Any = Non
     return Roofline(roof, assess_all(pts, roof))
 
 
+LABEL_GAP_PX = 13  # the least vertical distance between two labels' baselines
+PLOT_MARGIN_PX = 90  # title, axis and toolbar space bokeh takes from the figure height
+
+
+@dataclass
+class Axes:
+    """The chart's log-log ranges, and how many pixels one decade of FLOP/s takes."""
+
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+    px_per_decade: float
+
+    @classmethod
+    def of(cls, r: Roofline, height: int) -> Axes:
+        roof = r.roof
+        top = max(roof.compute.values())
+        x_lo = MIN_INTENSITY / 2
+        ridge_max = top / min(roof.memory.values())
+        finite = [v for v in r.verdicts if math.isfinite(v.point.intensity)]
+        x_hi = max([ridge_max * 20] + [v.point.intensity * 4 for v in finite])
+        ys = [y for y in _point_columns(r.verdicts)["y"] if y > 0] if r.verdicts else []
+        y_lo = min([min(roof.memory.values()) * x_lo, *ys]) / 3
+        y_hi = max([top, *ys]) * 3
+        decades = math.log10(y_hi) - math.log10(y_lo)
+        return cls(x_lo, x_hi, y_lo, y_hi, max(height - PLOT_MARGIN_PX, 50) / decades)
+
+    def offsets(self, ys: list[float]) -> list[float]:
+        """Vertical pixel offsets that keep labels at ``ys`` at least
+        :data:`LABEL_GAP_PX` apart (the highest stays, the next go down as needed)."""
+        order = sorted(range(len(ys)), key=lambda i: -ys[i])
+        out = [0.0] * len(ys)
+        floor = math.inf  # the lowest pixel height used so far
+        for i in order:
+            at = math.log10(ys[i]) * self.px_per_decade
+            placed = min(at, floor - LABEL_GAP_PX)
+            out[i] = placed - at
+            floor = placed
+        return out
+
+
 def _figure(r: Roofline, width: int, height: int) -> Any:
-    import numpy as np
-    from bokeh.models import ColumnDataSource, HoverTool, Range1d
-    from bokeh.models.annotations import Label
+    from bokeh.models import Range1d
     from bokeh.plotting import figure
 
-    roof = r.roof
-    top = max(roof.compute.values())
-    x_lo = MIN_INTENSITY / 2
-    ridge_max = top / min(roof.memory.values())
-    x_hi = max(
-        [ridge_max * 20]
-        + [v.point.intensity * 4 for v in r.verdicts if math.isfinite(v.point.intensity)]
-    )
+    axes = Axes.of(r, height)
     fig = figure(
         width=width,
         height=height,
         x_axis_type="log",
         y_axis_type="log",
-        x_range=Range1d(start=x_lo, end=x_hi),
+        x_range=Range1d(start=axes.x_lo, end=axes.x_hi),
+        y_range=Range1d(start=axes.y_lo, end=axes.y_hi),
         x_axis_label="arithmetic intensity (FLOP/byte)",
         y_axis_label="performance (FLOP/s)",
         tools="pan,wheel_zoom,box_zoom,reset",
-        title=f"{roof.device}: {_provenance(roof)}",
+        title=f"{r.roof.device}: {_provenance(r.roof)}",
     )
-    xs = np.geomspace(x_lo, x_hi, 200)
+    _memory_roofs(fig, r.roof, axes)
+    _compute_ceilings(fig, r.roof, axes)
+    if r.verdicts:
+        _points(fig, r.verdicts, axes)
+    fig.legend.location = "top_left"
+    fig.legend.label_text_font_size = "9pt"
+    return fig
+
+
+def _memory_roofs(fig: Any, roof: Roof, axes: Axes) -> None:
+    import numpy as np
+
+    top = max(roof.compute.values())
+    xs = np.geomspace(axes.x_lo, axes.x_hi, 200)
     for i, (level, bw) in enumerate(roof.memory.items()):
         fig.line(
             xs,
@@ -354,50 +428,76 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
             color="#555555",
             legend_label=f"{BANDWIDTH_LABELS.get(level, level)} {_si(bw, 'B/s')}",
         )
+
+
+def _compute_ceilings(fig: Any, roof: Roof, axes: Axes) -> None:
+    """One line per distinct peak, labelled at the right end; labels of close peaks are
+    moved apart so that none overlaps another."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.annotations import LabelSet
+
     same_peak: dict[float, list[str]] = {}  # equal peaks share one line and one label
     for key, peak in roof.compute.items():
         same_peak.setdefault(peak, []).append(COMPUTE_LABELS.get(key, key))
-    for peak, labels in same_peak.items():
+    peaks = list(same_peak)
+    for peak in peaks:
         fig.line(
-            [peak / max(roof.memory.values()), x_hi],
+            [peak / max(roof.memory.values()), axes.x_hi],
             [peak, peak],
             color="#e45756",
             line_width=1.5,
             alpha=0.7,
         )
-        fig.add_layout(
-            Label(
-                x=x_hi,
-                y=peak,
-                text=f"{' = '.join(labels)} {_si(peak, 'FLOP/s')}",
-                text_font_size="9pt",
-                text_align="right",
-                y_offset=2,
-            )
+    texts = [f"{' = '.join(same_peak[p])} {_si(p, 'FLOP/s')}" for p in peaks]
+    offsets = [2 + dy for dy in axes.offsets(peaks)]
+    source = ColumnDataSource(
+        {"x": [axes.x_hi] * len(peaks), "y": peaks, "text": texts, "dy": offsets}
+    )
+    fig.add_layout(
+        LabelSet(
+            x="x",
+            y="y",
+            text="text",
+            y_offset="dy",
+            x_offset=-4,
+            source=source,
+            text_font_size="9pt",
+            text_align="right",
+            text_color="#b03a3a",
         )
-    if r.verdicts:
-        src = ColumnDataSource(_point_columns(r.verdicts))
-        dots = fig.scatter(
-            "x", "y", source=src, size=10, color="color", line_color="black", marker="marker"
+    )
+
+
+def _points(fig: Any, verdicts: list[Verdict], axes: Axes) -> None:
+    """The kernels as markers with their names beside them, and a hover box."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models.annotations import LabelSet
+
+    cols = _point_columns(verdicts)
+    cols["dy"] = [4 + dy for dy in axes.offsets(cols["y"])]
+    cols["label"] = [str(n)[:40] for n in cols["name"]]
+    src = ColumnDataSource(cols)
+    dots = fig.scatter(
+        "x", "y", source=src, size=10, color="color", line_color="black", marker="marker"
+    )
+    fig.add_layout(
+        LabelSet(
+            x="x",
+            y="y",
+            text="label",
+            x_offset=8,
+            y_offset="dy",
+            source=src,
+            text_font_size="9pt",
+            text_color="#222222",
         )
-        fig.add_tools(
-            HoverTool(
-                renderers=[dots],
-                tooltips=[
-                    ("kernel", "@name"),
-                    ("level", "@level"),
-                    ("time", "@time"),
-                    ("achieved", "@flops_s"),
-                    ("bandwidth", "@bw"),
-                    ("intensity", "@ai"),
-                    ("bound by", "@bound"),
-                    ("of ceiling", "@fraction"),
-                ],
-            )
-        )
-    fig.legend.location = "bottom_right"
-    fig.legend.label_text_font_size = "9pt"
-    return fig
+    )
+    tips = [
+        ("kernel", "@name"), ("level", "@level"), ("time", "@time"), ("achieved", "@flops_s"),
+        ("bandwidth", "@bw"), ("intensity", "@ai"), ("bound by", "@bound"),
+        ("of ceiling", "@fraction"),
+    ]  # fmt: skip
+    fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
 
 
 def _provenance(roof: Roof) -> str:
@@ -454,14 +554,12 @@ def _with_table(r: Roofline) -> Any:
     return column(r.figure(), Div(text=wrap(note + table(HEADERS, rows))))
 
 
-def roofline_html(r: Roofline) -> str:
-    from perflab.render.bokeh_embed import notebook_html
+def roofline_bundle(r: Roofline) -> dict[str, str]:
+    """MIME bundle of a :class:`Roofline`: text, HTML (chart and table) and a static SVG."""
+    from perflab.render.bokeh_embed import notebook_bundle
 
     rows = [_row(v) for v in r.verdicts]
-    listing = wrap(f'<div class="note">{esc(r.roof.source)}</div>' + table(HEADERS, rows))
-    return notebook_html(r.figure(), r.text()) + listing
-
-
-def roofline_bundle(r: Roofline) -> dict[str, str]:
-    """MIME bundle (text/html + text/plain) of a :class:`Roofline`."""
-    return {"text/plain": r.text(), "text/html": roofline_html(r)}
+    notes = "".join(f'<div class="warn">{esc(n)}</div>' for n in above_roof_notes(r))
+    source = f'<div class="note">{esc(r.roof.source)}</div>'
+    listing = wrap(source + table(HEADERS, rows) + notes)
+    return notebook_bundle(r.figure(), r.text(), after=listing)
