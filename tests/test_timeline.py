@@ -413,10 +413,12 @@ def test_a_lane_of_short_events_says_what_it_holds() -> None:
         start, start + trace.dur_ns, lanes.of_event, len(lanes.labels), row_budget=150_000
     )
     ticks = lane_ticks(lanes, pyramid)
-    quiet = lanes.labels.index("process 2910249 thread -549452224")
-    assert ticks[quiet] == "process 2910249 thread -549452224 · 42 short events (zoom in)"
+    # the trace names the process (python3.10) but not this thread
+    label = "python3.10 2910249 · thread -549452224 (no name in the trace)"
+    quiet = lanes.labels.index(label)
+    assert ticks[quiet] == label[:60] + " · 42 short events (zoom in)"
     assert ticks[lanes.labels.index("GPU 0 stream 7")] == "GPU 0 stream 7"
-    assert "process 2910249 thread -549452224  (42 events)" in timeline(trace).text
+    assert f"{label}  (42 events)" in timeline(trace).text
 
 
 def test_busy_cells_keep_any_work_visible() -> None:

@@ -9,7 +9,14 @@ of JSON or more are shared out in ranges with helper processes on spare cores (s
 :mod:`perflab.io._parallel`), whose columns are merged into the very trace one process
 builds. Without msgspec the standard ``json`` module is used (slower, same result). ``ac2g``
 flow events fill in a missing launch<->kernel correlation and are then dropped;
-``python_function`` events are skipped unless ``python=True``.
+``python_function`` events are skipped unless ``python=True``. Metadata events that name
+threads and processes become ``meta["thread_names"]`` (``{"<pid>:<tid>": name}``) and
+``meta["process_names"]`` (``{"<pid>": name}``): text only, at most 256 characters each.
+
+Times are kept to the nanosecond: a start written in microseconds with a fraction beyond
+2**43 us (wall-clock times, ``1680565898123456.789``) is read from its digits, since a float64
+steps by 0.25 us there (see :func:`exact_ns`); smaller times and whole numbers are exact as
+floats.
 
 Bad input ends in an InputError naming the file and, where it can, the event: times outside
 the model's window (see :mod:`perflab.model.trace`), values that do not fit their columns,
@@ -32,7 +39,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, pairwise
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from itertools import compress, pairwise, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import SimpleNamespace
@@ -56,6 +64,8 @@ from perflab.model.serialize import MAX_DEPTH, json_safe, nesting_depth, parse_j
 from perflab.model.trace import (
     DUR_MAX_NS,
     KERNEL_COLUMNS,
+    MAX_NAME_TABLE,
+    MAX_NAME_TEXT,
     MEMCPY_COLUMNS,
     MEMCPY_DIRECTIONS,
     OP_COLUMNS,
@@ -90,6 +100,10 @@ SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 # the model's time window in microseconds, a microsecond inside it for the rounding to ns
 TS_MIN_US, TS_MAX_US = TIME_MIN_NS / 1000 + 1, TIME_MAX_NS / 1000 - 1
 DUR_MAX_US = DUR_MAX_NS / 1000 - 1
+# Below 2**43 us (101 days) a float64's spacing is under 1 ns, so a time written to the
+# nanosecond (three decimals, as Kineto writes them) rounds back to its exact ns from the
+# float; larger times (wall-clock microseconds since 1970, ~1.7e15) are read from their text.
+FAST_LIMIT_US = float(2**43)
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _I32_MAX = 2**31 - 1
 _DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
@@ -201,8 +215,19 @@ if msgspec is not None:
         input_types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
         sequence: I64 = msgspec.field(default=-1, name="Sequence number")
         flops: float = math.nan
+        # a metadata event's text (thread_name, process_name): any JSON value, checked later
+        label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")
+        # NCCL kernels' collective metadata (PyTorch's record_param_comms, copied by Kineto)
+        group: str | I64 = msgspec.field(default="", name="Process Group Name")
+        seq: I64 | str = msgspec.field(default=-1, name="Seq")
 
     _EMPTY_ARGS = _Args()
+
+    # Start times that are integers, or within FAST_LIMIT_US, decode as numbers that hold
+    # them to the nanosecond; a larger one with a fraction fails the fast types and its slice
+    # is decoded by the exact ones, which keep the number's text (see exact_ns). Durations
+    # stay floats: exact to the ns up to 101 days.
+    FastTime = int | Annotated[float, msgspec.Meta(ge=-FAST_LIMIT_US, le=FAST_LIMIT_US)]
 
     class _Event(msgspec.Struct, gc=False):
         """An event of any phase, as the whole-file decode reads them."""
@@ -212,10 +237,20 @@ if msgspec is not None:
         name: str = ""
         pid: I64 | str = -1
         tid: I64 | str = -1
-        ts: float = math.nan
+        ts: FastTime = math.nan
         dur: float = math.nan
         id: I64 | str = -1
         args: _Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
+
+    def _exact_fields(struct: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+        """A struct's fields with its start time as JSON text (``msgspec.Raw``)."""
+        return [
+            (f.name, msgspec.Raw, _NO_RAW) if f.name == "ts" else (f.name, f.type, f.default)
+            for f in msgspec.structs.fields(struct)
+            if f.name not in skip
+        ]
+
+    _EventExact = msgspec.defstruct("_EventExact", _exact_fields(_Event), gc=False)
 
     # Streamed slices decode each phase into its own type (a union tagged by "ph"): flow ends
     # keep five fields and the phases perflab drops none, so they cost little to decode and
@@ -231,15 +266,39 @@ if msgspec is not None:
         tag="X",
         namespace={"ph": "X"},
     )
+    _CompleteExact = msgspec.defstruct(
+        "_CompleteExact",
+        _exact_fields(_Event, skip=("ph",)),
+        bases=(_Phased,),
+        tag="X",
+        namespace={"ph": "X"},
+    )
+    _COMPLETE_TYPES = (_Complete, _CompleteExact)
+    _EXACT_TYPES = (_EventExact, _CompleteExact)
+
+    class _Metadata(_Phased, tag="M"):
+        """Thread and process names (and sort orders, which perflab does not use)."""
+
+        name: str = ""
+        pid: I64 | str = -1
+        tid: I64 | str = -1
+        args: _Args = _EMPTY_ARGS
 
     class _Flow(_Phased, tag="s"):
         cat: str = ""
         pid: I64 | str = -1
         tid: I64 | str = -1
-        ts: float = math.nan
+        ts: FastTime = math.nan
         id: I64 | str = -1
 
     _FLOW_TYPES = (_Flow, msgspec.defstruct("_FlowEnd", [], bases=(_Flow,), tag="f"))
+    _FlowExact = msgspec.defstruct(
+        "_FlowExact", _exact_fields(_Flow), bases=(_Phased,), tag="s", gc=False
+    )
+    _EXACT_FLOW_TYPES = (
+        _FlowExact,
+        msgspec.defstruct("_FlowEndExact", [], bases=(_FlowExact,), tag="f"),
+    )
     # The first pass only notes that flows are there: they are read (a second pass, with the
     # types above and complete events left empty) only when a correlation is missing.
     _FLOW_MARKS = [
@@ -249,8 +308,9 @@ if msgspec is not None:
     _COMPLETE_MARK = msgspec.defstruct("_CompleteMark", [], bases=(_Phased,), tag="X")
     _DROPPED = [
         msgspec.defstruct(f"_Phase{i}", [], bases=(_Phased,), tag=phase)
-        for i, phase in enumerate("BEiICbnetPONDMVvRc()")
+        for i, phase in enumerate("BEiICbnetPONDVvRc()")
     ]
+    _METADATA_MARK = msgspec.defstruct("_MetadataMark", [], bases=(_Phased,), tag="M")
 
     class _File(msgspec.Struct):
         traceEvents: list[_Event]
@@ -259,21 +319,35 @@ if msgspec is not None:
         distributedInfo: dict[str, Any] | None = None
         baseTimeNanoseconds: I64 | None = None
 
-    _DECODER = msgspec.json.Decoder(_File)
+    _FileExact = msgspec.defstruct(
+        "_FileExact",
+        [
+            ("traceEvents", list[_EventExact]),  # type: ignore[valid-type]
+            *[(f.name, f.type, f.default) for f in msgspec.structs.fields(_File)[1:]],
+        ],
+    )
+    # each decode tries the fast types first, then the exact ones (see FastTime)
+    _DECODERS = (msgspec.json.Decoder(_File), msgspec.json.Decoder(_FileExact))
     _SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
 
     def _slice_decoder(*types: Any) -> Any:
         return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
 
-    _SLICE_DECODER = _slice_decoder(_Complete, *_FLOW_MARKS, *_DROPPED)
-    _FLOW_SLICE_DECODER = _slice_decoder(_COMPLETE_MARK, *_FLOW_TYPES, *_DROPPED)
+    _SLICE_DECODERS = (
+        _slice_decoder(_Complete, _Metadata, *_FLOW_MARKS, *_DROPPED),
+        _slice_decoder(_CompleteExact, _Metadata, *_FLOW_MARKS, *_DROPPED),
+    )
+    _FLOW_SLICE_DECODERS = (
+        _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_FLOW_TYPES, *_DROPPED),
+        _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_EXACT_FLOW_TYPES, *_DROPPED),
+    )
 
 
 def _decode(data: bytes, source: str) -> _Doc:
     if msgspec is None:
         return _decode_stdlib(data, source)
     try:
-        f = _DECODER.decode(data)
+        f = _decode_typed(_DECODERS, data)
     except msgspec.ValidationError as exc:
         message, _, where = str(exc).partition(" - at ")
         if not where or "`$`" in where or "required field `traceEvents`" in message:
@@ -524,16 +598,25 @@ def _claim_for(job: dict[str, Any], claims: _parallel.Claims) -> int | None:
 def _decode_slice(piece: bytes | memoryview) -> list[Any]:
     """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path.
     (The stream has checked that the text is UTF-8.)"""
-    return _decode_records(_SLICE_DECODER, piece)
+    return _decode_records(_SLICE_DECODERS, piece)
 
 
 def _decode_flow_slice(piece: bytes | memoryview) -> list[Any]:
-    return _decode_records(_FLOW_SLICE_DECODER, piece)
+    return _decode_records(_FLOW_SLICE_DECODERS, piece)
 
 
-def _decode_records(decoder: Any, piece: bytes | memoryview) -> list[Any]:
+def _decode_typed(decoders: tuple[Any, Any], text: bytes | memoryview) -> Any:
+    """Decoded by the fast types, or by the exact ones where a time does not fit them (a
+    ValidationError then comes from the exact types, which hold times as text)."""
     try:
-        events: list[Any] = decoder.decode(piece)
+        return decoders[0].decode(text)
+    except msgspec.ValidationError:
+        return decoders[1].decode(text)
+
+
+def _decode_records(decoders: tuple[Any, Any], piece: bytes | memoryview) -> list[Any]:
+    try:
+        events: list[Any] = _decode_typed(decoders, piece)
     except msgspec.ValidationError:
         raise _kineto_fast.Unusual("invalid event") from None
     except msgspec.DecodeError as exc:
@@ -547,7 +630,7 @@ def _decode_records(decoder: Any, piece: bytes | memoryview) -> list[Any]:
 
 def _decode_top_level(piece: bytes) -> Any:
     try:
-        return _DECODER.decode(piece)
+        return _decode_typed(_DECODERS, piece)
     except (msgspec.DecodeError, RecursionError):
         raise _kineto_fast.Unusual("unusual top level") from None
 
@@ -576,10 +659,13 @@ class _DictArgs:
         "external_id",
         "flops",
         "grid",
+        "group",
         "input_dims",
         "input_types",
+        "label",
         "occupancy",
         "registers",
+        "seq",
         "sequence",
         "shared_memory",
         "stream",
@@ -598,9 +684,20 @@ class _DictArgs:
         self.bytes = a.get("bytes", -1)
         self.sequence = a.get("Sequence number", -1)
         self.flops = a.get("flops", math.nan)
+        self.label = a.get("name")
+        self.group = a.get("Process Group Name", "")
+        self.seq = a.get("Seq", -1)
         dims, types = a.get("Input Dims"), a.get("Input type")
         self.input_dims = b"" if dims is None else json.dumps(dims).encode()
         self.input_types = b"" if types is None else json.dumps(types).encode()
+
+
+def _beyond_floats(events: list[Any]) -> bool:
+    """Whether some event's time lies beyond FAST_LIMIT_US, where a float is not exact."""
+    return any(
+        isinstance(e, dict) and type(e.get("ts")) is float and abs(e["ts"]) > FAST_LIMIT_US
+        for e in events
+    )
 
 
 def _hashable(value: Any) -> Any:
@@ -633,6 +730,8 @@ def _decode_stdlib(data: bytes, source: str) -> _Doc:
     doc = parse_json(data, source, error=InputError, invalid="malformed JSON")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError("not a Kineto trace: no traceEvents list", source=source)
+    if _beyond_floats(doc["traceEvents"]):  # read again, numbers with fractions as Decimal
+        doc = json.loads(data.decode("utf-8"), parse_float=Decimal)
     events = doc["traceEvents"]
     for i, e in enumerate(events):
         try:
@@ -717,6 +816,7 @@ class _KeyTable:
 _EVENT_KEY_COLUMNS = {
     "keep": np.bool_,
     "flow": np.bool_,
+    "names": np.bool_,
     "kind": np.int8,
     "gpu_cat": np.bool_,
     "name": np.int32,
@@ -747,6 +847,8 @@ class _Columns:
         # complete event): with none, the file is not read again for flows
         self.maybe_flows = 0
         self.parts: dict[str, list[npt.NDArray[Any]]] = {}
+        # thread_name / process_name -> {(pid, tid) as written: name}
+        self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in _NAME_EVENTS}
 
     def _put(self, **columns: npt.NDArray[Any]) -> None:
         for key, values in columns.items():
@@ -768,6 +870,7 @@ class _Columns:
             "events_read": self.events_read,
             "kept": self.kept,
             "maybe_flows": self.maybe_flows,
+            "names": {k: [[*key, text] for key, text in t.items()] for k, t in self.names.items()},
         }
         return arrays, meta
 
@@ -795,6 +898,11 @@ class _Columns:
         self.events_read += meta["events_read"]
         self.kept += meta["kept"]
         self.maybe_flows += meta["maybe_flows"]
+        for kind, entries in meta["names"].items():
+            self._note_names(
+                SimpleNamespace(name=kind, pid=pid, tid=tid, args=SimpleNamespace(label=text))
+                for pid, tid, text in entries
+            )
 
     def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
         """Lookup columns for new (ph, cat, name, pid, tid) keys."""
@@ -811,6 +919,7 @@ class _Columns:
         return {
             "keep": keep,
             "flow": [p in ("s", "f") and c == "ac2g" for p, c in zip(ph, cat, strict=True)],
+            "names": [p == "M" and n in _NAME_EVENTS for p, n in zip(ph, name, strict=True)],
             "kind": [int(k) for k, _ in kind_gpu],
             "gpu_cat": [g for _, g in kind_gpu],
             "name": names,
@@ -838,17 +947,15 @@ class _Columns:
             return
         table = self.events
         kept, code, where = self._kept(events)
-        ts = np.fromiter(map(_TS, kept), np.float64, count=len(kept))
-        dur = np.fromiter(map(_DUR, kept), np.float64, count=len(kept))
-        self._check_times(ts, dur, lambda k: offset + int(where[k]))
+        start_ns, dur_ns = self._times(kept, lambda k: offset + int(where[k]))
         args = list(map(_ARGS, kept))
         ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
         self._add_side_tables(args, kind)
         self._put(
             code=code,
-            ts=ts,
-            dur=dur,
+            start_ns=start_ns,
+            dur_ns=dur_ns,
             correlation=ids["correlation"],
             external_id=ids["external_id"],
             **self._gpu_lanes(args, table["gpu_cat"][code]),
@@ -857,10 +964,14 @@ class _Columns:
 
     def _kept(self, events: list[Any]) -> tuple[list[Any], npt.NDArray[np.int32], Any]:
         """The records that become rows (complete events of categories not skipped), their
-        key codes and their positions in ``events``."""
+        key codes and their positions in ``events``; thread and process names are noted."""
         table = self.events
         if _streamed(events):  # typed by phase: only complete events are keyed
-            is_complete = [t is _Complete for t in map(type, events)]
+            types = list(map(type, events))
+            if _Metadata in types:
+                self._note_names(compress(events, map(operator.is_, types, repeat(_Metadata))))
+            complete = _CompleteExact if _CompleteExact in types else _Complete
+            is_complete = list(map(operator.is_, types, repeat(complete)))
             at = np.flatnonzero(is_complete)
             events = list(compress(events, is_complete))
             self.maybe_flows += len(is_complete) - len(events)
@@ -869,8 +980,38 @@ class _Columns:
             at = np.arange(len(events))
             code = table.ids.codes(map(_EVENT_KEY, events), len(events))
             self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
+            named = np.flatnonzero(table["names"][code])
+            if len(named):
+                self._note_names(_pick(events, named))
         keep = table["keep"][code]
         return list(compress(events, keep.tolist())), code[keep], at[keep]
+
+    def _note_names(self, records: Iterable[Any]) -> None:
+        """Thread and process names from metadata events (the last one given wins, as in
+        trace viewers); a name that is not text is ignored, a long one is cut."""
+        for e in records:
+            table = self.names.get(e.name)
+            if table is None or (len(table) >= MAX_NAME_TABLE and (e.pid, e.tid) not in table):
+                continue
+            text = _name_text(e.args.label)
+            if text:
+                table[(e.pid, e.tid)] = text
+
+    def _times(
+        self, kept: list[Any], position: Callable[[int], int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Start and duration of every kept event in integer ns, checked (see _check_times).
+        Floats (times within FAST_LIMIT_US) convert exactly; larger times come as text."""
+        n = len(kept)
+        dur = np.fromiter(map(_DUR, kept), np.float64, count=n)
+        if n and (type(kept[0]) in _EXACT_TYPES or _has_decimals(kept)):
+            start_ns, ts = exact_ns(list(map(_TS, kept)))
+            self._check_times(ts, dur, position)
+        else:
+            ts = np.fromiter(map(_TS, kept), np.float64, count=n)
+            self._check_times(ts, dur, position)
+            start_ns = _us_to_ns(ts)
+        return start_ns, np.rint(dur * 1000.0).astype(np.int64)
 
     def _gpu_lanes(
         self, args: list[Any], gpu_cat: npt.NDArray[np.bool_]
@@ -970,15 +1111,13 @@ class _Columns:
         table = self.events
         kind = table["kind"][code]
         tracks, track = self._tracks(code, gpu_word(doc.devices))
-        ts = self._column("ts", np.float64)
+        start_ns = self._column("start_ns", np.int64)
         correlation = self._column("correlation", np.int64)
-        self._link_flows(code, kind, correlation, ts, reread)
-        start_ns = _us_to_ns(ts)
-        del ts
+        self._link_flows(code, kind, correlation, start_ns, reread)
         events = events_table(
             {
                 "start_ns": start_ns,
-                "dur_ns": np.rint(self._column("dur", np.float64) * 1000.0).astype(np.int64),
+                "dur_ns": self._column("dur_ns", np.int64),
                 "kind": kind,
                 "track": track,
                 "name": table["name"][code].astype(np.int32),
@@ -1000,8 +1139,27 @@ class _Columns:
             kernels=kernels,
             memcpy=memcpy,
             ops=ops,
-            meta=_meta(doc, self.source, self.python, self.events_read),
+            meta={
+                **_meta(doc, self.source, self.python, self.events_read),
+                **self._name_meta(),
+            },
         )
+
+    def _name_meta(self) -> dict[str, dict[str, str]]:
+        """``thread_names`` ({"<pid>:<tid>": name}) and ``process_names`` ({"<pid>": name}),
+        with pids and tids numbered as the tracks number them; absent when the trace names
+        none."""
+        out: dict[str, dict[str, str]] = {}
+        for kind, table in self.names.items():
+            names = {}
+            for (pid, tid), text in table.items():
+                key = str(_id_value(pid, self.text_ids))
+                if kind == "thread_name":
+                    key += f":{_id_value(tid, self.text_ids)}"
+                names[key] = text
+            if names:
+                out[kind.replace("_name", "_names")] = names
+        return out
 
     def _tracks(self, code: npt.NDArray[np.int32], gpu: str) -> tuple[Table, npt.NDArray[np.int32]]:
         """Tracks and the track of every event. The lane is a function of the event key and
@@ -1027,7 +1185,7 @@ class _Columns:
         code: npt.NDArray[np.int32],
         kind: npt.NDArray[np.int8],
         correlation: npt.NDArray[np.int64],
-        ts: npt.NDArray[np.float64],
+        start_ns: npt.NDArray[np.int64],
         reread: Callable[[], Iterable[list[Any]]],
     ) -> None:
         """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
@@ -1038,24 +1196,24 @@ class _Columns:
         ends = self._flow_ends(reread())
         pid, tid = self.events["pid"][code], self.events["tid"][code]
         for i in missing.tolist():
-            found = ends.get((int(pid[i]), int(tid[i]), float(ts[i])))
+            found = ends.get((int(pid[i]), int(tid[i]), int(start_ns[i])))
             if found is not None:
                 correlation[i] = found
 
-    def _flow_ends(self, slices: Iterable[list[Any]]) -> dict[tuple[int, int, float], int]:
-        """``ac2g`` flow ends by the (pid, tid, ts) they sit on -> their id."""
-        ends: dict[tuple[int, int, float], int] = {}
+    def _flow_ends(self, slices: Iterable[list[Any]]) -> dict[tuple[int, int, int], int]:
+        """``ac2g`` flow ends by the (pid, tid, start in ns) they sit on -> their id."""
+        ends: dict[tuple[int, int, int], int] = {}
+        flow_types = (*_FLOW_TYPES, *_EXACT_FLOW_TYPES) if msgspec is not None else ()
         for events in slices:
             if _streamed(events):
-                flows = [e for e in events if type(e) in _FLOW_TYPES and e.cat == "ac2g"]
+                flows = [e for e in events if type(e) in flow_types and e.cat == "ac2g"]
             else:
                 code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
                 flows = list(compress(events, self.events["flow"][code].tolist()))
-            for f in flows:
-                if type(f.id) is int:  # ids given as text do not link
-                    pid, tid, ts = _FLOW(f)
-                    key = (_id_value(pid, self.text_ids), _id_value(tid, self.text_ids), float(ts))
-                    ends[key] = f.id
+            flows = [f for f in flows if type(f.id) is int]  # ids given as text do not link
+            for f, ns in zip(flows, _ns_of(list(map(_TS, flows))).tolist(), strict=True):
+                pid, tid, _ = _FLOW(f)
+                ends[(_id_value(pid, self.text_ids), _id_value(tid, self.text_ids), ns)] = f.id
         return ends
 
     def _kernel_table(self) -> Table:
@@ -1116,6 +1274,39 @@ class _Columns:
         )
 
 
+_NAME_EVENTS = ("thread_name", "process_name")
+
+
+def _name_text(value: Any) -> str:
+    """A metadata event's ``args.name`` as text ("" when it is not a string), at most
+    MAX_NAME_TEXT long."""
+    if msgspec is not None and isinstance(value, msgspec.Raw):
+        raw = bytes(value)
+        if raw[:1] != b'"':
+            return ""
+        value = msgspec.json.decode(raw)
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    return text if len(text) <= MAX_NAME_TEXT else text[: MAX_NAME_TEXT - 1] + "…"
+
+
+def _has_decimals(records: list[Any]) -> bool:
+    """Whether the fallback decoder gave some time as a Decimal (see _decode_stdlib)."""
+    return msgspec is None and any(type(e.ts) is Decimal for e in records)
+
+
+def _ns_of(values: list[Any]) -> npt.NDArray[np.int64]:
+    """Times in us (floats, or text where they did not fit a float) -> ns, as events get
+    theirs; a value that is no time gives -1 (it then matches no event)."""
+    if all(type(v) is float for v in values):
+        us = np.array(values, dtype=np.float64)
+        ok = np.isfinite(us) & (us >= TS_MIN_US) & (us <= TS_MAX_US)
+        return np.where(ok, _us_to_ns(np.where(ok, us, 0.0)), -1)
+    ns, us = exact_ns(values)
+    return np.where(np.isfinite(us) & (us >= TS_MIN_US) & (us <= TS_MAX_US), ns, -1)
+
+
 def _streamed(events: list[Any]) -> bool:
     """Whether a slice holds records typed by phase (see ``_Phased``)."""
     return msgspec is not None and bool(events) and isinstance(events[0], _Phased)
@@ -1161,6 +1352,94 @@ def _us_to_ns(ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     large integer part: whole microseconds * 1000 + rounded fraction."""
     whole = np.floor(ts)
     return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000.0).astype(np.int64)
+
+
+_MAX_WHOLE_DIGITS = 16  # whole microseconds of the time window (3.5e15) have at most 16
+_POWERS = 10 ** np.arange(_MAX_WHOLE_DIGITS + 3, dtype=np.uint64)  # sums stay below 2**64
+_COMMA, _DOT, _MINUS, _ZERO = b",.-0"
+
+
+def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Microseconds given as JSON number text (``msgspec.Raw`` or bytes; ``Decimal`` or float
+    from the fallback decoder) -> (nanoseconds, rounded half to even from the decimal digits
+    themselves, never through a float; microseconds as float64, NaN where a value is not a
+    number). The ns of a value outside the model's time window is 0 (its float says where it
+    lies)."""
+    texts = [v if isinstance(v, (bytes, bytearray)) else _number_text(v) for v in values]
+    n = len(texts)
+    ns, plain = _plain_ns(texts) if n else (np.zeros(0, np.int64), np.zeros(0, bool))
+    us = ns / 1000.0
+    for i in np.flatnonzero(~plain).tolist():  # exponents, long digit runs, non-numbers
+        ns[i], us[i] = _one_exact_ns(bytes(texts[i]))
+    return ns, us
+
+
+def _number_text(value: Any) -> Any:
+    """A time value as text bytes (a Raw is used as it is: bytes.join reads it)."""
+    if msgspec is not None and isinstance(value, msgspec.Raw):
+        return value
+    if isinstance(value, (float, int, Decimal)) and not isinstance(value, bool):
+        return str(value).encode()
+    return b"?"  # not a number
+
+
+def _plain_ns(texts: list[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """ns of the texts that read ``-?D{1,16}(.D+)?`` (and whether each does), computed on
+    their bytes all at once: each digit times its power of ten, summed per text."""
+    n = len(texts)
+    buf = np.frombuffer(b",".join(texts) + b",", np.uint8)
+    ends = np.flatnonzero(buf == _COMMA)
+    if len(ends) != n:  # a comma inside some value: not numbers; one by one
+        return np.zeros(n, np.int64), np.zeros(n, bool)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    of_byte = np.repeat(np.arange(n), ends - starts + 1)  # the text each byte belongs to
+    digit = (buf >= _ZERO) & (buf <= _ZERO + 9)
+    dots = np.flatnonzero(buf == _DOT)
+    negative = buf[np.minimum(starts, len(buf) - 1)] == _MINUS
+    odd = ~digit
+    odd[dots] = False
+    odd[ends] = False
+    odd[starts[negative]] = False
+    point = ends.copy()  # where each text's point is (its end when it has none)
+    point[of_byte[dots]] = dots
+    whole_digits = point - starts - negative
+    plain = (
+        (whole_digits >= 1)
+        & (whole_digits <= _MAX_WHOLE_DIGITS)
+        & (np.bincount(of_byte[dots], minlength=n) <= 1)
+        & (np.bincount(of_byte[odd], minlength=n) == 0)
+    )
+    # a digit's place: 1 for the last whole digit, -1 for the first after the point; in ns
+    # it stands for 10**power
+    place = point[of_byte] - np.arange(len(buf))
+    power = np.where(place > 0, place + 2, place + 3)
+    value = (buf - _ZERO).astype(np.uint64)
+    counted = digit & (power >= 0)
+    magnitude = np.add.reduceat(
+        np.where(counted, value * _POWERS[np.clip(power, 0, len(_POWERS) - 1)], 0), starts
+    )
+    below = digit & (power < 0)  # digits below a nanosecond decide the rounding
+    tenth = np.add.reduceat(np.where(below & (power == -1), value, 0), starts)
+    rest = np.add.reduceat(below & (power < -1) & (value > 0), starts) > 0
+    magnitude += (tenth > 5) | ((tenth == 5) & (rest | (magnitude % 2 == 1)))
+    limit = np.where(negative, -TIME_MIN_NS, TIME_MAX_NS).astype(np.uint64)
+    inside = plain & (magnitude <= limit)
+    signed = np.where(inside, magnitude, 0).astype(np.int64)
+    return np.where(negative, -signed, signed), inside
+
+
+def _one_exact_ns(text: bytes) -> tuple[int, float]:
+    """(ns, float us) of one JSON number in any notation; (0, NaN) for anything else."""
+    try:
+        value = Decimal(text.decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError):
+        return 0, math.nan
+    if not value.is_finite() or text.strip()[:1] not in b"-0123456789":
+        return 0, math.nan
+    us = float(value)
+    if not TS_MIN_US <= us <= TS_MAX_US:
+        return 0, us
+    return int((value * 1000).to_integral_value(ROUND_HALF_EVEN)), us
 
 
 def _id_column(values: list[Any], text_ids: _Ids) -> npt.NDArray[np.int64]:

@@ -558,6 +558,30 @@ def _check_meta(meta: Any, source: str) -> None:
         raise SchemaError(
             "damaged trace file: not a list of ranks", source=source, position="meta.ranks"
         )
+    for key in NAME_TABLES:
+        _check_name_table(meta.get(key, {}), source, f"meta.{key}")
+
+
+# meta entries naming threads ({"<pid>:<tid>": name}) and processes ({"<pid>": name}); the
+# timeline shows them as lane names
+NAME_TABLES = ("thread_names", "process_names")
+MAX_NAME_TABLE = 1 << 16
+MAX_NAME_TEXT = 256
+
+
+def _check_name_table(table: Any, source: str, position: str) -> None:
+    """A name table is an object of at most MAX_NAME_TABLE short texts, keyed by ids."""
+    if not isinstance(table, dict) or len(table) > MAX_NAME_TABLE:
+        raise SchemaError(
+            "damaged trace file: not a table of names", source=source, position=position
+        )
+    for key, name in table.items():
+        if not (isinstance(name, str) and len(name) <= MAX_NAME_TEXT and len(key) <= 64):
+            raise SchemaError(
+                "damaged trace file: a name is not a short text",
+                source=source,
+                position=f"{position}[{key[:64]!r}]",
+            )
 
 
 def time_problem(
