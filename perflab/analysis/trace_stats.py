@@ -13,6 +13,7 @@ import numpy.typing as npt
 from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
 from perflab.model.optable import OpTable
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
 from perflab.model.units import format_ns
 
 GAP_CAUSES = ("host launch delay", "synchronization", "data transfer", "other")
@@ -79,22 +80,8 @@ class Frame:
 def launch_start(trace: Trace) -> npt.NDArray[np.int64]:
     """Per event: start of the runtime call that launched it (same rank and correlation),
     or -1. Runtime calls themselves and CPU events get -1."""
-    rank = trace.tracks["rank"][trace.track].astype(np.int64)
-    corr = trace.correlation
-    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (corr >= 0))
-    out = np.full(len(trace), -1, dtype=np.int64)
-    gpu = np.flatnonzero(trace.mask(*GPU_WORK_KINDS) & (corr >= 0))
-    if len(runtime) == 0 or len(gpu) == 0:
-        return out
-    # composite key (rank, correlation), sorted, then a binary search per GPU event
-    key_rt = rank[runtime] * (1 << 40) + corr[runtime]
-    order = np.argsort(key_rt, kind="stable")
-    key_sorted = key_rt[order]
-    key_gpu = rank[gpu] * (1 << 40) + corr[gpu]
-    pos = np.clip(np.searchsorted(key_sorted, key_gpu), 0, len(key_sorted) - 1)
-    found = key_sorted[pos] == key_gpu
-    out[gpu[found]] = trace.start_ns[runtime[order[pos[found]]]]
-    return out
+    links = launch_links(trace)
+    return np.where(links >= 0, trace.start_ns[links], -1)
 
 
 def launch_stats(trace: Trace) -> dict[str, Any]:
@@ -122,15 +109,8 @@ def launch_stats(trace: Trace) -> dict[str, Any]:
 
 
 def _launch_duration(trace: Trace, rows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    rank = trace.tracks["rank"][trace.track].astype(np.int64)
-    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (trace.correlation >= 0))
-    key_rt = rank[runtime] * (1 << 40) + trace.correlation[runtime]
-    order = np.argsort(key_rt, kind="stable")
-    if len(order) == 0:
-        return np.zeros(len(rows), np.int64)
-    key = rank[rows] * (1 << 40) + trace.correlation[rows]
-    pos = np.clip(np.searchsorted(key_rt[order], key), 0, len(order) - 1)
-    return np.asarray(trace.dur_ns[runtime[order[pos]]], dtype=np.int64)
+    """Duration of the runtime call that launched each of ``rows`` (all linked)."""
+    return np.asarray(trace.dur_ns[launch_links(trace)[rows]], dtype=np.int64)
 
 
 def stream_utilisation(trace: Trace) -> Frame:
@@ -139,7 +119,7 @@ def stream_utilisation(trace: Trace) -> Frame:
     work = trace.mask(*GPU_WORK_KINDS)
     tracks = trace.tracks
     start, end = trace.start_ns, trace.end_ns
-    dev_of_track = tracks["rank"].astype(np.int64) * (1 << 32) + tracks["device"]
+    _, dev_of_track = device_pairs(trace)
     cols: dict[str, list[Any]] = {k: [] for k in ("track", "label", "busy_us", "share")}
     for t in np.flatnonzero(tracks["kind"] == TrackKind.GPU).tolist():
         on = work & (trace.track == t)
@@ -162,8 +142,8 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
     covers part of the gap), a host launch delay (the next work was launched after the gap
     began) or other."""
     work = trace.mask(*GPU_WORK_KINDS) & (trace.event_device() >= 0)
-    tracks = trace.tracks
-    dev_key = (tracks["rank"].astype(np.int64) * (1 << 32) + tracks["device"])[trace.track]
+    pairs, pair_of_track = device_pairs(trace)
+    dev_key = pair_of_track[trace.track]
     syncs = merge(*_sync_intervals(trace))
     launched = launch_start(trace)
     cols: dict[str, list[Any]] = {
@@ -185,7 +165,7 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
         synced = overlap_per_interval(g0, g1, syncs) > 0
         late = launched[nxt] > g0
         cause = np.select([copy, synced, late], [2, 1, 0], default=3)
-        label = f"{int(key >> 32)}:{int(key & 0xFFFFFFFF)}" if key >> 32 else str(key)
+        label = device_pair_label(int(pairs[key, 0]), int(pairs[key, 1]))
         cols["device"] += [label] * len(at)
         cols["start_ns"] += g0.tolist()
         cols["dur_ns"] += (g1 - g0).tolist()

@@ -25,7 +25,11 @@ import numpy.typing as npt
 
 from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kernel_categories
 from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, unique_rows
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+
+# device_pairs is public here too (analyses that key devices by (rank, device) import it)
+from perflab.model.trace_keys import device_pairs as device_pairs
+from perflab.model.trace_keys import event_device_pairs
 
 KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories")
 
@@ -124,7 +128,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     kind = trace.kind
     start, end = trace.start_ns, trace.end_ns
     is_kernel = kind == EventKind.KERNEL
-    device_key = _device_keys(trace)
+    device_key = event_device_pairs(trace)
     gpu_work = trace.mask(*GPU_WORK_KINDS) & (device_key >= 0)
     comm = is_kernel & _comm_mask(trace)
 
@@ -169,22 +173,6 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     }
     gpu = trace.meta.get("gpu")
     return TraceSummary(doc, str(trace.meta.get("source", "")), gpu if gpu == "AMD GPU" else "GPU")
-
-
-def _device_keys(trace: Trace) -> npt.NDArray[np.int64]:
-    """Per event: the number of its (rank, GPU) pair in :func:`device_pairs`, -1 on CPU
-    tracks."""
-    _, pair_of_track = device_pairs(trace)
-    key = np.where(trace.tracks["kind"] == TrackKind.GPU, pair_of_track, -1)
-    return np.asarray(key[trace.track], dtype=np.int64)
-
-
-def device_pairs(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The distinct (rank, device) pairs of the tracks, and the pair of every track (whole
-    64-bit device ids: ids that differ in their high bits stay apart)."""
-    tracks = trace.tracks
-    rows = np.stack([tracks["rank"].astype(np.int64), tracks["device"]], axis=1)
-    return unique_rows(rows)
 
 
 def _device_labels(trace: Trace) -> dict[int, str]:

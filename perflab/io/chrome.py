@@ -3,15 +3,18 @@ chrome://tracing open. Kineto-style ``cat`` names are used, so perflab reads it 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from perflab.model.serialize import json_safe
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
+from perflab.model.trace_keys import device_pairs
 
 _CAT = {
     EventKind.KERNEL: "kernel",
@@ -27,14 +30,40 @@ _CAT = {
 GPU_PID_BASE = 1 << 40  # keeps GPU "processes" apart from host pids in the viewer
 
 
-def chrome_events(trace: Trace) -> list[dict[str, Any]]:
-    """The trace-event list: metadata naming every track, then one "X" event per row."""
+def track_pids(trace: Trace) -> npt.NDArray[np.int64]:
+    """Per track: its Chrome ``pid``. Host tracks keep their process id; every (rank, GPU)
+    pair gets a pid of its own from :data:`GPU_PID_BASE` up (skipping any host pid there),
+    so no GPU shares a process with a host process or with another rank's GPU."""
     tracks = trace.tracks
     is_gpu = tracks["kind"] == TrackKind.GPU
-    pid = np.where(
-        is_gpu, tracks["device"] + tracks["rank"].astype(np.int64) * 1000, tracks["device"]
-    )
-    out: list[dict[str, Any]] = []
+    host = set(tracks["device"][~is_gpu].tolist())
+    free = (p for p in itertools.count(GPU_PID_BASE) if p not in host)
+    _, pair_of_track = device_pairs(trace)
+    pid_of_pair = {pair: next(free) for pair in np.unique(pair_of_track[is_gpu]).tolist()}
+    gpu_pid = [pid_of_pair.get(pair, -1) for pair in pair_of_track.tolist()]
+    return np.where(is_gpu, np.array(gpu_pid, dtype=np.int64), tracks["device"])
+
+
+def _process_names(trace: Trace, pid: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
+    """A ``process_name`` record per GPU pid: ``GPU 0``, ``rank 1 GPU 0``."""
+    tracks = trace.tracks
+    named: dict[int, str] = {}
+    for t in np.flatnonzero(tracks["kind"] == TrackKind.GPU).tolist():
+        rank, device = int(tracks["rank"][t]), int(tracks["device"][t])
+        named.setdefault(int(pid[t]), f"rank {rank} GPU {device}" if rank else f"GPU {device}")
+    return [
+        {"ph": "M", "name": "process_name", "pid": p, "args": {"name": name}}
+        for p, name in named.items()
+    ]
+
+
+def chrome_events(trace: Trace) -> list[dict[str, Any]]:
+    """The trace-event list: metadata naming every GPU process and every track, then one
+    "X" event per row."""
+    tracks = trace.tracks
+    is_gpu = tracks["kind"] == TrackKind.GPU
+    pid = track_pids(trace)
+    out = _process_names(trace, pid)
     for t in range(len(tracks)):
         label = trace.track_label(t)
         if tracks["rank"][t]:
