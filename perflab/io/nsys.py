@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -244,97 +246,139 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
         return np.where(ok, string_of[np.clip(raw, 0, max_id)], string_of[0])
 
     try:
-        return _assemble(db, tables, strings, name_ids, source)
+        return _assemble(db, tables, _Context(db, strings, name_ids, source))
     except InputError as exc:
         if exc.source:
             raise
         raise InputError(str(exc), source=source) from None
 
 
-def _assemble(
-    db: sqlite3.Connection, tables: set[str], strings: StringTable, name_ids: Any, source: str
-) -> Trace:
+@dataclass(frozen=True)
+class _Block:
+    """The events one table gives, and its side-table columns (without ``event``)."""
+
+    kind: EventKind
+    rows: npt.NDArray[np.int64]  # start and end in the first two columns
+    names: npt.NDArray[Any]
+    device: npt.NDArray[Any]  # GPU id, or process id for host events
+    stream: npt.NDArray[Any]  # stream, or thread id for host events
+    corr: npt.NDArray[Any]
+    on_gpu: bool
+    side: tuple[str, dict[str, Any]] | None = None  # ("kernels" or "memcpy", columns)
+
+
+@dataclass(frozen=True)
+class _Context:
+    db: sqlite3.Connection
+    strings: StringTable
+    name_ids: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]
+    source: str
+
+
+def _gpu_block(
+    kind: EventKind, rows: npt.NDArray[np.int64], names: npt.NDArray[Any], **rest: Any
+) -> _Block:
+    """GPU activity rows: start, end, deviceId, streamId, correlationId, ..."""
+    return _Block(kind, rows, names, rows[:, 2], rows[:, 3], rows[:, 4], True, **rest)
+
+
+def _host_block(kind: EventKind, rows: npt.NDArray[np.int64], names: Any, corr: Any) -> _Block:
+    """Host rows: start, end, globalTid, ..."""
+    pid, tid = _split_global_tid(rows[:, 2])
+    return _Block(kind, rows, names, pid, tid, corr, False)
+
+
+def _kernel_block(ctx: _Context) -> _Block:
+    k = _fetch(ctx.db, _KERNEL_SQL, 14)
+    # the SQL selects these in KERNEL_COLUMNS order, grid_x .. shared_mem
+    dims = {c: k[:, 6 + i] for i, c in enumerate(list(KERNEL_COLUMNS)[1:9])}
+    return _gpu_block(EventKind.KERNEL, k, ctx.name_ids(k[:, 5]), side=("kernels", dims))
+
+
+def _memcpy_block(ctx: _Context) -> _Block:
+    m = _fetch(ctx.db, _MEMCPY_SQL, 7)
+    direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
+    names = ctx.strings.add_all(f"Memcpy {d}" for d in direction)
+    copies = {"bytes": m[:, 5], "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction]}
+    return _gpu_block(EventKind.MEMCPY, m, names, side=("memcpy", copies))
+
+
+def _memset_block(ctx: _Context) -> _Block:
+    s = _fetch(ctx.db, _MEMSET_SQL, 6)
+    names = np.full(len(s), ctx.strings.add("Memset"))
+    sets = {"bytes": s[:, 5], "direction": np.full(len(s), MEMCPY_DIRECTIONS.index("memset"))}
+    return _gpu_block(EventKind.MEMSET, s, names, side=("memcpy", sets))
+
+
+def _runtime_block(ctx: _Context) -> _Block:
+    r = _fetch(ctx.db, _RUNTIME_SQL, 5)
+    return _host_block(EventKind.RUNTIME, r, ctx.name_ids(r[:, 4]), r[:, 3])
+
+
+def _sync_block(ctx: _Context) -> _Block:
+    y = _fetch(ctx.db, _SYNC_SQL, 6)
+    names = ctx.strings.add_all(_SYNC_TYPE.get(int(t), "Synchronization") for t in y[:, 5])
+    return _gpu_block(EventKind.SYNC, y, names)
+
+
+def _nvtx_block(ctx: _Context) -> _Block:
+    raw = ctx.db.execute(_NVTX_SQL).fetchall()
+    rows = _fetch_rows(raw, ctx.source)
+    texts = [_text(t) for *_, t in raw]
+    text_ids = np.array([i if type(i) is int else -1 for *_, i, _ in raw], dtype=np.int64)
+    named = np.where(text_ids >= 0, ctx.name_ids(text_ids), ctx.strings.add_all(texts))
+    return _host_block(EventKind.ANNOTATION, rows, named, np.full(len(rows), -1))
+
+
+# the tables read, in this order (names are numbered in the order they are met)
+_BLOCKS: tuple[tuple[str, Callable[[_Context], _Block]], ...] = (
+    ("CUPTI_ACTIVITY_KIND_KERNEL", _kernel_block),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", _memcpy_block),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", _memset_block),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", _runtime_block),
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _sync_block),
+    ("NVTX_EVENTS", _nvtx_block),
+)
+_SIDE_SCHEMAS = {"kernels": KERNEL_COLUMNS, "memcpy": MEMCPY_COLUMNS}
+
+
+def _assemble(db: sqlite3.Connection, tables: set[str], ctx: _Context) -> Trace:
     parts = _Parts()
-    kernels = memcpy = None
+    sides: dict[str, list[Table]] = {name: [] for name in _SIDE_SCHEMAS}
     rows_read = 0
+    for table, read in _BLOCKS:
+        if table not in tables:
+            continue
+        b = read(ctx)
+        first = parts.add(b.kind, b.rows, b.names, b.device, b.stream, b.corr, b.on_gpu)
+        if b.side is not None:
+            name, columns = b.side
+            events = np.arange(first, first + len(b.rows))
+            sides[name].append(Table(_SIDE_SCHEMAS[name], {"event": events, **columns}))
+        rows_read += len(b.rows)
+    kernels, memcpy = (
+        Table.concat(_SIDE_SCHEMAS[name], found) if found else None for name, found in sides.items()
+    )
+    meta = {
+        "source": ctx.source,
+        "format": "nsys",
+        "events_read": rows_read,
+        "devices": _gpu_info(db, tables),
+    }
+    return _trace_of(parts, ctx, kernels, memcpy, meta)
 
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-        k = _fetch(db, _KERNEL_SQL, 14)
-        first = parts.add(EventKind.KERNEL, k, name_ids(k[:, 5]), k[:, 2], k[:, 3], k[:, 4], True)
-        kernels = Table(
-            KERNEL_COLUMNS,
-            {
-                "event": np.arange(first, first + len(k)),
-                **{
-                    c: k[:, 6 + i]
-                    # the SQL selects these in KERNEL_COLUMNS order, grid_x .. shared_mem
-                    for i, c in enumerate(list(KERNEL_COLUMNS)[1:9])
-                },
-            },
-        )
-        rows_read += len(k)
-    copies: list[Table] = []
-    if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        m = _fetch(db, _MEMCPY_SQL, 7)
-        direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
-        names = strings.add_all(f"Memcpy {d}" for d in direction)
-        first = parts.add(EventKind.MEMCPY, m, names, m[:, 2], m[:, 3], m[:, 4], True)
-        copies.append(
-            Table(
-                MEMCPY_COLUMNS,
-                {
-                    "event": np.arange(first, first + len(m)),
-                    "bytes": m[:, 5],
-                    "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction],
-                },
-            )
-        )
-        rows_read += len(m)
-    if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        s = _fetch(db, _MEMSET_SQL, 6)
-        names = np.full(len(s), strings.add("Memset"))
-        first = parts.add(EventKind.MEMSET, s, names, s[:, 2], s[:, 3], s[:, 4], True)
-        copies.append(
-            Table(
-                MEMCPY_COLUMNS,
-                {
-                    "event": np.arange(first, first + len(s)),
-                    "bytes": s[:, 5],
-                    "direction": np.full(len(s), MEMCPY_DIRECTIONS.index("memset")),
-                },
-            )
-        )
-        rows_read += len(s)
-    if copies:
-        memcpy = Table.concat(MEMCPY_COLUMNS, copies)
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
-        r = _fetch(db, _RUNTIME_SQL, 5)
-        pid, tid = _split_global_tid(r[:, 2])
-        parts.add(EventKind.RUNTIME, r, name_ids(r[:, 4]), pid, tid, r[:, 3], False)
-        rows_read += len(r)
-    if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" in tables:
-        y = _fetch(db, _SYNC_SQL, 6)
-        names = strings.add_all(_SYNC_TYPE.get(int(t), "Synchronization") for t in y[:, 5])
-        parts.add(EventKind.SYNC, y, names, y[:, 2], y[:, 3], y[:, 4], True)
-        rows_read += len(y)
-    if "NVTX_EVENTS" in tables:
-        raw = db.execute(_NVTX_SQL).fetchall()
-        rows = _fetch_rows(raw, source)
-        texts = [_text(t) for *_, t in raw]
-        text_ids = np.array([i if type(i) is int else -1 for *_, i, _ in raw], dtype=np.int64)
-        named = np.where(text_ids >= 0, name_ids(text_ids), strings.add_all(texts))
-        pid, tid = _split_global_tid(rows[:, 2])
-        parts.add(EventKind.ANNOTATION, rows, named, pid, tid, np.full(len(rows), -1), False)
-        rows_read += len(rows)
 
+def _trace_of(
+    parts: _Parts, ctx: _Context, kernels: Table | None, memcpy: Table | None, meta: Any
+) -> Trace:
     start, end = parts.column("start"), parts.column("end")
     dur = end - start
     if len(dur) and int(dur.min()) < 0:
-        raise InputError("an event ends before it starts (negative duration)", source=source)
+        raise InputError("an event ends before it starts (negative duration)", source=ctx.source)
     on_gpu = parts.column("gpu").astype(bool)
     track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
     tracks, track = build_tracks(
-        parts.column("device"), parts.column("stream"), track_kind, strings
+        parts.column("device"), parts.column("stream"), track_kind, ctx.strings
     )
     events = events_table(
         {
@@ -352,14 +396,8 @@ def _assemble(
     for side in (kernels, memcpy):
         if side is not None:
             side.columns["event"] = new_row[side["event"]]
-    meta = {
-        "source": source,
-        "format": "nsys",
-        "events_read": rows_read,
-        "devices": _gpu_info(db, tables),
-    }
     return Trace(
-        events.take(order), tracks, strings.strings, kernels=kernels, memcpy=memcpy, meta=meta
+        events.take(order), tracks, ctx.strings.strings, kernels=kernels, memcpy=memcpy, meta=meta
     )
 
 
