@@ -29,18 +29,13 @@ MIX_ROWS = 12
 DEFAULT_BLOCK = 256
 
 _CSS = """<style>
-.pv-panes{display:grid;gap:6px;margin-top:6px}
-.pv-pane{border:1px solid #ccc;border-radius:3px;min-width:0}
 .pv-pane h4{margin:0;padding:2px 6px;background:#f3f3f3;font-size:12px;font-weight:600}
-.pv-code{max-height:480px;overflow:auto;font-family:var(--jp-code-font-family,monospace);
- font-size:12px;line-height:1.35;white-space:pre}
+.pv-code{font-family:var(--jp-code-font-family,monospace)!important}
 .pv-code div{padding:0 6px;cursor:default}
-.pv-code .n{color:#999;display:inline-block;min-width:3.5em;user-select:none}
-.pv-code .k-directive,.pv-code .k-comment{color:#777}.pv-code .k-label{color:#7a3e9d}
+.pv-code .n{display:inline-block;min-width:3.5em;user-select:none}
 .pv-code .pin{outline:2px solid #d62728}.pv-code .pinp{box-shadow:inset 4px 0 #d62728}
 .pv-filters{font-size:12px;margin:4px 0}.pv-filters label{margin-right:12px}
-.pv-ins li{margin:1px 0}.pv-ins .good{color:#2a7a2a}
-.pv-diff .add{color:#2a7a2a}.pv-diff .del{color:#b22222}
+.pv-ins li{margin:1px 0}
 </style>"""
 
 _SCRIPT = """<script>(function(){var r=document.getElementById("%s");if(!r)return;
@@ -53,6 +48,26 @@ x.parentNode.scrollTop=x.offsetTop-x.parentNode.offsetTop-40}})}
 if(l)mark('[data-l="'+l+'"]',"pin");if(p)mark('[data-p="'+p+'"]',"pinp");
 r.querySelectorAll("[data-done]").forEach(function(x){delete x.dataset.done})});})();
 </script>"""
+
+
+# Inline styles: JupyterLab drops <style> and <script> from an untrusted notebook's HTML
+# but keeps style attributes (with plain values: hex colours, px sizes, flex), so the panes
+# stay side by side, scroll, and keep their line colours there. The <style> rules above add
+# what needs selectors (hover, pinning, filters) where the page is trusted.
+INLINE = {
+    "panes": "display: flex; gap: 6px; margin-top: 6px",
+    "pane": "flex: 1 1 0px; min-width: 0px; border: 1px solid #cccccc; border-radius: 3px",
+    "code": (
+        "max-height: 480px; overflow: auto; font-family: monospace; font-size: 12px; "
+        "line-height: 1.35; white-space: pre"
+    ),
+    "number": "color: #999999",
+    "head": "display: flex; gap: 24px; flex-wrap: wrap",
+    "insights": "flex: 1 1 280px; min-width: 280px",
+}
+KIND_COLORS = {"directive": "#777777", "comment": "#777777", "label": "#7a3e9d"}
+LEVEL_COLORS = {"good": "#2a7a2a", "warn": "#a15c00"}
+DIFF_COLORS = {"+": "#2a7a2a", "-": "#b22222"}
 
 
 @dataclass
@@ -165,12 +180,23 @@ def _hue(line: int) -> int:
     return int(line * 137.508) % 360  # golden angle: neighbouring lines get distant hues
 
 
+def line_color(line: int, *, hover: bool = False) -> str:
+    """The background of source line ``line``'s rows, as hex (the sanitiser of untrusted
+    notebooks keeps hex colours in style attributes)."""
+    import colorsys
+
+    light, sat = (0.78, 0.85) if hover else (0.91, 0.75)
+    r, g, b = colorsys.hls_to_rgb(_hue(line) / 360, light, sat)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
 def _line_css(root: str, lines: set[int]) -> str:
+    """Hovering a row highlights its counterparts (rows carry their plain colour inline)."""
     rules = []
     for n in sorted(lines):
         sel = f'[data-l="{n}"]'
-        rules.append(f"#{root} {sel}{{background:hsl({_hue(n)},75%,91%)}}")
-        rules.append(f"#{root}:has({sel}:hover) {sel}{{background:hsl({_hue(n)},85%,78%)}}")
+        hover = line_color(n, hover=True)
+        rules.append(f"#{root}:has({sel}:hover) {sel}{{background-color:{hover}!important}}")
     return "<style>" + "".join(rules) + "</style>"
 
 
@@ -183,11 +209,20 @@ def _row(
     kind: str = "instruction",
 ) -> str:
     attrs = f' class="k-{esc(kind)}"'
+    styles = []
     if line is not None:
         attrs += f' data-l="{line}"'
+        styles.append(f"background-color: {line_color(line)}")
     if ptx is not None:
         attrs += f' data-p="{ptx}"'
-    return f'<div{attrs}><span class="n">{esc(number)}</span>{esc(text)}</div>'
+    if kind in KIND_COLORS:
+        styles.append(f"color: {KIND_COLORS[kind]}")
+    if styles:
+        attrs += f' style="{"; ".join(styles)}"'
+    number_style = INLINE["number"]
+    return (
+        f'<div{attrs}><span class="n" style="{number_style}">{esc(number)} </span>{esc(text)}</div>'
+    )
 
 
 def _source_pane(result: CompileResult, used: set[int]) -> str:
@@ -218,24 +253,33 @@ def _sass_pane(kernel: KernelArtifacts) -> str:
 
 
 def _pane(title: str, body: str) -> str:
-    return f'<div class="pv-pane"><h4>{esc(title)}</h4><div class="pv-code">{body}</div></div>'
+    return (
+        f'<div class="pv-pane" style="{INLINE["pane"]}"><h4>{esc(title)}</h4>'
+        f'<div class="pv-code" style="{INLINE["code"]}">{body}</div></div>'
+    )
 
 
 def _mix_html(kernel: KernelArtifacts) -> str:
     mix = list(kernel.instruction_mix.items())
     top = max((n for _, n in mix), default=1)
-    rows = [
-        [op, str(n), f'<span class="bar" style="width:{80 * n / top:.0f}px"></span>']
-        for op, n in mix[:MIX_ROWS]
-    ]
+    rows = [[op, str(n), _bar(80 * n / top)] for op, n in mix[:MIX_ROWS]]
     hidden = len(mix) - MIX_ROWS
     more = f'<div class="note">{hidden} more families</div>' if hidden > 0 else ""
     return table(["opcode", "count", ""], rows, raw_cols=1) + more
 
 
+def _bar(width: float) -> str:
+    style = f"display: inline-block; height: 9px; width: {width:.0f}px; background-color: #4c78a8"
+    return f'<span class="bar" style="{style}"></span>'
+
+
 def _insights_html(insights: list[Insight]) -> str:
+    def color(level: str) -> str:
+        return f' style="color: {LEVEL_COLORS[level]}"' if level in LEVEL_COLORS else ""
+
     items = "".join(
-        f'<li class="{esc(i.level)}"><b>{esc(i.topic)}</b>: {esc(i.text)}</li>' for i in insights
+        f'<li class="{esc(i.level)}"{color(i.level)}><b>{esc(i.topic)}</b>: {esc(i.text)}</li>'
+        for i in insights
     )
     return f'<ul class="pv-ins">{items}</ul>'
 
@@ -255,14 +299,16 @@ def _diff_html(d: KernelDiff) -> str:
         ["opcode", "before", "after", "delta"],
         [[k, str(a), str(b), f"{b - a:+d}"] for k, (a, b) in d.mix.items()],
     )
-    lines = "".join(
-        f'<div class="{"add" if t.startswith("+") else "del" if t.startswith("-") else ""}">'
-        f"{esc(t)}</div>"
-        for t in d.sass_diff
-    )
+
+    def row(t: str) -> str:
+        cls = "add" if t.startswith("+") else "del" if t.startswith("-") else ""
+        color = f' style="color: {DIFF_COLORS[t[0]]}"' if cls else ""
+        return f'<div class="{cls}"{color}>{esc(t)}</div>'
+
+    lines = "".join(row(t) for t in d.sass_diff)
     return (
         f"<details open><summary><b>diff</b> against the earlier result</summary>{res}{mix}"
-        f'<div class="pv-code pv-diff">{lines}</div></details>'
+        f'<div class="pv-code pv-diff" style="{INLINE["code"]}">{lines}</div></details>'
     )
 
 
@@ -275,8 +321,8 @@ def kernel_html(result: CompileResult, kernel: KernelArtifacts, opts: ViewOption
     header = (
         f"<div><b>{esc(kernel.name)}</b> <code>{esc(kernel.mangled)}</code> "
         f"[{esc(kernel.arch)}]</div><div>occupancy: {esc(occ)}</div>"
-        f'<div style="display:flex;gap:24px;flex-wrap:wrap"><div>{resources}</div>'
-        f'<div>{_mix_html(kernel)}</div><div style="flex:1;min-width:280px">'
+        f'<div style="{INLINE["head"]}"><div>{resources}</div>'
+        f'<div>{_mix_html(kernel)}</div><div style="{INLINE["insights"]}">'
         f"{_insights_html(kernel_insights(kernel, source=result.source, lang=result.lang))}"
         "</div></div>"
     )
@@ -305,13 +351,13 @@ def kernel_html(result: CompileResult, kernel: KernelArtifacts, opts: ViewOption
         f"#{root}:has(.f-lab:checked) .k-label,"
         f"#{root}:has(.f-cmt:checked) .k-comment,"
         f"#{root}:has(.f-cmt:checked) .k-blank{{display:none}}"
-        f"#{root} .pv-panes{{grid-template-columns:repeat({max(len(panes), 1)},minmax(0,1fr))}}"
         "</style>"
     )
     diff = _diff_html(_diff(opts.diff_with, kernel)) if opts.diff_with is not None else ""
     return (
         f'<div id="{root}">{_line_css(root, used)}{hide}{header}{diff}{filters}'
-        f'<div class="pv-panes">{"".join(panes)}</div></div>{_SCRIPT % root}'
+        f'<div class="pv-panes" style="{INLINE["panes"]}">{"".join(panes)}</div></div>'
+        f"{_SCRIPT % root}"
     )
 
 
