@@ -231,9 +231,11 @@ def test_html_escapes_names():
     r = make_result("<script>alert(1)</script>")
     r.device = "<b>dev</b>"
     r.warnings.append("<img src=x>")
-    html = r._repr_mimebundle_()["text/html"]
-    assert "<script>" not in html and "<b>dev</b>" not in html and "<img" not in html
-    assert "&lt;script&gt;" in html
+    bundle = r._repr_mimebundle_()
+    for page in (bundle["text/html"], bundle["image/svg+xml"]):  # the chart's picture too
+        assert "<script>alert(1)</script>" not in page and "<b>dev</b>" not in page
+        assert "&lt;script&gt;" in page
+    assert "<img src=x>" not in bundle["text/html"]
 
 
 # --- topology -------------------------------------------------------------------------
@@ -309,7 +311,7 @@ def test_one_failing_size_keeps_the_dtype(monkeypatch: pytest.MonkeyPatch) -> No
     assert np.isfinite(s.y[0]) and np.isnan(s.y[1])
     assert any("numpy-fp32 n=256: RuntimeError" in w for w in r.warnings)
     assert matmul.best_gflops(r) == {"numpy-fp32": float(s.y[0])}
-    assert "n/a" in str(r) and "<svg" in r._repr_mimebundle_()["text/html"]
+    assert "n/a" in str(r) and "<svg" in r._repr_mimebundle_()["image/svg+xml"]
 
 
 def test_gpu_levels_past_l2_say_tlb_misses(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,8 @@ Conventions:
 - ``l1_shared`` is derived, not printed by the vendor: SMs x 32 banks x 4 bytes per clock
   (CUDA C++ Programming Guide, shared memory section) x boost clock.
 - A figure the vendor does not publish is ``None``, with a note; measure it instead.
+- ``caches``: sizes in bytes, ``l1_shared_per_sm`` (the combined L1 data cache and shared
+  memory of one SM, which a kernel splits between them) and ``l2`` (the whole device).
 
 Compute keys: ``fp64``, ``fp64_tensor``, ``fp32``, ``tf32_tensor``, ``bf16_tensor``,
 ``fp8_tensor``. Bandwidth keys: ``hbm`` (device memory, GDDR on L4), ``l2``, ``l1_shared``.
@@ -35,6 +37,9 @@ COMPUTE_LABELS = {
     "fp8_tensor": "FP8 tensor",
 }
 BANDWIDTH_LABELS = {"hbm": "HBM", "l2": "L2", "l1_shared": "L1/shared", "dram": "DRAM"}
+CACHE_KEYS = ("l1_shared_per_sm", "l2")
+CACHE_LABELS = {"l1_shared_per_sm": "L1/shared per SM", "l2": "L2"}
+KIB, MIB = 1024, 1024 * 1024
 
 SHARED_BYTES_PER_CLOCK_PER_SM = 32 * 4  # 32 banks x 32 bits per clock
 PROGRAMMING_GUIDE = "CUDA C++ Programming Guide, shared memory (32 banks x 4 B per clock)"
@@ -60,6 +65,11 @@ class DeviceSpec:
     sms: int | None = None
     boost_mhz: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    caches: dict[str, Figure] = field(default_factory=dict)
+
+    def cache_bytes(self) -> dict[str, float]:
+        """Known cache sizes in bytes, keyed like :data:`CACHE_KEYS`."""
+        return {k: f.value for k, f in self.caches.items() if f.value is not None}
 
     def flops(self) -> dict[str, float]:
         """Known compute peaks in FLOP/s, keyed like :data:`COMPUTE_KEYS`."""
@@ -108,6 +118,15 @@ A100_DS = "NVIDIA A100 Tensor Core GPU datasheet"
 A100_WP = "NVIDIA A100 Tensor Core GPU Architecture whitepaper"
 L4_DS = "NVIDIA L4 Tensor Core GPU datasheet"
 B200_DS = "NVIDIA Blackwell (HGX B200) datasheet, per GPU"
+ADA_WP = "NVIDIA Ada GPU Architecture whitepaper (AD104)"
+
+
+def _caches(l1_kib: float | None, l2_mib: float | None, source: str) -> dict[str, Figure]:
+    unpublished = f"not published in the {source}; measure it with `perflab bench latency`"
+    return {
+        "l1_shared_per_sm": Figure(l1_kib * KIB, source) if l1_kib else Figure(None, unpublished),
+        "l2": Figure(l2_mib * MIB, source) if l2_mib else Figure(None, unpublished),
+    }
 
 
 def _hopper(
@@ -135,6 +154,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         },
         sms=132,
         boost_mhz=1980,
+        caches=_caches(256, 50, H100_WP),
     ),
     DeviceSpec(
         name="H100 PCIe",
@@ -147,6 +167,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         },
         sms=114,
         boost_mhz=1755,
+        caches=_caches(256, 50, H100_WP),
     ),
     DeviceSpec(
         name="H200",
@@ -159,6 +180,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         },
         sms=132,
         boost_mhz=1980,
+        caches=_caches(256, 50, H100_WP + "; H200 uses the same GH100 SXM configuration"),
     ),
     DeviceSpec(
         name="A100 SXM4 80GB",
@@ -178,6 +200,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         },
         sms=108,
         boost_mhz=1410,
+        caches=_caches(192, 40, A100_WP),
         notes=("A100-PG509-200 (an SXM4 board) is matched here; 40 GB parts have 1.555 TB/s",),
     ),
     DeviceSpec(
@@ -198,6 +221,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         },
         sms=58,
         boost_mhz=2040,
+        caches=_caches(128, 48, ADA_WP),
     ),
     DeviceSpec(
         name="B200",
@@ -216,6 +240,7 @@ SPECS: tuple[DeviceSpec, ...] = (
             "l1_shared": Figure(None, "B200 SM boost clock is not published; measure it"),
         },
         sms=148,
+        caches=_caches(None, None, B200_DS),
         notes=("later HGX B200 systems list 180 GB and 7.7 TB/s per GPU",),
     ),
 )

@@ -1,9 +1,12 @@
-"""Microbenchmark results, collectives and ceilings as text and HTML (with a small inline
-SVG log-log plot per result; no JavaScript, so it renders in any saved notebook)."""
+"""Microbenchmark results, collectives and ceilings as text and HTML; sweeps and collectives
+get a log-log chart (:mod:`perflab.render.sweep_chart`) above their tables, with a static
+picture for viewers that run no script."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,8 +17,6 @@ from perflab.render.html import esc, table, text_table, wrap
 
 RATE_LABEL = {"GBps": "GB/s", "GFLOPs": "GFLOP/s"}
 UNIT_LABEL = {"GBps": "GB/s", "GFLOPs": "GFLOP/s", "ns": "time", "us": "time"}
-PLOT_W, PLOT_H, PAD = 360, 170, 34
-COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 
 
 def format_value(value: float, unit: str) -> str:
@@ -77,54 +78,57 @@ def bench_text(r: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def _scale(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    logs = np.log10(values)
-    span = logs.max() - logs.min()
-    unit = (logs - logs.min()) / span if span > 0 else np.full_like(logs, 0.5)
-    return np.asarray(lo + unit * (hi - lo), dtype=np.float64)
+X_LABELS = {
+    "latency": "working set",
+    "bandwidth": "array size",
+    "h2d": "copy size",
+    "collectives": "message size",
+    "launch": "kernels per batch",
+    "matmul": "matrix size n",
+}
+Y_LABELS = {
+    "ns": "time per access",
+    "us": "time per kernel",
+    "GBps": "bandwidth",
+    "GFLOPs": "throughput",
+}
 
 
-def _plottable(s: Series) -> Series:
-    """The points of ``s`` a log-log plot can show (sizes that failed are NaN)."""
-    keep = np.isfinite(s.x) & np.isfinite(s.y) & (s.x > 0) & (s.y > 0)
-    return Series(s.name, s.x[keep], s.y[keep], s.x_unit, s.y_unit)
+def _y_label(unit: str) -> str:
+    return f"{Y_LABELS.get(unit, 'value')} ({RATE_LABEL.get(unit, unit)})"
 
 
-def loglog_svg(series: list[Series], label: str) -> str:
-    """All series on shared log axes, levels as dashed lines; empty when nothing to plot."""
-    usable = [p for p in (_plottable(s) for s in series) if len(p)]
-    if not usable:
-        return ""
-    xs = np.concatenate([s.x for s in usable])
-    ys = np.concatenate([s.y for s in usable])
-    parts = [
-        f'<svg width="{PLOT_W + PAD}" height="{PLOT_H + PAD}" role="img" '
-        f'aria-label="{esc(label)}" style="font-size:10px">'
-    ]
-    x_all = _scale(xs, PAD, PLOT_W)
-    y_all = _scale(ys, PLOT_H, 8)
-    start = 0
-    for i, s in enumerate(usable):
-        colour = COLOURS[i % len(COLOURS)]
-        px, py = x_all[start : start + len(s)], y_all[start : start + len(s)]
-        start += len(s)
-        points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py, strict=True))
-        parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}"/>')
-        parts.append(f'<text x="{PAD + 4}" y="{12 + 11 * i}" fill="{colour}">{esc(s.name)}</text>')
-    lo_x, hi_x = (
-        format_x(float(xs.min()), usable[0].x_unit),
-        format_x(float(xs.max()), usable[0].x_unit),
+def _formatters(s: Series) -> tuple[Callable[[float], str], Callable[[float], str]]:
+    return (lambda v: format_x(v, s.x_unit)), (lambda v: format_value(v, s.y_unit))
+
+
+def chart_bundle(
+    series: list[Series], *, benchmark: str, device: str, title: str, text: str, after: str
+) -> dict[str, str]:
+    """The bundle of a sweep: its chart (when bokeh is installed and there are points to
+    draw) above ``after``, the tables."""
+    usable = [s for s in series if np.any(np.isfinite(s.y) & (s.y > 0) & (s.x > 0))]
+    if not usable or importlib.util.find_spec("bokeh") is None:
+        hint = "" if not usable else "charts need bokeh: pip install 'perflab[lab]'"
+        note = f'<div class="note">{esc(hint)}</div>' if hint else ""
+        return {"text/plain": text, "text/html": wrap(note) + after}
+    from perflab.render.bokeh_embed import notebook_bundle
+    from perflab.render.sweep_chart import cache_marks, sweep_figure
+
+    x_fmt, y_fmt = _formatters(usable[0])
+    fig = sweep_figure(
+        usable,
+        title=title,
+        x_label=X_LABELS.get(benchmark, usable[0].x_unit),
+        y_label=_y_label(usable[0].y_unit),
+        x_fmt=x_fmt,
+        y_fmt=y_fmt,
+        device=device,
     )
-    unit = usable[0].y_unit
-    parts.append(
-        f'<text x="{PAD}" y="{PLOT_H + 16}">{esc(lo_x)}</text>'
-        f'<text x="{PLOT_W}" y="{PLOT_H + 16}" text-anchor="end">{esc(hi_x)}</text>'
-        f'<text x="2" y="{PLOT_H}">{esc(format_value(float(ys.min()), unit))}</text>'
-        f'<text x="2" y="14">{esc(format_value(float(ys.max()), unit))}</text>'
-        f'<line x1="{PAD}" y1="{PLOT_H + 4}" x2="{PLOT_W}" y2="{PLOT_H + 4}" '
-        'stroke="#999"/></svg>'
-    )
-    return "".join(parts)
+    caches = ""
+    if usable[0].x_unit == "bytes":
+        caches = wrap(f'<div class="note">{esc(cache_marks(device)[1])}</div>')
+    return notebook_bundle(fig, text, after=caches + after)
 
 
 def _warnings_html(warnings: list[str]) -> str:
@@ -132,10 +136,10 @@ def _warnings_html(warnings: list[str]) -> str:
 
 
 def bench_html(r: BenchResult) -> str:
+    """The tables of a sweep (the chart comes first in :func:`bench_bundle`)."""
     body = [
         f'<div><b>{esc(r.benchmark)}</b> <span class="note">{esc(r.provenance_line())}'
         "</span></div>",
-        loglog_svg(r.series, f"{r.benchmark} sweep"),
     ]
     for s in r.series:
         body.append(f"<div><b>{esc(s.name)}</b></div>")
@@ -149,7 +153,14 @@ def bench_html(r: BenchResult) -> str:
 
 
 def bench_bundle(r: BenchResult) -> dict[str, str]:
-    return {"text/plain": bench_text(r), "text/html": bench_html(r)}
+    return chart_bundle(
+        r.series,
+        benchmark=r.benchmark,
+        device=r.device,
+        title=f"{r.benchmark} on {r.device} [{r.backend}]",
+        text=bench_text(r),
+        after=bench_html(r),
+    )
 
 
 COLLECTIVE_HEADERS = ("op", "bytes", "ranks", "time", "algbw GB/s", "busbw GB/s", "ok")
@@ -197,19 +208,22 @@ def collectives_text(r: CollectiveResult) -> str:
     return "\n".join(lines)
 
 
-def collectives_html(r: CollectiveResult) -> str:
+def _bus_bandwidth_curves(r: CollectiveResult) -> list[Series]:
     by_op: dict[str, list[tuple[float, float]]] = {}
     for row in r.rows:
         by_op.setdefault(row.op, []).append((row.bytes, row.busbw_GBps))
-    curves = [
+    return [
         Series(
             op, np.asarray([p[0] for p in pts]), np.asarray([p[1] for p in pts]), "bytes", "GBps"
         )
         for op, pts in by_op.items()
     ]
+
+
+def collectives_html(r: CollectiveResult) -> str:
+    """The tables of a collectives run (the chart comes first in the bundle)."""
     body = (
-        f'<div><b>collectives</b> <span class="note">{esc(r.provenance_line())}</span>'
-        f"</div>{loglog_svg(curves, 'bus bandwidth by message size')}"
+        f'<div><b>collectives</b> <span class="note">{esc(r.provenance_line())}</span></div>'
         f"{table(COLLECTIVE_HEADERS, _collective_rows(r))}"
     )
     if r.fits:
@@ -220,7 +234,14 @@ def collectives_html(r: CollectiveResult) -> str:
 
 
 def collectives_bundle(r: CollectiveResult) -> dict[str, str]:
-    return {"text/plain": collectives_text(r), "text/html": collectives_html(r)}
+    return chart_bundle(
+        _bus_bandwidth_curves(r),
+        benchmark="collectives",
+        device=r.device,
+        title=f"bus bandwidth by message size on {r.device} [{r.backend}]",
+        text=collectives_text(r),
+        after=collectives_html(r),
+    )
 
 
 def _ceiling_rows(c: Ceilings) -> list[list[str]]:

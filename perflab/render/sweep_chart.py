@@ -1,0 +1,207 @@
+"""Charts of microbenchmark sweeps: latency ladders, bandwidth, launch overhead, host-to-device
+copies, matmul throughput and collectives, as log-log bokeh figures.
+
+What each chart shows: every series as a line with its points (hover: the size and the value,
+formatted like the tables), the plateaus the analysis found as dashed segments labelled with
+their level and value, and, for a device in the spec table, its cache sizes as vertical lines
+(L1/shared per SM, L2). The axes are log with ticks at powers of two (bytes) or of ten, each
+labelled in the data's units ("64 KiB", "1.2 ns", "850 GB/s"); the legend sits outside the
+plot area, so it never hides a point.
+
+Why bokeh directly and not holoviews: every chart output goes through one embedding path
+(:func:`perflab.render.bokeh_embed.notebook_bundle`: BokehJS once per session, a static SVG
+picture for viewers that run no script), which takes a bokeh model. The chart needs fixed tick
+positions with labels in the data's units, spans and label sets placed in data coordinates and
+a legend outside the frame: a handful of bokeh models, where holoviews would mean options on
+top of the same models plus its own renderer and notebook extension (which loads BokehJS
+again and would bypass that path), and an import of a second or more per chart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from perflab.analysis.specs import CACHE_LABELS, find_spec
+from perflab.model.bench import Series
+from perflab.model.units import format_bytes
+
+COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
+WIDTH, HEIGHT = 760, 380
+MAX_TICKS = 9
+Formatter = Callable[[float], str]
+
+
+def log_ticks(lo: float, hi: float, *, base: int) -> list[float]:
+    """Tick positions on a log axis from ``lo`` to ``hi``: powers of ``base`` (2 for bytes,
+    10 otherwise), every k-th so that at most :data:`MAX_TICKS` remain; over less than 2.5
+    decades, the 1-2-5 steps inside them."""
+    if not (0 < lo < hi and math.isfinite(hi)):
+        return []
+    if base == 10 and math.log10(hi / lo) < 2.5:
+        d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        steps = [m * 10.0**d for d in range(d0, d1 + 1) for m in (1, 2, 5)]
+        return [t for t in steps if lo <= t <= hi]
+    p0, p1 = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
+    every = max(1, math.ceil((p1 - p0 + 1) / MAX_TICKS))
+    if base == 2:  # land on even powers (1 KiB, 4 KiB, ...) when skipping
+        every += every % 2
+        p0 += p0 % 2 if every > 1 else 0
+    return [float(base) ** p for p in range(p0, p1 + 1, every)]
+
+
+def _axis_range(values: np.ndarray, pad: float = 1.25) -> tuple[float, float]:
+    v = values[np.isfinite(values) & (values > 0)]
+    if v.size == 0:
+        return 1.0, 10.0
+    lo, hi = float(v.min()), float(v.max())
+    return (lo / pad, hi * pad) if lo < hi else (lo / 2, hi * 2)
+
+
+def _plottable(s: Series) -> tuple[np.ndarray, np.ndarray]:
+    keep = np.isfinite(s.x) & np.isfinite(s.y) & (s.x > 0) & (s.y > 0)
+    return s.x[keep], s.y[keep]
+
+
+def _ticks(axis: Any, lo: float, hi: float, base: int, fmt: Formatter) -> None:
+    from bokeh.models import FixedTicker
+
+    ticks = log_ticks(lo, hi, base=base)
+    axis.ticker = FixedTicker(ticks=ticks, minor_ticks=[])
+    axis.major_label_overrides = {t: fmt(t) for t in ticks}
+
+
+def _series(fig: Any, s: Series, colour: str, x_fmt: Formatter, y_fmt: Formatter) -> Any:
+    """One series as a line and points with a hover box; returns its legend item."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models.annotations import LegendItem
+
+    x, y = _plottable(s)
+    source = ColumnDataSource(
+        {"x": x, "y": y, "xs": [x_fmt(v) for v in x], "ys": [y_fmt(v) for v in y]}
+    )
+    line = fig.line("x", "y", source=source, color=colour, line_width=2)
+    dots = fig.scatter("x", "y", source=source, color=colour, size=6)
+    tips = [("series", s.name), ("at", "@xs"), ("value", "@ys")]
+    fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
+    return LegendItem(label=s.name, renderers=[line, dots])
+
+
+def _levels(fig: Any, s: Series, colour: str, y_fmt: Formatter) -> None:
+    """Plateaus as dashed segments over their range, each labelled with level and value."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.models.annotations import LabelSet
+
+    levels = [lv for lv in s.levels if lv.value > 0 and 0 < lv.x_min <= lv.x_max]
+    if not levels:
+        return
+    source = ColumnDataSource(
+        {
+            "x0": [lv.x_min for lv in levels],
+            "x1": [lv.x_max for lv in levels],
+            "y": [lv.value for lv in levels],
+            "mid": [math.sqrt(lv.x_min * lv.x_max) for lv in levels],
+            "text": [f"{lv.name} ≈ {y_fmt(lv.value)}" for lv in levels],
+        }
+    )
+    fig.segment(
+        x0="x0", y0="y", x1="x1", y1="y", source=source, color=colour, line_dash="dashed",
+        line_width=1.5,
+    )  # fmt: skip
+    fig.add_layout(
+        LabelSet(
+            x="mid",
+            y="y",
+            text="text",
+            source=source,
+            y_offset=6,
+            text_align="center",
+            text_font_size="9pt",
+            text_color=colour,
+        )
+    )
+
+
+def cache_marks(device: str) -> tuple[list[tuple[str, float]], str]:
+    """The cache sizes of ``device`` from the spec table, and a sentence saying what is
+    marked or why nothing is."""
+    spec = find_spec(device)
+    if spec is None:
+        return [], (
+            f"no cache sizes marked: {device} is not in the spec table (for a CPU, the "
+            "plateaus found are its cache levels)"
+        )
+    known = spec.cache_bytes()
+    marks = [(f"{CACHE_LABELS[k]} {format_bytes(v)}", v) for k, v in known.items()]
+    missing = [CACHE_LABELS[k] for k, f in spec.caches.items() if f.value is None]
+    note = f"cache sizes of {spec.name} from the spec table"
+    if missing:
+        note += f"; not published: {', '.join(missing)}"
+    return marks, note
+
+
+def _cache_spans(fig: Any, marks: Sequence[tuple[str, float]], y_bottom: float) -> None:
+    """Vertical lines at the cache sizes, labelled along the bottom of the plot (where
+    plateau labels, drawn above their segments, are not)."""
+    from bokeh.models.annotations import Label, Span
+
+    for i, (label, size) in enumerate(marks):
+        fig.add_layout(Span(location=size, dimension="height", line_color="#999999"))
+        fig.add_layout(
+            Label(
+                x=size,
+                y=y_bottom,
+                text=label,
+                x_offset=3,
+                y_offset=4 + 13 * i,
+                text_font_size="9pt",
+                text_color="#666666",
+            )
+        )
+
+
+def sweep_figure(
+    series: Sequence[Series],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_fmt: Formatter,
+    y_fmt: Formatter,
+    device: str = "",
+) -> Any:
+    """A log-log chart of ``series`` with their plateaus and the device's cache sizes."""
+    from bokeh.models import Range1d
+    from bokeh.models.annotations import Legend
+    from bokeh.plotting import figure
+
+    usable = [s for s in series if len(_plottable(s)[0])]
+    xs = np.concatenate([_plottable(s)[0] for s in usable]) if usable else np.ones(1)
+    ys = np.concatenate([_plottable(s)[1] for s in usable]) if usable else np.ones(1)
+    x_lo, x_hi = _axis_range(xs)
+    y_lo, y_hi = _axis_range(ys, pad=1.6)
+    fig = figure(
+        width=WIDTH, height=HEIGHT, title=title, x_axis_type="log", y_axis_type="log",
+        x_range=Range1d(start=x_lo, end=x_hi), y_range=Range1d(start=y_lo, end=y_hi),
+        x_axis_label=x_label, y_axis_label=y_label, tools="pan,wheel_zoom,box_zoom,reset",
+        toolbar_location="above",
+    )  # fmt: skip
+    by_bytes = usable[0].x_unit == "bytes" if usable else False
+    _ticks(fig.xaxis[0], x_lo, x_hi, 2 if by_bytes else 10, x_fmt)
+    _ticks(fig.yaxis[0], y_lo, y_hi, 10, y_fmt)
+    items = []
+    for i, s in enumerate(usable):
+        colour = COLOURS[i % len(COLOURS)]
+        items.append(_series(fig, s, colour, x_fmt, y_fmt))
+        _levels(fig, s, colour, y_fmt)
+    if by_bytes and device:
+        marks = [(label, size) for label, size in cache_marks(device)[0] if x_lo < size < x_hi]
+        _cache_spans(fig, marks, y_lo)
+    if items:
+        fig.add_layout(
+            Legend(items=items, location="top_left", label_text_font_size="9pt"), "right"
+        )
+    return fig
