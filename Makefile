@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml | $(PY)
 	$(call say,installing perflab (editable) with its dependencies and dev tools)
 	@# pip must not copy the linked extension onto itself
 	rm -rf $(LABEXT_DEST)
-	$(PIP) install --progress-bar on -e ".[dev]" $(QUIET_SATISFIED)
+	$(PIP) install --progress-bar on -e ".[all,dev]" $(QUIET_SATISFIED)
 	rm -f $(LABEXT_LINK)
 	touch $(STAMP)
 

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from perflab.errors import PerflabError
+from perflab.errors import EXTRA_OF, PerflabError, missing_extra
 
 # Order is the order shown in --help.
 COMMANDS = ("info", "time", "trace", "timeline", "roofline", "ptx", "bench", "ceilings")
@@ -38,6 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = args.handler(args)
     except PerflabError as exc:
         print(f"perflab: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional package a view or tool imports itself
+        package = (exc.name or "").split(".")[0]
+        if package not in EXTRA_OF:
+            raise
+        print(
+            f"perflab: error: {missing_extra(f'perflab {args.command}', package)}", file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         print("perflab: interrupted", file=sys.stderr)

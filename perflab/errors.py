@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 
 class PerflabError(Exception):
     """Base class: a clear message saying what went wrong and where."""
@@ -28,6 +31,52 @@ class SchemaError(InputError):
 
 class ToolchainError(PerflabError):
     """A CUDA tool is missing, failed, or timed out."""
+
+
+class MissingExtraError(ToolchainError):
+    """A package or tool that an optional part of perflab needs is not installed; the
+    message names the ``perflab[extra]`` that brings it."""
+
+
+# the extra that brings each optional package (pyproject.toml's optional-dependencies)
+EXTRA_OF = {
+    "IPython": "lab",
+    "ipywidgets": "lab",
+    "jupyterlab": "lab",
+    "bokeh": "lab",
+    "holoviews": "lab",
+    "panel": "lab",
+    "torch": "gpu",
+    "triton": "gpu",
+    "cupy": "gpu",
+    "nvtx": "gpu",
+    "nvcc": "compile",
+    "ptxas": "compile",
+    "nvdisasm": "compile",
+    "cuobjdump": "compile",
+}
+
+
+def missing_extra(feature: str, package: str, alternative: str = "") -> MissingExtraError:
+    """``<feature> needs <package>, which is not installed: pip install 'perflab[<extra>]'``
+    (``alternative``: another way to get it, added in brackets)."""
+    extra = EXTRA_OF.get(package, "all")
+    other = f" ({alternative})" if alternative else ""
+    return MissingExtraError(
+        f"{feature} needs {package}, which is not installed: pip install 'perflab[{extra}]'{other}"
+    )
+
+
+def import_extra(module: str, feature: str) -> ModuleType:
+    """``import module`` for ``feature`` (e.g. "perflab timeline"), or the
+    :class:`MissingExtraError` naming the extra to install when the package is absent."""
+    top = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != top:
+            raise  # the package is there but one of its own imports is not: not ours to name
+        raise missing_extra(feature, top) from None
 
 
 class NoGPUError(PerflabError):

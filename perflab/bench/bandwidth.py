@@ -28,6 +28,7 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
+from perflab.errors import import_extra
 from perflab.model.bench import BenchResult, Series
 
 KERNELS = ("copy", "triad")
@@ -51,7 +52,7 @@ def _numpy_kernel(kind: str, n: int) -> Callable[[], object]:
 
 
 def _torch_kernel(kind: str, n: int) -> Callable[[], object]:
-    import torch
+    torch = import_extra("torch", "perflab bench bandwidth on a GPU")
 
     arrays = [torch.rand(n, device="cuda", dtype=torch.float32) for _ in range(ARRAYS[kind])]
     if kind == "copy":

@@ -42,7 +42,7 @@ from perflab.analysis.collectives import (
 )
 from perflab.bench._common import progress
 from perflab.capture import env
-from perflab.errors import InputError, NoGPUError, PerflabError
+from perflab.errors import InputError, NoGPUError, PerflabError, import_extra
 from perflab.model.bench import AlphaBetaFit, CollectiveResult, CollectiveRow
 
 BACKENDS = ("gloo", "nccl")
@@ -301,6 +301,8 @@ def _in_this_process(spec: CollectiveSpec) -> list[CollectiveRow]:
 
 
 def _check_backend(spec: CollectiveSpec, spawning: bool) -> None:
+    # the ranks' own imports of torch.distributed come after this one
+    import_extra("torch.distributed", "perflab bench collectives")
     if spec.backend != "nccl":
         return
     env.require_gpu("backend nccl", "use --backend gloo")

@@ -23,7 +23,7 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import no_gpu
+from perflab.errors import import_extra, no_gpu
 from perflab.model.bench import BenchResult, Series
 
 DIRECTIONS = ("h2d", "d2h")
@@ -54,7 +54,7 @@ def run(
     chosen = resolve_backend(backend)
     if chosen != "cuda":
         raise no_gpu("h2d (host-device copies)")
-    import torch
+    torch = import_extra("torch", "perflab bench h2d")
 
     lo = min_bytes or ((64 << 10) if quick else (4 << 10))
     hi = max_bytes or ((256 << 20) if quick else (1 << 30))

@@ -51,7 +51,7 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import InputError, ToolchainError
+from perflab.errors import InputError, ToolchainError, import_extra
 from perflab.model.bench import BenchResult, Level, Series
 
 CPU_STRIDE = 64  # one cache line per hop
@@ -204,7 +204,7 @@ class _CupyChase:
     method = "CUDA C++ through CuPy"
 
     def __init__(self) -> None:
-        import cupy
+        cupy = import_extra("cupy", "the CUDA C++ pointer chase")
 
         self.cupy = cupy
         self.kernel = _cupy_kernel(cupy)
@@ -269,7 +269,7 @@ class _TritonChase:
     method = "Triton"
 
     def __init__(self) -> None:
-        import torch
+        torch = import_extra("torch", "the Triton pointer chase")
 
         from perflab.bench import _triton_chase
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from perflab.bench._common import NoiseLog, median_call_ns, new_result, progress, resolve_backend
+from perflab.errors import import_extra
 from perflab.model.bench import BenchResult, Series
 
 CUDA_BATCHES = (1, 10, 100, 1000)
@@ -70,7 +71,7 @@ def _cuda_batch(
 
 
 def _cpu_calls() -> dict[str, Callable[[], object]]:
-    import torch
+    torch = import_extra("torch", "perflab bench launch")
 
     one = torch.zeros(1)
     return {"python call": lambda: None, "torch op": lambda: one.add_(1.0)}
@@ -120,7 +121,7 @@ def run(
     noise = NoiseLog()
     result = new_result("launch", chosen, {"quick": quick, "timer": "host clock, with sync"})
     if chosen == "cuda":
-        import torch
+        torch = import_extra("torch", "perflab bench launch")
 
         for kname, kernel in _cuda_kernels(torch).items():
             for mode in MODES:

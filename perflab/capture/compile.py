@@ -48,7 +48,7 @@ from perflab.capture.compile_flags import PTXAS_FLAGS as PTXAS_FLAGS
 from perflab.capture.compile_flags import allowed_flags_text as allowed_flags_text
 from perflab.capture.compile_flags import check_flags as check_flags
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
-from perflab.errors import InputError, PerflabError, SchemaError, ToolchainError
+from perflab.errors import InputError, PerflabError, SchemaError, ToolchainError, import_extra
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 from perflab.model.serialize import cache_dir, dump_json, load_json
 from perflab.model.timing import TimingResult
@@ -402,10 +402,7 @@ class TritonSpec:
 
 
 def _triton() -> Any:
-    try:
-        import triton
-    except ImportError:
-        raise ToolchainError("Triton is not installed: pip install triton") from None
+    triton = import_extra("triton", "compiling Triton kernels")
     version = tuple(int(p) for p in re.findall(r"\d+", triton.__version__)[:2])
     if version < MIN_TRITON:
         raise ToolchainError(f"Triton {triton.__version__} is too old: perflab needs >= 3.6")
@@ -721,8 +718,7 @@ def launch(
         if fn is None:
             raise InputError("a Triton launch spec needs 'fn': the @triton.jit function")
         return bench(lambda: fn[grid](*args, **kwargs), backend="cuda", name=chosen.name)
-    import cupy
-
+    cupy = import_extra("cupy", "--run of a CUDA C++ kernel")
     module = cupy.cuda.function.Module()
     module.load(result.cubin)
     function = module.get_function(chosen.mangled)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.capture import env
-from perflab.errors import no_gpu
+from perflab.errors import import_extra, no_gpu
 from perflab.model.trace import Trace
 
 
@@ -35,7 +35,7 @@ def profile(
     python: bool = False,
 ) -> Trace:
     """Profile one call of ``fn``; ``cuda=None`` means "if a GPU is available"."""
-    import torch
+    torch = import_extra("torch", "profile()")
     from torch.profiler import ProfilerActivity
 
     from perflab.io.kineto import load_kineto

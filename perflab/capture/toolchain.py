@@ -22,7 +22,7 @@ from typing import Any
 from perflab.analysis.arch import Arch as Arch
 from perflab.analysis.arch import parse_arch as parse_arch
 from perflab.capture import _proc
-from perflab.errors import InputError, ToolchainError
+from perflab.errors import InputError, ToolchainError, missing_extra
 
 TOOLS = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
 VERSION_TIMEOUT_S = 20
@@ -34,6 +34,13 @@ _WHEELS = {
     "ptxas": "nvidia-cuda-nvcc",
     "nvdisasm": "nvidia-cuda-nvdisasm",
     "cuobjdump": "nvidia-cuda-cuobjdump",
+}
+# what each tool is for (the "not found" message says it)
+_PURPOSE = {
+    "nvcc": "compiling CUDA C++",
+    "ptxas": "assembling PTX",
+    "nvdisasm": "showing SASS",
+    "cuobjdump": "reading kernel resources",
 }
 
 
@@ -133,10 +140,9 @@ def require_tool(name: str) -> Tool:
         override = os.environ.get(f"PERFLAB_{name.upper()}")
         if override:
             raise ToolchainError(f"PERFLAB_{name.upper()}={override} is not a file")
-        raise ToolchainError(
-            f"{name} not found: pip install {_WHEELS.get(name, name)} "
-            f"(or set PERFLAB_{name.upper()} to its path)"
-        )
+        wheel = _WHEELS.get(name, name)
+        alternative = f"or pip install {wheel}, or set PERFLAB_{name.upper()} to its path"
+        raise missing_extra(_PURPOSE.get(name, "this step"), name, alternative)
     return tool
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from perflab.commands import job
 from perflab.commands._common import add_trace_file, load_trace_file
-from perflab.errors import InputError
+from perflab.errors import InputError, import_extra
 
 
 def register(sub: Any) -> None:
@@ -32,6 +32,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import_extra("bokeh", "perflab timeline")
     from perflab.render.timeline import save_timeline
 
     if args.rows < 1000:
