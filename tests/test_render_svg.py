@@ -175,3 +175,20 @@ def test_outside_a_kernel_every_output_stands_alone() -> None:
     chart = roofline([("gemm", 1e12, 1e9, 1e-3)], device="H200")
     for _ in range(2):
         assert "typeof window.Bokeh === 'undefined'" in chart._repr_mimebundle_()["text/html"]
+
+
+def test_a_notebook_run_by_a_kernel_stores_bokehjs_once() -> None:
+    """Five charts run by a real kernel: only the first output carries BokehJS."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = ["import perflab"] + [
+        f"perflab.roofline([('k{i}', 1e12, 1e9, 1e-3)], device='H200')" for i in range(5)
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    pages = [c.outputs[0]["data"]["text/html"] for c in nb.cells[1:]]
+    carries = ["typeof window.Bokeh === 'undefined'" in p for p in pages]
+    assert carries == [True, False, False, False, False]
+    assert all("image/svg+xml" in c.outputs[0]["data"] for c in nb.cells[1:])
+    assert len(nbformat.writes(nb)) < 2_000_000  # 1.3 MB of BokehJS once, not five times
