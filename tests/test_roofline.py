@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
@@ -185,20 +184,30 @@ def test_cli_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_ceiling_and_point_labels_never_overlap() -> None:
-    from perflab.render.roofline import LABEL_GAP_PX, Axes, roofline
+    from perflab.render.labels import LabelPlacer, overlap
+    from perflab.render.roofline import roofline
 
-    # H200's spec table has peaks 2x apart (FP8 / BF16 / TF32): close on a log axis
-    chart = roofline([("a", 1e12, 1e9, 1e-3), ("b", 1.05e12, 1e9, 1e-3)], device="H200")
-    axes = Axes.of(chart, 480)
-    fig = chart.figure()
-    label_sets = [m for m in fig.center if type(m).__name__ == "LabelSet"]
-    assert len(label_sets) == 2  # the ceilings' labels and the points' labels
-    for labels in label_sets:
+    # H200's peaks are 2x apart (FP8 / BF16 / TF32), close on a log axis; points "a" and "b"
+    # sit almost on top of each other, and "c" next to the ceilings' labels
+    points = [("a", 1e12, 1e9, 1e-3), ("b", 1.05e12, 1e9, 1e-3), ("c", 9e14, 1e9, 1e-3)]
+    fig = roofline(points, device="H200").figure()
+    placer = LabelPlacer(
+        (fig.x_range.start, fig.x_range.end), (fig.y_range.start, fig.y_range.end), 760, 480
+    )
+    boxes = []
+    for labels in [m for m in fig.center if type(m).__name__ == "LabelSet"]:
         data = labels.source.data
-        ys = [axes.px_per_decade * math.log10(y) for y in data["y"]]
-        at = sorted(y + dy for y, dy in zip(ys, data["dy"], strict=True))
-        assert all(b - a >= LABEL_GAP_PX - 1e-9 for a, b in itertools.pairwise(at))
-    assert {"a", "b"} <= set(label_sets[1].source.data["label"])
+        left = labels.text_align == "right"
+        n = len(data["x"])
+        dxs = data["dx"] if "dx" in data else [labels.x_offset] * n
+        for x, y, text, dx, dy in zip(
+            data["x"], data["y"], data.get("text", data.get("label")), dxs, data["dy"], strict=True
+        ):
+            boxes.append(placer.box(x, y, text, dx, dy, left))
+    assert len(boxes) == 5 + 3  # five distinct peaks, three points
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not overlap(a, b), (a, b)
 
 
 def test_a_point_above_its_ceiling_is_explained() -> None:

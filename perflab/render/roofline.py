@@ -20,6 +20,7 @@ from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, 
 from perflab.errors import InputError
 from perflab.model.units import format_ns
 from perflab.render.html import esc, table, text_table, wrap
+from perflab.render.labels import LabelPlacer
 
 MIN_INTENSITY = 1e-3  # where points with no FLOPs are drawn (log axes cannot show 0)
 LEVEL_ALIASES = {
@@ -346,22 +347,17 @@ def roofline(points: Iterable[Any], device: str = "H200", *, ceilings: Any = Non
     return Roofline(roof, assess_all(pts, roof))
 
 
-LABEL_GAP_PX = 13  # the least vertical distance between two labels' baselines
-PLOT_MARGIN_PX = 90  # title, axis and toolbar space bokeh takes from the figure height
-
-
 @dataclass
 class Axes:
-    """The chart's log-log ranges, and how many pixels one decade of FLOP/s takes."""
+    """The chart's log-log ranges: every point and ceiling with room around them."""
 
     x_lo: float
     x_hi: float
     y_lo: float
     y_hi: float
-    px_per_decade: float
 
     @classmethod
-    def of(cls, r: Roofline, height: int) -> Axes:
+    def of(cls, r: Roofline) -> Axes:
         roof = r.roof
         top = max(roof.compute.values())
         x_lo = MIN_INTENSITY / 2
@@ -371,28 +367,14 @@ class Axes:
         ys = [y for y in _point_columns(r.verdicts)["y"] if y > 0] if r.verdicts else []
         y_lo = min([min(roof.memory.values()) * x_lo, *ys]) / 3
         y_hi = max([top, *ys]) * 3
-        decades = math.log10(y_hi) - math.log10(y_lo)
-        return cls(x_lo, x_hi, y_lo, y_hi, max(height - PLOT_MARGIN_PX, 50) / decades)
-
-    def offsets(self, ys: list[float]) -> list[float]:
-        """Vertical pixel offsets that keep labels at ``ys`` at least
-        :data:`LABEL_GAP_PX` apart (the highest stays, the next go down as needed)."""
-        order = sorted(range(len(ys)), key=lambda i: -ys[i])
-        out = [0.0] * len(ys)
-        floor = math.inf  # the lowest pixel height used so far
-        for i in order:
-            at = math.log10(ys[i]) * self.px_per_decade
-            placed = min(at, floor - LABEL_GAP_PX)
-            out[i] = placed - at
-            floor = placed
-        return out
+        return cls(x_lo, x_hi, y_lo, y_hi)
 
 
 def _figure(r: Roofline, width: int, height: int) -> Any:
     from bokeh.models import Range1d
     from bokeh.plotting import figure
 
-    axes = Axes.of(r, height)
+    axes = Axes.of(r)
     fig = figure(
         width=width,
         height=height,
@@ -405,10 +387,11 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
         tools="pan,wheel_zoom,box_zoom,reset",
         title=f"{r.roof.device}: {_provenance(r.roof)}",
     )
+    placer = LabelPlacer((axes.x_lo, axes.x_hi), (axes.y_lo, axes.y_hi), width, height)
     _memory_roofs(fig, r.roof, axes)
-    _compute_ceilings(fig, r.roof, axes)
+    _compute_ceilings(fig, r.roof, axes, placer)
     if r.verdicts:
-        _points(fig, r.verdicts, axes)
+        _points(fig, r.verdicts, placer)
     fig.legend.location = "top_left"
     fig.legend.label_text_font_size = "9pt"
     return fig
@@ -430,11 +413,13 @@ def _memory_roofs(fig: Any, roof: Roof, axes: Axes) -> None:
         )
 
 
-def _compute_ceilings(fig: Any, roof: Roof, axes: Axes) -> None:
-    """One line per distinct peak, labelled at the right end; labels of close peaks are
-    moved apart so that none overlaps another."""
+def _compute_ceilings(fig: Any, roof: Roof, axes: Axes, placer: LabelPlacer) -> None:
+    """One line per distinct peak, labelled at its right end; labels of close peaks are
+    stacked so that none overlaps another, and their room is taken from ``placer``."""
     from bokeh.models import ColumnDataSource
     from bokeh.models.annotations import LabelSet
+
+    from perflab.render.labels import stack
 
     same_peak: dict[float, list[str]] = {}  # equal peaks share one line and one label
     for key, peak in roof.compute.items():
@@ -449,7 +434,9 @@ def _compute_ceilings(fig: Any, roof: Roof, axes: Axes) -> None:
             alpha=0.7,
         )
     texts = [f"{' = '.join(same_peak[p])} {_si(p, 'FLOP/s')}" for p in peaks]
-    offsets = [2 + dy for dy in axes.offsets(peaks)]
+    offsets = [2 + dy for dy in stack([placer.px(axes.x_hi, p)[1] for p in peaks])]
+    for peak, text, dy in zip(peaks, texts, offsets, strict=True):
+        placer.take_text(axes.x_hi, peak, text, -4, dy, left=True)
     source = ColumnDataSource(
         {"x": [axes.x_hi] * len(peaks), "y": peaks, "text": texts, "dy": offsets}
     )
@@ -468,30 +455,37 @@ def _compute_ceilings(fig: Any, roof: Roof, axes: Axes) -> None:
     )
 
 
-def _points(fig: Any, verdicts: list[Verdict], axes: Axes) -> None:
-    """The kernels as markers with their names beside them, and a hover box."""
+def _points(fig: Any, verdicts: list[Verdict], placer: LabelPlacer) -> None:
+    """The kernels as markers with their names beside them (each where it covers no other
+    label or marker), and a hover box."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.models.annotations import LabelSet
 
     cols = _point_columns(verdicts)
-    cols["dy"] = [4 + dy for dy in axes.offsets(cols["y"])]
-    cols["label"] = [str(n)[:40] for n in cols["name"]]
     src = ColumnDataSource(cols)
     dots = fig.scatter(
         "x", "y", source=src, size=10, color="color", line_color="black", marker="marker"
     )
-    fig.add_layout(
-        LabelSet(
-            x="x",
-            y="y",
-            text="label",
-            x_offset=8,
-            y_offset="dy",
-            source=src,
-            text_font_size="9pt",
-            text_color="#222222",
-        )
-    )
+    for x, y in zip(cols["x"], cols["y"], strict=True):
+        placer.take_marker(x, y)
+    sides: dict[bool, dict[str, list[Any]]] = {
+        side: {"x": [], "y": [], "label": [], "dx": [], "dy": []} for side in (False, True)
+    }
+    for x, y, name in zip(cols["x"], cols["y"], cols["name"], strict=True):
+        label = str(name)[:40]
+        spot = placer.place(x, y, label)
+        row = {"x": x, "y": y, "label": label, "dx": spot.dx, "dy": spot.dy}
+        for key, value in row.items():
+            sides[spot.left][key].append(value)
+    for left, data in sides.items():
+        if data["x"]:
+            fig.add_layout(
+                LabelSet(
+                    x="x", y="y", text="label", x_offset="dx", y_offset="dy",
+                    source=ColumnDataSource(data), text_font_size="9pt", text_color="#222222",
+                    text_align="right" if left else "left",
+                )
+            )  # fmt: skip
     tips = [
         ("kernel", "@name"), ("level", "@level"), ("time", "@time"), ("achieved", "@flops_s"),
         ("bandwidth", "@bw"), ("intensity", "@ai"), ("bound by", "@bound"),

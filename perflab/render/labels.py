@@ -1,0 +1,100 @@
+"""Placing text labels on a log-log chart so that none covers another or a marker.
+
+Positions are worked out in pixels before the chart is drawn (bokeh does not move labels),
+from the figure's ranges and an estimate of its plot area; each label takes the first of a
+few candidate spots beside its point that is free, and the spot is then taken.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+CHAR_PX = 6.5  # average glyph width of 9pt text
+LINE_PX = 12.0  # height of one line of 9pt text
+LEFT_PX, BOTTOM_PX = 90.0, 70.0  # axis space bokeh takes: y tick labels, x ticks and title
+TOP_PX, RIGHT_PX = 30.0, 20.0
+# (x offset, y offset, text to the left of the point): right and above first
+CANDIDATES = ((8, 3, False), (8, -14, False), (-8, 3, True), (-8, -14, True), (8, 16, False),
+              (8, -27, False), (-8, 16, True), (-8, -27, True))  # fmt: skip
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels, y upwards
+
+
+def stack(heights: list[float], gap: float = LINE_PX + 1) -> list[float]:
+    """Offsets that keep labels at pixel ``heights`` at least ``gap`` apart: the highest
+    stays, the next go down as needed."""
+    out = [0.0] * len(heights)
+    floor = math.inf  # the lowest height used so far
+    for i in sorted(range(len(heights)), key=lambda i: -heights[i]):
+        placed = min(heights[i], floor - gap)
+        out[i] = placed - heights[i]
+        floor = placed
+    return out
+
+
+def overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@dataclass
+class Spot:
+    """Where a label goes: offsets from its point in pixels, and on which side."""
+
+    dx: float
+    dy: float
+    left: bool
+    box: Box
+
+
+@dataclass
+class LabelPlacer:
+    """Free space of a log-log plot area of ``width`` x ``height`` pixels (the figure's
+    size; the axes' space is taken off) over the given data ranges."""
+
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    width: float
+    height: float
+    taken: list[Box] = field(default_factory=list)
+
+    def px(self, x: float, y: float) -> tuple[float, float]:
+        (x0, x1), (y0, y1) = self.x_range, self.y_range
+        w, h = self.width - LEFT_PX - RIGHT_PX, self.height - BOTTOM_PX - TOP_PX
+        fx = (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
+        fy = (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0))
+        return fx * w, fy * h
+
+    def inside(self, box: Box) -> bool:
+        w, h = self.width - LEFT_PX - RIGHT_PX, self.height - BOTTOM_PX - TOP_PX
+        return box[0] >= 0 and box[1] >= 0 and box[2] <= w and box[3] <= h
+
+    def take_marker(self, x: float, y: float, radius: float = 6) -> None:
+        px, py = self.px(x, y)
+        self.taken.append((px - radius, py - radius, px + radius, py + radius))
+
+    def take_text(self, x: float, y: float, text: str, dx: float, dy: float, left: bool) -> Box:
+        box = self.box(x, y, text, dx, dy, left)
+        self.taken.append(box)
+        return box
+
+    def box(self, x: float, y: float, text: str, dx: float, dy: float, left: bool) -> Box:
+        px, py = self.px(x, y)
+        w = len(text) * CHAR_PX
+        x0 = px + dx - w if left else px + dx
+        return (x0, py + dy, x0 + w, py + dy + LINE_PX)
+
+    def place(self, x: float, y: float, text: str) -> Spot:
+        """The first free candidate spot for ``text`` beside point (x, y), taken; if none is
+        free, the one that overlaps least."""
+        best: Spot | None = None
+        best_hits = math.inf
+        for dx, dy, left in CANDIDATES:
+            box = self.box(x, y, text, dx, dy, left)
+            hits = sum(overlap(box, t) for t in self.taken) + (0 if self.inside(box) else 0.5)
+            if hits < best_hits:
+                best, best_hits = Spot(dx, dy, left, box), hits
+            if hits == 0:
+                break
+        assert best is not None
+        self.taken.append(best.box)
+        return best
