@@ -43,7 +43,10 @@ Side tables (``event`` is the row index into the events table):
 ``trace.meta`` is a JSON-able dict: ``source`` (file), ``format`` (``"kineto"``, ``"nsys"``,
 ``"torch.profiler"``), ``events_read`` (entries in the input: ``traceEvents`` length for
 Kineto, rows read otherwise), ``devices`` (list of ``{"id", "name", ...}`` device
-properties) and ``rank``/``world_size`` when known.
+properties) and ``rank``/``world_size`` when known. Kineto traces may add
+``thread_names`` (``{"<pid>:<tid>": name}``), ``process_names`` (``{"<pid>": name}``) and
+``collective_args`` (NCCL kernels' process group and ``Seq`` number: lists ``correlation``,
+``group``, ``seq``, keyed by the kernel's correlation id, which survives row selections).
 
 Times are checked where they enter (importers and :meth:`Trace.load`): a start lies in
 ``[TIME_MIN_NS, TIME_MAX_NS]`` and a duration in ``[0, DUR_MAX_NS]``, which keeps every end,
@@ -560,6 +563,7 @@ def _check_meta(meta: Any, source: str) -> None:
         )
     for key in NAME_TABLES:
         _check_name_table(meta.get(key, {}), source, f"meta.{key}")
+    _check_collective_args(meta.get("collective_args", {}), source)
 
 
 # meta entries naming threads ({"<pid>:<tid>": name}) and processes ({"<pid>": name}); the
@@ -567,6 +571,30 @@ def _check_meta(meta: Any, source: str) -> None:
 NAME_TABLES = ("thread_names", "process_names")
 MAX_NAME_TABLE = 1 << 16
 MAX_NAME_TEXT = 256
+
+
+def _check_collective_args(args: Any, source: str) -> None:
+    """``meta["collective_args"]``: NCCL kernels' process group (text or None) and sequence
+    number (-1: none) by the kernel's correlation id, three lists of one length."""
+    position = "meta.collective_args"
+    if args == {}:
+        return
+    lists: list[Any] = (
+        [args.get(k) for k in ("correlation", "group", "seq")] if isinstance(args, dict) else []
+    )
+    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
+        raise SchemaError(
+            "damaged trace file: not three lists of one length", source=source, position=position
+        )
+    correlation, group, seq = lists
+    if not (
+        all(type(c) is int and 0 <= c < 2**63 for c in correlation)
+        and all(g is None or (isinstance(g, str) and len(g) <= MAX_NAME_TEXT) for g in group)
+        and all(type(q) is int and -1 <= q < 2**63 for q in seq)
+    ):
+        raise SchemaError(
+            "damaged trace file: a value of the wrong type", source=source, position=position
+        )
 
 
 def _check_name_table(table: Any, source: str, position: str) -> None:
