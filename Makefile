@@ -24,7 +24,7 @@ SHELL := bash
 QUIET_SATISFIED := | { grep --line-buffered -v '^Requirement already satisfied' || true; }
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: lab test install browser lint typecheck pytest tstest node labextension clean
+.PHONY: lab test install browser lint typecheck pytest tstest node labextension clean notebooks
 
 $(PY):
 	$(call say,creating $(VENV) with $(PYTHON))
@@ -96,6 +96,11 @@ browser:
 
 lab: install
 	$(VENV)/bin/jupyter lab notebooks/
+
+# Re-execute every notebook in place and keep its outputs (two kernels at a time; the test suite
+# checks that the committed outputs are current). `make notebooks NB="05-x.ipynb"` runs some.
+notebooks: install
+	$(PY) tests/notebook_exec.py $(NB)
 
 lint: install
 	$(VENV)/bin/ruff check perflab tests benchmarks scripts/gpu-check
