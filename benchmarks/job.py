@@ -90,6 +90,8 @@ def generate_job(
     start_late: dict[int, int] | None = None,
     distributed_info: bool = True,
     base_time: bool = True,
+    collective_args: str = "",
+    missing: dict[int, set[int]] | None = None,
 ) -> JobTruth:
     """Write ``rank-N.json.gz`` for every rank and return the truth.
 
@@ -100,6 +102,9 @@ def generate_job(
     ``baseTimeNanoseconds`` (a different one per rank) unless ``base_time`` is False; a rank in
     ``stop_early`` writes only that many iterations (a rank that crashed), one in
     ``start_late`` leaves out that many first iterations (a profiler that started late).
+    ``collective_args``: "group" gives NCCL kernels a "Process Group Name", "seq" also a
+    "Seq" (the iteration), as recent PyTorch does; a rank in ``missing`` lacks the NCCL kernel
+    of those iterations (its other kernels stay).
     """
     rng = random.Random(seed)
     truth = JobTruth({r: RankTruth() for r in range(ranks)})
@@ -119,7 +124,9 @@ def generate_job(
             for r in range(ranks)
             if (start_late or {}).get(r, 0) <= i < (stop_early or {}).get(r, iterations)
         ]
-        truth.starts.append({r: arrive[r] for r in alive})
+        lost = {r for r in alive if i in (missing or {}).get(r, set())}
+        truth.starts.append({r: arrive[r] for r in alive if r not in lost})
+        comm = {"group": '"Process Group Name":"0",', "seq": f'"Process Group Name":"0","Seq":{i},'}
         for r in alive:
             out, tr = events[r], truth.ranks[r]
             corr = i * 4
@@ -129,7 +136,10 @@ def generate_job(
                 (OVERLAP, 7, arrive[r], overlap),
             )
             for k, (name, stream, start, dur) in enumerate(kernels):
-                out += _kernel_events(r, name, stream, start, dur, corr + k, base_time)
+                if k == 1 and r in lost:
+                    continue
+                extra = comm.get(collective_args, "") if k == 1 else ""
+                out += _kernel_events(r, name, stream, start, dur, corr + k, base_time, extra)
             if i % STEP == 0:
                 out.append(_step(r, i // STEP, t, base_time))
             first.setdefault(r, t)
@@ -159,9 +169,17 @@ def _ts(ns: int, rank: int, base_time: bool) -> str:
 
 
 def _kernel_events(
-    rank: int, name: str, stream: int, start: int, dur: int, corr: int, base_time: bool
+    rank: int,
+    name: str,
+    stream: int,
+    start: int,
+    dur: int,
+    corr: int,
+    base_time: bool,
+    extra: str = "",
 ) -> list[str]:
-    """A kernel with its cpu_op, launch and the two ac2g flow events."""
+    """A kernel with its cpu_op, launch and the two ac2g flow events; ``extra``: more of the
+    kernel's args (JSON members, each followed by a comma)."""
     pid, tid = 1000 + rank, 2000 + rank
     launch = start - 30_000
     ts = functools.partial(_ts, rank=rank, base_time=base_time)
@@ -171,9 +189,9 @@ def _kernel_events(
         f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":{pid},"tid":{tid},'
         f'"ts":{ts(launch)},"dur":4.5,"args":{{"External id":{corr},"correlation":{corr}}}}}',
         f'{{"ph":"X","cat":"kernel","name":"{name}","pid":{rank},"tid":{stream},'
-        f'"ts":{ts(start)},"dur":{dur // 1000}.{dur % 1000:03d},"args":{{"External id":{corr},'
-        f'"device":{rank},"stream":{stream},"correlation":{corr},"registers per thread":64,'
-        f'"shared memory":0,"grid":[128,1,1],"block":[256,1,1]}}}}',
+        f'"ts":{ts(start)},"dur":{dur // 1000}.{dur % 1000:03d},"args":{{{extra}'
+        f'"External id":{corr},"device":{rank},"stream":{stream},"correlation":{corr},'
+        f'"registers per thread":64,"shared memory":0,"grid":[128,1,1],"block":[256,1,1]}}}}',
         f'{{"ph":"s","id":{corr},"pid":{pid},"tid":{tid},"ts":{ts(launch)},"cat":"ac2g",'
         f'"name":"ac2g"}}',
         f'{{"ph":"f","id":{corr},"pid":{rank},"tid":{stream},"ts":{ts(start)},"cat":"ac2g",'

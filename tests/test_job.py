@@ -345,7 +345,7 @@ def test_cli_summary_json_has_the_documented_keys(
     for entry in doc["ranks"].values():
         assert list(entry) == ["busy_us", "idle_us", "span_us", "kernels", "comm", "memcpy"]
         assert list(entry["comm"]) == ["count", "total_us", "overlapped_us"]
-    assert list(doc["collectives"]) == ["count", "skew_us"]
+    assert list(doc["collectives"]) == ["count", "skew_us", "matched_by"]
     assert list(doc["collectives"]["skew_us"]) == ["median", "p99"]
     for s in doc["stragglers"]:
         assert list(s) == ["rank", "last_count", "mean_late_us", "wait_caused_us"]
@@ -474,3 +474,63 @@ def test_ranks_that_started_late_and_stopped_early_match_where_all_overlap(tmp_p
     for s in doc["stragglers"]:
         assert s["last_count"] == table[s["rank"]]["last_count"]
         assert s["wait_caused_us"] == pytest.approx(table[s["rank"]]["wait"])
+
+
+# -- matching by sequence metadata -----------------------------------------------------------
+
+
+def _instances(doc: dict[str, Any]) -> int:
+    return int(doc["collectives"]["count"])
+
+
+def test_sequence_numbers_match_across_a_lost_kernel(tmp_path: Path) -> None:
+    """Rank 1 lacks the all-reduce of iteration 10 (its kernels carry PyTorch's "Process
+    Group Name" and "Seq"): matched by Seq, every other collective pairs with its own, so
+    the straggler table is the generator's truth; by order, the ranks' kernels would pair
+    off one collective apart from there on."""
+    truth = generate(tmp_path, collective_args="seq", missing={1: {10}})
+    summary = summarize_job(load_job(tmp_path))
+    doc = summary.to_dict()
+    assert doc["collectives"]["matched_by"] == "sequence numbers"
+    instances, table = expected_collectives(truth)
+    assert _instances(doc) == len(instances) == 39
+    assert any("1 sequence numbers are missing" in w for w in doc["warnings"])
+    got = {s["rank"]: s for s in doc["stragglers"]}
+    for rank, want in table.items():
+        if want["last_count"]:
+            assert got[rank]["last_count"] == want["last_count"]
+            assert got[rank]["wait_caused_us"] == pytest.approx(want["wait"], rel=1e-9)
+    assert doc["stragglers"][0]["rank"] == STRAGGLER
+    shift = bench_job().BASE_NS - summary.collectives.origin_ns  # the job clock's origin
+    expected = [[s[r] + shift for r in sorted(s)] for s in instances]
+    np.testing.assert_array_equal(summary.collectives.start, np.array(expected, np.float64))
+
+
+def test_without_sequence_numbers_the_same_loss_is_a_mismatch_warning(tmp_path: Path) -> None:
+    generate(tmp_path, missing={1: {10}})
+    doc = summarize_job(load_job(tmp_path)).to_dict()
+    assert doc["collectives"]["matched_by"] == "order per stream"
+    assert any("different numbers of NCCL kernels" in w for w in doc["warnings"])
+
+
+def test_process_group_names_alone_match_by_order_per_group(tmp_path: Path) -> None:
+    truth = generate(tmp_path, collective_args="group")
+    doc = summarize_job(load_job(tmp_path)).to_dict()
+    assert doc["collectives"]["matched_by"] == "order per process group"
+    instances, table = expected_collectives(truth)
+    assert _instances(doc) == len(instances)
+    assert doc["stragglers"][0]["rank"] == STRAGGLER
+    assert doc["stragglers"][0]["last_count"] == table[STRAGGLER]["last_count"]
+
+
+def test_sequence_numbers_survive_helpers_and_saved_traces(tmp_path: Path) -> None:
+    generate(tmp_path, collective_args="seq")
+    one = summarize_job(load_job(tmp_path, workers=0)).to_dict()
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    for r in load_job(tmp_path, workers=1):
+        r.trace.save(saved / f"rank-{r.rank}.npz")
+    again = summarize_job(load_job(saved)).to_dict()
+    assert again["collectives"] == one["collectives"]
+    assert again["stragglers"] == one["stragglers"]
+    assert one["collectives"]["matched_by"] == "sequence numbers"

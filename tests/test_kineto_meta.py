@@ -310,3 +310,41 @@ def test_joining_column_parts_keeps_every_row_in_order(
     monkeypatch.setattr(kineto, "SMALL_PARTS", 2)
     monkeypatch.setattr(kineto, "RETURN_FREED_BYTES", 0)  # and hand freed pages back each time
     assert_identical(load_trace(path), default)
+
+
+def test_nccl_kernels_keep_their_process_group_and_seq(tmp_path: Path) -> None:
+    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    args = trace.meta["collective_args"]
+    assert len(args["correlation"]) == 21  # every NCCL kernel, none of the others
+    assert set(args["group"]) == {"0"} and set(args["seq"]) == {-1}  # no Seq in this trace
+    nccl = set(trace.correlation[trace.kernels["event"]].tolist())
+    assert set(args["correlation"]) <= nccl
+    kernel = _kernel("5.5", "1", 77).replace(
+        '"stream": 7,', '"stream": 7, "Seq": "12", "Process Group Name": "tp",'
+    )
+    trace = load_trace(_file(tmp_path, [kernel]))
+    assert trace.meta["collective_args"] == {"correlation": [77], "group": ["tp"], "seq": [12]}
+    saved = Trace.load(trace.save(tmp_path / "t.npz"))
+    assert saved.meta["collective_args"] == trace.meta["collective_args"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"correlation": [1], "group": [5], "seq": [1]},
+        {"correlation": [1, 2], "group": ["0"], "seq": [1]},
+        {"correlation": [-4], "group": ["0"], "seq": [1]},
+        {"correlation": [1], "group": ["0"], "seq": [1.5]},
+        [1, 2, 3],
+    ],
+)
+def test_saved_collective_args_are_checked(tmp_path: Path, bad: Any) -> None:
+    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    saved = trace.save(tmp_path / "t.npz")
+    names = [f"{t}.{c}" for t in ("events", "tracks", "kernels", "memcpy", "ops")
+             for c in getattr(trace, t).columns]  # fmt: skip
+    arrays, header = load_arrays(saved, names)
+    assert header is not None
+    header["meta"]["collective_args"] = bad
+    with pytest.raises(SchemaError, match=r"meta\.collective_args"):
+        Trace.load(save_arrays(tmp_path / "bad.npz", arrays, header))

@@ -7,14 +7,24 @@ Per rank (``ranks``): the single-file summary of the rank's trace
 numbers), ``kernels`` its kernel count, and its ``comm`` and ``memcpy`` entries unchanged.
 
 Collectives: the NCCL kernels (the summary's definition: the name starts with "nccl") of every
-rank, grouped by stream, in start order; the k-th kernel of a stream on every rank is one
-collective instance. Streams are matched across ranks by stream id when every rank has the
-same set of NCCL streams, else by the order of their first NCCL kernel. When ranks have
-different numbers of kernels on a stream, each rank's sequence is placed in the longest one
-where their kernel ends agree best (up to 64 collectives in) and only instances found on every
-rank of that stream are counted (a warning says so); a collective whose kernel names
-disagree across ranks ends the matching of that stream.
-(Kineto traces carry no NCCL sequence numbers perflab reads today, so the order is the match.)
+rank, matched across ranks in the first way the traces allow (``collectives.matched_by``):
+
+- ``"sequence numbers"``: every NCCL kernel carries its process group and ``Seq`` number
+  (recent PyTorch copies them from ``record_param_comms`` into the kernel's args; see
+  ``collective_args`` in :mod:`perflab.model.trace`): the kernels with the same (group, Seq)
+  are one instance. A (group, Seq) some member ranks of the group lack is left out (a warning
+  says how many); a rank that holds one twice keeps its first.
+- ``"order per process group"``: the kernels carry their process group but no Seq: per group,
+  in start order;
+- ``"order per stream"``: per stream, in start order. Streams are matched across ranks by
+  stream id when every rank has the same set of NCCL streams, else by the order of their first
+  NCCL kernel.
+
+In start order, the k-th kernel of a group (or stream) on every rank is one instance. When
+ranks have different numbers of kernels there, each rank's sequence is placed in the longest
+one where their kernel ends agree best (up to 64 collectives in) and only instances found on
+every rank are counted (a warning says so); a collective whose kernel names disagree across
+ranks ends the matching of that group.
 
 Per instance, on the job's clock (:meth:`perflab.model.job.Job.aligned_start_ns`): arrival
 skew = last start - first start; the last rank is the one with the latest start (the lowest
@@ -32,6 +42,7 @@ median collective) gets a warning that its clock is probably off by that much.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,12 +64,45 @@ MAX_SHIFT = 64  # leading collectives one rank may lack (a later profiler start)
 
 @dataclass
 class CommStream:
-    """One rank's NCCL kernels on one stream, in start order (job clock, ns)."""
+    """One rank's NCCL kernels of one stream or process group, in start order (job clock,
+    ns); ``rows`` are the kernels' rows in the rank's trace."""
 
-    key: tuple[int, int]  # (device, stream)
+    key: tuple[int, int]  # (device, stream) of its first kernel
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
     op: list[str]
+    rows: npt.NDArray[np.int64]
+    group: str | None = None  # the process group, when matched by group
+
+
+@dataclass
+class CommKernels:
+    """One rank's NCCL kernels (rows of its trace, in start order) with what matching needs:
+    their start and end on the job's clock, op, track, and, where the trace has them, their
+    process group and sequence number (None / -1 where not)."""
+
+    rows: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    op: list[str]
+    track: npt.NDArray[np.int64]
+    keys: list[tuple[int, int]]  # (device, stream) per kernel
+    group: list[str | None]
+    seq: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def part(self, picked: npt.NDArray[np.int64], group: str | None = None) -> CommStream:
+        picked = np.asarray(picked, dtype=np.int64)
+        return CommStream(
+            self.keys[int(picked[0])],
+            self.start[picked],
+            self.end[picked],
+            [self.op[i] for i in picked.tolist()],
+            self.rows[picked],
+            group,
+        )
 
 
 @dataclass
@@ -71,9 +115,12 @@ class Collectives:
     start: npt.NDArray[np.float64]
     end: npt.NDArray[np.float64]
     op: list[str]
-    stream: list[str]
+    stream: list[str]  # per instance: the stream or process group it was matched in
     origin_ns: int
     warnings: list[str] = field(default_factory=list)
+    # (instances x ranks): each kernel's row in its rank's trace, -1 where a rank takes no part
+    rows: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    matched_by: str = "order per stream"
 
     def __len__(self) -> int:
         return len(self.op)
@@ -158,29 +205,49 @@ def rank_entry(summary: TraceSummary) -> dict[str, Any]:
 # -- collectives ------------------------------------------------------------------------------
 
 
-def comm_streams(rank: RankTrace) -> list[CommStream]:
-    """The rank's NCCL kernels per (device, stream), ordered by their first kernel."""
+MATCHED_BY = ("sequence numbers", "order per process group", "order per stream")
+
+
+def comm_kernels(rank: RankTrace) -> CommKernels:
+    """The rank's NCCL kernels on GPU tracks, in start order, with their collective args."""
     trace = rank.trace
     rows = np.flatnonzero((trace.kind == EventKind.KERNEL) & _is_comm(trace.strings)[trace.name])
-    tracks = trace.tracks
-    on_gpu = tracks["kind"][trace.track[rows]] == TrackKind.GPU
-    rows = rows[on_gpu]
-    if len(rows) == 0:
-        return []
+    rows = rows[trace.tracks["kind"][trace.track[rows]] == TrackKind.GPU]
     start = trace.start_ns[rows] + np.int64(rank.clock_offset_ns)
-    end = start + trace.dur_ns[rows]
-    track = trace.track[rows]  # a GPU track is one (device, stream)
-    order = np.lexsort((rows, start, track))
-    ops = np.array([_op(s) for s in trace.strings], dtype=object)
-    out = []
-    for t in np.unique(track).tolist():
-        picked = order[track[order] == t]
-        key = (int(tracks["device"][t]), int(tracks["stream"][t]))
-        out.append(
-            CommStream(key, start[picked], end[picked], ops[trace.name[rows[picked]]].tolist())
-        )
-    out.sort(key=lambda c: int(c.start[0]))
-    return out
+    order = np.lexsort((rows, start))
+    rows, start = rows[order], start[order]
+    track = trace.track[rows].astype(np.int64)
+    tracks = trace.tracks
+    keys = list(
+        zip(tracks["device"][track].tolist(), tracks["stream"][track].tolist(), strict=True)
+    )
+    ops = [_op(trace.strings[n]) for n in trace.name[rows].tolist()]
+    group, seq = _collective_args(trace.meta.get("collective_args"), trace.correlation[rows])
+    return CommKernels(
+        rows.astype(np.int64), start, start + trace.dur_ns[rows], ops, track, keys, group, seq
+    )
+
+
+def _collective_args(
+    args: Any, correlation: npt.NDArray[np.int64]
+) -> tuple[list[str | None], npt.NDArray[np.int64]]:
+    """Process group and Seq of each kernel (by correlation id; see ``collective_args`` in
+    perflab.model.trace): None and -1 where the trace has none."""
+    n = len(correlation)
+    groups: list[str | None] = [None] * n
+    seq = np.full(n, -1, np.int64)
+    if not isinstance(args, dict) or not args.get("correlation") or n == 0:
+        return groups, seq
+    known = np.asarray(args["correlation"], dtype=np.int64)
+    order = np.argsort(known, kind="stable")
+    at = np.minimum(np.searchsorted(known[order], correlation), len(known) - 1)
+    found = (known[order][at] == correlation) & (correlation >= 0)
+    index = order[at]
+    names, numbers = args["group"], np.asarray(args["seq"], dtype=np.int64)
+    for i in np.flatnonzero(found).tolist():
+        groups[i] = names[int(index[i])]
+    seq[found] = numbers[index[found]]
+    return groups, seq
 
 
 def _is_comm(strings: list[str]) -> npt.NDArray[np.bool_]:
@@ -194,38 +261,112 @@ def _op(name: str) -> str:
 
 
 def match_collectives(job: Job) -> Collectives:
-    per_rank = {r.rank: comm_streams(r) for r in job}
-    ranks = [r for r, streams in per_rank.items() if streams]
+    per_rank = {r.rank: comm_kernels(r) for r in job}
+    ranks = [r for r, kernels in per_rank.items() if len(kernels)]
     notes: list[str] = []
-    silent = [str(r) for r, streams in per_rank.items() if not streams]
+    silent = [str(r) for r, kernels in per_rank.items() if not len(kernels)]
     if silent and ranks:
         notes.append(f"no NCCL kernels on rank(s) {', '.join(silent)}; matched among the others")
-    groups = _stream_groups({r: per_rank[r] for r in ranks}, notes)
-    origin = min((int(c.start[0]) for r in ranks for c in per_rank[r]), default=0)
-    starts, ends, ops, names = [], [], [], []
-    for label, members in groups:
-        s, e, op = _match_group(label, members, notes)
-        if not len(op):
+    active = {r: per_rank[r] for r in ranks}
+    how = _matching(active)
+    origin = min((int(k.start[0]) for k in active.values()), default=0)
+    matched: list[Matched | None]
+    if how == MATCHED_BY[0]:
+        matched = list(_match_by_sequence(active, notes))
+    else:
+        if how == MATCHED_BY[1]:
+            groups = _group_streams(active)
+        else:
+            groups = _stream_groups({r: _streams(k) for r, k in active.items()}, notes)
+        matched = [_match_group(label, members, notes) for label, members in groups]
+    return _collectives(ranks, matched, origin, notes, how)
+
+
+def _matching(per_rank: dict[int, CommKernels]) -> str:
+    """How the ranks' kernels can be matched: by (group, Seq) when every kernel has both,
+    by process group when every kernel has one, else by stream."""
+    kernels = list(per_rank.values())
+    if kernels and all(None not in k.group for k in kernels):
+        if all(bool((k.seq >= 0).all()) for k in kernels):
+            return MATCHED_BY[0]
+        return MATCHED_BY[1]
+    return MATCHED_BY[2]
+
+
+def _streams(kernels: CommKernels) -> list[CommStream]:
+    """A rank's NCCL kernels per GPU track, ordered by their first kernel."""
+    out = [kernels.part(np.flatnonzero(kernels.track == t)) for t in np.unique(kernels.track)]
+    out.sort(key=lambda c: int(c.start[0]))
+    return out
+
+
+def _group_streams(
+    per_rank: dict[int, CommKernels],
+) -> list[tuple[str, dict[int, CommStream]]]:
+    """Per process group (in order of first use on the lowest rank), each member rank's
+    kernels of that group."""
+    names: list[str] = []
+    for kernels in per_rank.values():
+        names += [g for g in dict.fromkeys(kernels.group) if g is not None and g not in names]
+    out = []
+    for name in names:
+        members = {}
+        for rank, kernels in per_rank.items():
+            picked = np.array([i for i, g in enumerate(kernels.group) if g == name], np.int64)
+            if len(picked):
+                members[rank] = kernels.part(picked, name)
+        out.append((f"process group {name}", members))
+    return out
+
+
+@dataclass
+class Matched:
+    """The instances of one stream or process group: per member rank, the index of its
+    kernel of each instance (in that rank's CommStream), and each instance's op."""
+
+    label: str
+    members: dict[int, CommStream]
+    picks: dict[int, npt.NDArray[np.int64]]
+    ops: list[str]
+
+
+def _match_by_sequence(per_rank: dict[int, CommKernels], notes: list[str]) -> list[Matched]:
+    """Per process group, the Seqs every member rank has, in order of their earliest start."""
+    out = []
+    for label, members in _group_streams(per_rank):
+        if len(members) < 2:
+            notes.append(f"{label}: NCCL kernels on rank {next(iter(members))} only; not matched")
             continue
-        col = np.array([ranks.index(r) for r in members])
-        full_s = np.full((len(op), len(ranks)), np.nan)
-        full_e = np.full((len(op), len(ranks)), np.nan)
-        full_s[:, col] = (s - origin).astype(np.float64)
-        full_e[:, col] = (e - origin).astype(np.float64)
-        starts.append(full_s)
-        ends.append(full_e)
-        ops += op
-        names += [label] * len(op)
-    empty = np.zeros((0, len(ranks)))
-    return Collectives(
-        ranks,
-        np.concatenate(starts) if starts else empty,
-        np.concatenate(ends) if ends else empty,
-        ops,
-        names,
-        origin,
-        notes,
-    )
+        name = label.removeprefix("process group ")
+        index: dict[int, dict[int, int]] = {}  # rank -> Seq -> its kernel in the group
+        repeats = 0
+        for rank in members:
+            kernels = per_rank[rank]
+            seqs = kernels.seq[[i for i, g in enumerate(kernels.group) if g == name]]
+            index[rank] = {}
+            for i, q in enumerate(seqs.tolist()):
+                repeats += q in index[rank]
+                index[rank].setdefault(q, i)
+        every = set.intersection(*(set(v) for v in index.values()))
+        some = set().union(*(set(v) for v in index.values()))
+        if len(some) > len(every):
+            notes.append(
+                f"{label}: {len(some) - len(every)} sequence numbers are missing on some of "
+                f"its ranks (a rank that stopped early or started tracing late?); only the "
+                f"{len(every)} found on every rank are matched"
+            )
+        if repeats:
+            notes.append(
+                f"{label}: {repeats} sequence numbers repeat on a rank; the first kernel of "
+                "each is kept"
+            )
+
+        first_start = {q: min(int(members[r].start[index[r][q]]) for r in members) for q in every}
+        ordered = sorted(every, key=first_start.__getitem__)
+        picks = {r: np.array([index[r][q] for q in ordered], np.int64) for r in members}
+        low = min(members)
+        out.append(Matched(label, members, picks, [members[low].op[i] for i in picks[low]]))
+    return out
 
 
 def _stream_groups(
@@ -257,14 +398,11 @@ def _stream_groups(
     ]
 
 
-def _match_group(
-    label: str, members: dict[int, CommStream], notes: list[str]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]:
-    """(instances x member ranks) starts and ends, and the op of each instance."""
+def _match_group(label: str, members: dict[int, CommStream], notes: list[str]) -> Matched | None:
+    """The instances of one stream or group by order (see the module docstring)."""
     if len(members) < 2:
-        only = next(iter(members))
-        notes.append(f"{label}: NCCL kernels on rank {only} only; not matched")
-        return np.zeros((0, 1), np.int64), np.zeros((0, 1), np.int64), []
+        notes.append(f"{label}: NCCL kernels on rank {next(iter(members))} only; not matched")
+        return None
     counts = {r: len(c.op) for r, c in members.items()}
     ref = max(counts, key=lambda r: (counts[r], -r))
     # where each rank's sequence sits in the longest one; instances all ranks have
@@ -279,10 +417,8 @@ def _match_group(
             "or started tracing late?)"
         )
     order = sorted(members)
-    skip = {r: first - at[r] for r in order}
-    start = np.stack([members[r].start[skip[r] : skip[r] + n] for r in order], 1)
-    end = np.stack([members[r].end[skip[r] : skip[r] + n] for r in order], 1)
-    ops = [members[r].op[skip[r] : skip[r] + n] for r in order]
+    picks = {r: np.arange(first - at[r], first - at[r] + n, dtype=np.int64) for r in order}
+    ops = [[members[r].op[i] for i in picks[r].tolist()] for r in order]
     agree = [len({o[i] for o in ops}) == 1 for i in range(n)]
     if not all(agree):
         k = agree.index(False)
@@ -291,8 +427,50 @@ def _match_group(
             f"{label}: collective #{k + 1} differs across ranks ({which}); "
             f"only the {k} before it are matched"
         )
-        start, end, n = start[:k], end[:k], k
-    return start, end, ops[0][:n]
+        picks = {r: p[:k] for r, p in picks.items()}
+        n = k
+    return Matched(label, members, picks, ops[0][:n])
+
+
+def _collectives(
+    ranks: list[int],
+    matched: Sequence[Matched | None],
+    origin: int,
+    notes: list[str],
+    how: str,
+) -> Collectives:
+    """The matched instances of every stream or group as one table (rank columns)."""
+    column = {r: i for i, r in enumerate(ranks)}
+    starts, ends, rows, ops, labels = [], [], [], [], []
+    for m in matched:
+        if m is None or not m.ops:
+            continue
+        n = len(m.ops)
+        start = np.full((n, len(ranks)), np.nan)
+        end = np.full((n, len(ranks)), np.nan)
+        row = np.full((n, len(ranks)), -1, np.int64)
+        for r, stream in m.members.items():
+            pick = m.picks[r]
+            start[:, column[r]] = (stream.start[pick] - origin).astype(np.float64)
+            end[:, column[r]] = (stream.end[pick] - origin).astype(np.float64)
+            row[:, column[r]] = stream.rows[pick]
+        starts.append(start)
+        ends.append(end)
+        rows.append(row)
+        ops += m.ops
+        labels += [m.label] * n
+    empty = np.zeros((0, len(ranks)))
+    return Collectives(
+        ranks,
+        np.concatenate(starts) if starts else empty,
+        np.concatenate(ends) if ends else empty,
+        ops,
+        labels,
+        origin,
+        notes,
+        np.concatenate(rows) if rows else empty.astype(np.int64),
+        how,
+    )
 
 
 def _position(longest: CommStream, other: CommStream) -> int:
@@ -340,6 +518,7 @@ def collective_stats(c: Collectives) -> dict[str, Any]:
             "median": float(np.median(skew)) if len(skew) else None,
             "p99": float(np.percentile(skew, 99)) if len(skew) else None,
         },
+        "matched_by": c.matched_by,
     }
 
 
