@@ -390,3 +390,11 @@ class CompileView:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(compile_text(self.result, self.options))
+
+    def occupancy_slider(self) -> Any:
+        """A block-size slider showing this kernel's occupancy as it moves (ipywidgets)."""
+        from perflab.render.occupancy_widget import occupancy_slider
+
+        return occupancy_slider(
+            self.result, self.options.kernel, dynamic_shared=self.options.dynamic_shared
+        )
