@@ -169,6 +169,24 @@ def test_consecutive_outputs_in_a_session_carry_bokehjs_once(monkeypatch: Any) -
     assert len(first) + sum(later) < 2_000_000
 
 
+def test_request_metadata_in_a_kernel_and_in_colab(monkeypatch: Any) -> None:
+    import sys
+    import types
+
+    class Kernel:
+        def get_parent(self, channel: str) -> dict[str, Any]:
+            return {"metadata": {"cellId": "c1", "deletedCells": []}}
+
+    shell = types.SimpleNamespace(kernel=Kernel())
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: shell  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    assert bokeh_embed._request_metadata() == {"cellId": "c1", "deletedCells": []}
+    # Colab shows each output in its own frame: each must carry BokehJS
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    assert bokeh_embed._request_metadata() is None
+
+
 def test_outside_a_kernel_every_output_stands_alone() -> None:
     from perflab.render.roofline import roofline
 

@@ -13,7 +13,8 @@ Every notebook output of a chart passes through :func:`notebook_bundle` (or
 
 BokehJS itself (about 1.3 MB) is inlined in the first chart output of a kernel session only
 (see :class:`RuntimeOnce`), so the notebook stores it once; the plots of later outputs wait
-for it. Outside a kernel (a script, a saved page) each output carries it, so it stands alone.
+for it. Outside a kernel (a script, a saved page) and in Colab (a frame per output) each
+output carries it, so it stands alone.
 bokeh is imported inside the functions.
 """
 
@@ -65,7 +66,10 @@ RUNTIME = RuntimeOnce()
 
 
 def _request_metadata() -> dict[str, Any] | None:
-    """The metadata of the kernel request being run, or None outside a kernel."""
+    """The metadata of the kernel request being run, or None where each output must stand
+    alone: outside a kernel, and in Colab (which shows every output in a frame of its own)."""
+    if "google.colab" in sys.modules:
+        return None
     ipython = sys.modules.get("IPython")
     shell = getattr(ipython, "get_ipython", lambda: None)()
     kernel = getattr(shell, "kernel", None)
