@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("bokeh")
 
 from perflab.model.bench import BenchResult, Level, Series
-from perflab.render.sweep_chart import MAX_TICKS, cache_marks, log_ticks
+from perflab.render.labels import MAX_TICKS, log_ticks
+from perflab.render.sweep_chart import cache_marks
 
 SVG = "{http://www.w3.org/2000/svg}"
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30

@@ -219,3 +219,13 @@ def test_a_point_above_its_ceiling_is_explained() -> None:
     assert "note: too fast is at" in text and "counts or time are off" in text
     assert "fine is at" not in text
     assert "counts or time are off" in chart._repr_mimebundle_()["text/html"]
+
+
+def test_performance_axis_reads_in_si_units() -> None:
+    import xml.etree.ElementTree as ET
+
+    from perflab.render.roofline import roofline
+
+    svg = roofline([("a", 1e12, 1e9, 1e-3)], device="H200")._repr_mimebundle_()["image/svg+xml"]
+    words = {t.text for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")}
+    assert {"1 TFLOP/s", "1 PFLOP/s"} <= words

@@ -18,6 +18,7 @@ TOP_PX, RIGHT_PX = 30.0, 20.0
 CANDIDATES = ((8, 3, False), (8, -14, False), (-8, 3, True), (-8, -14, True), (8, 16, False),
               (8, -27, False), (-8, 16, True), (-8, -27, True))  # fmt: skip
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels, y upwards
+MAX_TICKS = 9
 
 
 def stack(heights: list[float], gap: float = LINE_PX + 1) -> list[float]:
@@ -98,3 +99,21 @@ class LabelPlacer:
         assert best is not None
         self.taken.append(best.box)
         return best
+
+
+def log_ticks(lo: float, hi: float, *, base: int) -> list[float]:
+    """Tick positions on a log axis from ``lo`` to ``hi``: powers of ``base`` (2 for bytes,
+    10 otherwise), every k-th so that at most :data:`MAX_TICKS` remain; over less than 2.5
+    decades, the 1-2-5 steps inside them."""
+    if not (0 < lo < hi and math.isfinite(hi)):
+        return []
+    if base == 10 and math.log10(hi / lo) < 2.5:
+        d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        steps = [m * 10.0**d for d in range(d0, d1 + 1) for m in (1, 2, 5)]
+        return [t for t in steps if lo <= t <= hi]
+    p0, p1 = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
+    every = max(1, math.ceil((p1 - p0 + 1) / MAX_TICKS))
+    if base == 2:  # land on even powers (1 KiB, 4 KiB, ...) when skipping
+        every += every % 2
+        p0 += p0 % 2 if every > 1 else 0
+    return [float(base) ** p for p in range(p0, p1 + 1, every)]

@@ -20,7 +20,7 @@ from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, 
 from perflab.errors import InputError
 from perflab.model.units import format_ns
 from perflab.render.html import esc, table, text_table, wrap
-from perflab.render.labels import LabelPlacer
+from perflab.render.labels import LabelPlacer, log_ticks
 
 MIN_INTENSITY = 1e-3  # where points with no FLOPs are drawn (log axes cannot show 0)
 LEVEL_ALIASES = {
@@ -387,6 +387,7 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
         tools="pan,wheel_zoom,box_zoom,reset",
         title=f"{r.roof.device}: {_provenance(r.roof)}",
     )
+    _flops_ticks(fig.yaxis[0], axes)
     placer = LabelPlacer((axes.x_lo, axes.x_hi), (axes.y_lo, axes.y_hi), width, height)
     _memory_roofs(fig, r.roof, axes)
     _compute_ceilings(fig, r.roof, axes, placer)
@@ -395,6 +396,15 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
     fig.legend.location = "top_left"
     fig.legend.label_text_font_size = "9pt"
     return fig
+
+
+def _flops_ticks(axis: Any, axes: Axes) -> None:
+    """Performance ticks at powers of ten, labelled with SI prefixes (``10 TFLOP/s``)."""
+    from bokeh.models import FixedTicker
+
+    ticks = log_ticks(axes.y_lo, axes.y_hi, base=10)
+    axis.ticker = FixedTicker(ticks=ticks, minor_ticks=[])
+    axis.major_label_overrides = {t: _si(t, "FLOP/s") for t in ticks}
 
 
 def _memory_roofs(fig: Any, roof: Roof, axes: Axes) -> None:

@@ -28,29 +28,11 @@ import numpy as np
 from perflab.analysis.specs import CACHE_LABELS, find_spec
 from perflab.model.bench import Series
 from perflab.model.units import format_bytes
+from perflab.render.labels import log_ticks
 
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 WIDTH, HEIGHT = 760, 380
-MAX_TICKS = 9
 Formatter = Callable[[float], str]
-
-
-def log_ticks(lo: float, hi: float, *, base: int) -> list[float]:
-    """Tick positions on a log axis from ``lo`` to ``hi``: powers of ``base`` (2 for bytes,
-    10 otherwise), every k-th so that at most :data:`MAX_TICKS` remain; over less than 2.5
-    decades, the 1-2-5 steps inside them."""
-    if not (0 < lo < hi and math.isfinite(hi)):
-        return []
-    if base == 10 and math.log10(hi / lo) < 2.5:
-        d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-        steps = [m * 10.0**d for d in range(d0, d1 + 1) for m in (1, 2, 5)]
-        return [t for t in steps if lo <= t <= hi]
-    p0, p1 = math.ceil(math.log(lo, base) - 1e-9), math.floor(math.log(hi, base) + 1e-9)
-    every = max(1, math.ceil((p1 - p0 + 1) / MAX_TICKS))
-    if base == 2:  # land on even powers (1 KiB, 4 KiB, ...) when skipping
-        every += every % 2
-        p0 += p0 % 2 if every > 1 else 0
-    return [float(base) ** p for p in range(p0, p1 + 1, every)]
 
 
 def _axis_range(values: np.ndarray, pad: float = 1.25) -> tuple[float, float]:
