@@ -105,3 +105,35 @@ def test_nothing_to_draw_gives_the_tables_only() -> None:
     )
     assert set(bundle) == {"text/plain", "text/html"}  # no chart of no points
     assert bundle["text/html"].endswith("<p>x</p>")
+
+
+def test_level_and_cache_labels_never_overlap() -> None:
+    from perflab.render.bench_view import _formatters
+    from perflab.render.labels import LabelPlacer, overlap, text_px
+    from perflab.render.sweep_chart import HEIGHT, WIDTH, sweep_figure
+
+    r = ladder("H200")
+    # two more plateaus crowded next to L2, at almost its value
+    r.series[0].levels += [
+        Level("L2 (2)", 512 * KIB, 2 * MIB, 270, 3),
+        Level("x", KIB, 2 * KIB, 36, 2),
+    ]
+    x_fmt, y_fmt = _formatters(r.series[0])
+    fig = sweep_figure(
+        r.series, title="t", x_label="x", y_label="y", x_fmt=x_fmt, y_fmt=y_fmt, device="H200"
+    )
+    ranges = (fig.x_range.start, fig.x_range.end), (fig.y_range.start, fig.y_range.end)
+    placer = LabelPlacer(*ranges, WIDTH, HEIGHT, right=50 + text_px("chase"))  # legend room
+    boxes = []
+    for m in fig.center:
+        left = getattr(m, "text_align", "left") == "right"
+        if type(m).__name__ == "LabelSet":
+            d = m.source.data
+            for x, y, t, dx, dy in zip(d["x"], d["y"], d["text"], d["dx"], d["dy"], strict=True):
+                boxes.append(placer.box(x, y, t, dx, dy, left))
+        elif type(m).__name__ == "Label":
+            boxes.append(placer.box(m.x, m.y, m.text, m.x_offset, m.y_offset, left))
+    assert len(boxes) == 5 + 2  # five plateaus, two caches
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not overlap(a, b), (a, b)

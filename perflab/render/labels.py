@@ -8,6 +8,7 @@ few candidate spots beside its point that is free, and the spot is then taken.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 CHAR_PX = 6.5  # average glyph width of 9pt text
@@ -33,6 +34,11 @@ def stack(heights: list[float], gap: float = LINE_PX + 1) -> list[float]:
     return out
 
 
+def text_px(text: str) -> float:
+    """The width of ``text`` in 9pt type, estimated."""
+    return len(text) * CHAR_PX
+
+
 def overlap(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
@@ -56,17 +62,18 @@ class LabelPlacer:
     y_range: tuple[float, float]
     width: float
     height: float
+    right: float = RIGHT_PX  # more when a legend sits outside the plot
     taken: list[Box] = field(default_factory=list)
 
     def px(self, x: float, y: float) -> tuple[float, float]:
         (x0, x1), (y0, y1) = self.x_range, self.y_range
-        w, h = self.width - LEFT_PX - RIGHT_PX, self.height - BOTTOM_PX - TOP_PX
+        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
         fx = (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
         fy = (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0))
         return fx * w, fy * h
 
     def inside(self, box: Box) -> bool:
-        w, h = self.width - LEFT_PX - RIGHT_PX, self.height - BOTTOM_PX - TOP_PX
+        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
         return box[0] >= 0 and box[1] >= 0 and box[2] <= w and box[3] <= h
 
     def take_marker(self, x: float, y: float, radius: float = 6) -> None:
@@ -80,16 +87,22 @@ class LabelPlacer:
 
     def box(self, x: float, y: float, text: str, dx: float, dy: float, left: bool) -> Box:
         px, py = self.px(x, y)
-        w = len(text) * CHAR_PX
+        w = text_px(text)
         x0 = px + dx - w if left else px + dx
         return (x0, py + dy, x0 + w, py + dy + LINE_PX)
 
-    def place(self, x: float, y: float, text: str) -> Spot:
-        """The first free candidate spot for ``text`` beside point (x, y), taken; if none is
-        free, the one that overlaps least."""
+    def place(
+        self,
+        x: float,
+        y: float,
+        text: str,
+        candidates: Sequence[tuple[float, float, bool]] = CANDIDATES,
+    ) -> Spot:
+        """The first free spot for ``text`` among ``candidates`` (offsets from point (x, y)
+        and side) inside the plot, taken; if none is free, the one that overlaps least."""
         best: Spot | None = None
         best_hits = math.inf
-        for dx, dy, left in CANDIDATES:
+        for dx, dy, left in candidates:
             box = self.box(x, y, text, dx, dy, left)
             hits = sum(overlap(box, t) for t in self.taken) + (0 if self.inside(box) else 0.5)
             if hits < best_hits:

@@ -28,7 +28,7 @@ import numpy as np
 from perflab.analysis.specs import CACHE_LABELS, find_spec
 from perflab.model.bench import Series
 from perflab.model.units import format_bytes
-from perflab.render.labels import log_ticks
+from perflab.render.labels import CANDIDATES, LabelPlacer, log_ticks, text_px
 
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 WIDTH, HEIGHT = 760, 380
@@ -72,39 +72,46 @@ def _series(fig: Any, s: Series, colour: str, x_fmt: Formatter, y_fmt: Formatter
     return LegendItem(label=s.name, renderers=[line, dots])
 
 
-def _levels(fig: Any, s: Series, colour: str, y_fmt: Formatter) -> None:
-    """Plateaus as dashed segments over their range, each labelled with level and value."""
+def _levels(fig: Any, s: Series, colour: str, y_fmt: Formatter, placer: LabelPlacer) -> None:
+    """Plateaus as dashed segments over their range, each labelled with level and value
+    (centred above its segment, or the nearest free spot)."""
     from bokeh.models import ColumnDataSource
     from bokeh.models.annotations import LabelSet
 
     levels = [lv for lv in s.levels if lv.value > 0 and 0 < lv.x_min <= lv.x_max]
     if not levels:
         return
-    source = ColumnDataSource(
-        {
-            "x0": [lv.x_min for lv in levels],
-            "x1": [lv.x_max for lv in levels],
-            "y": [lv.value for lv in levels],
-            "mid": [math.sqrt(lv.x_min * lv.x_max) for lv in levels],
-            "text": [f"{lv.name} ≈ {y_fmt(lv.value)}" for lv in levels],
-        }
-    )
+    mids = [math.sqrt(lv.x_min * lv.x_max) for lv in levels]
+    texts = [f"{lv.name} ≈ {y_fmt(lv.value)}" for lv in levels]
+    spots = []
+    for mid, lv, text in zip(mids, levels, texts, strict=True):
+        half = text_px(text) / 2
+        around = [(-half, 5, False), (-half, -17, False), (6, 5, False), (-6, 5, True)]
+        spots.append(placer.place(mid, lv.value, text, [*around, *CANDIDATES]))
     fig.segment(
-        x0="x0", y0="y", x1="x1", y1="y", source=source, color=colour, line_dash="dashed",
-        line_width=1.5,
+        x0=[lv.x_min for lv in levels], y0=[lv.value for lv in levels],
+        x1=[lv.x_max for lv in levels], y1=[lv.value for lv in levels], color=colour,
+        line_dash="dashed", line_width=1.5,
     )  # fmt: skip
-    fig.add_layout(
-        LabelSet(
-            x="mid",
-            y="y",
-            text="text",
-            source=source,
-            y_offset=6,
-            text_align="center",
-            text_font_size="9pt",
-            text_color=colour,
+    for left in (False, True):
+        rows = [i for i, spot in enumerate(spots) if spot.left == left]
+        if not rows:
+            continue
+        source = ColumnDataSource(
+            {
+                "x": [mids[i] for i in rows],
+                "y": [levels[i].value for i in rows],
+                "text": [texts[i] for i in rows],
+                "dx": [spots[i].dx for i in rows],
+                "dy": [spots[i].dy for i in rows],
+            }
         )
-    )
+        fig.add_layout(
+            LabelSet(
+                x="x", y="y", text="text", source=source, x_offset="dx", y_offset="dy",
+                text_align="right" if left else "left", text_font_size="9pt", text_color=colour,
+            )
+        )  # fmt: skip
 
 
 def cache_marks(device: str) -> tuple[list[tuple[str, float]], str]:
@@ -125,24 +132,26 @@ def cache_marks(device: str) -> tuple[list[tuple[str, float]], str]:
     return marks, note
 
 
-def _cache_spans(fig: Any, marks: Sequence[tuple[str, float]], y_bottom: float) -> None:
-    """Vertical lines at the cache sizes, labelled along the bottom of the plot (where
-    plateau labels, drawn above their segments, are not)."""
+def _cache_spans(
+    fig: Any, marks: Sequence[tuple[str, float]], y_bottom: float, placer: LabelPlacer
+) -> None:
+    """Vertical lines at the cache sizes, each labelled beside its line at the lowest height
+    where the label covers no point and no other label."""
     from bokeh.models.annotations import Label, Span
 
-    for i, (label, size) in enumerate(marks):
+    for label, size in marks:
         fig.add_layout(Span(location=size, dimension="height", line_color="#999999"))
+        heights = [(3, 4 + 13 * k, False) for k in range(12)]
+        spot = placer.place(
+            size, y_bottom, label, [*heights, *[(-3, dy, True) for _, dy, _ in heights]]
+        )
         fig.add_layout(
             Label(
-                x=size,
-                y=y_bottom,
-                text=label,
-                x_offset=3,
-                y_offset=4 + 13 * i,
-                text_font_size="9pt",
+                x=size, y=y_bottom, text=label, x_offset=spot.dx, y_offset=spot.dy,
+                text_align="right" if spot.left else "left", text_font_size="9pt",
                 text_color="#666666",
             )
-        )
+        )  # fmt: skip
 
 
 def sweep_figure(
@@ -174,14 +183,19 @@ def sweep_figure(
     by_bytes = usable[0].x_unit == "bytes" if usable else False
     _ticks(fig.xaxis[0], x_lo, x_hi, 2 if by_bytes else 10, x_fmt)
     _ticks(fig.yaxis[0], y_lo, y_hi, 10, y_fmt)
+    legend_px = 50 + max((text_px(s.name) for s in usable), default=0)
+    placer = LabelPlacer((x_lo, x_hi), (y_lo, y_hi), WIDTH, HEIGHT, right=legend_px)
+    for s in usable:
+        for x, y in zip(*_plottable(s), strict=True):
+            placer.take_marker(float(x), float(y), radius=4)
     items = []
     for i, s in enumerate(usable):
         colour = COLOURS[i % len(COLOURS)]
         items.append(_series(fig, s, colour, x_fmt, y_fmt))
-        _levels(fig, s, colour, y_fmt)
+        _levels(fig, s, colour, y_fmt, placer)
     if by_bytes and device:
         marks = [(label, size) for label, size in cache_marks(device)[0] if x_lo < size < x_hi]
-        _cache_spans(fig, marks, y_lo)
+        _cache_spans(fig, marks, y_lo, placer)
     if items:
         fig.add_layout(
             Legend(items=items, location="top_left", label_text_font_size="9pt"), "right"
