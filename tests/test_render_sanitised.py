@@ -74,3 +74,20 @@ def test_chart_picture_survives_and_nothing_else_runs() -> None:
     kept = sanitise(html)
     assert re.search(r'<img src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]{1000,}"', kept)
     assert "<script" not in kept and PAYLOAD not in kept
+
+
+def test_timing_histogram_survives_as_an_image() -> None:
+    import base64
+    import xml.etree.ElementTree as ET
+
+    import numpy as np
+
+    from perflab.model.timing import TimingResult
+
+    samples = np.linspace(1000.0, 1500.0, 50)  # view input, not a measurement
+    result = TimingResult(samples_ns=samples, backend="cpu", device="cpu", name="work")
+    kept = sanitise(result._repr_mimebundle_()["text/html"])
+    found = re.search(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', kept)
+    assert found is not None
+    svg = ET.fromstring(base64.b64decode(found.group(1)))
+    assert len(svg.findall("{http://www.w3.org/2000/svg}rect")) > 0

@@ -20,11 +20,10 @@ bokeh is imported inside the functions.
 
 from __future__ import annotations
 
-import base64
 import sys
 from typing import Any
 
-from perflab.render.html import esc, static_text, wrap
+from perflab.render.html import static_text, svg_image, wrap
 
 # Run the plot's script once BokehJS is in the page, then hide the static picture. A later
 # output can be drawn before the one carrying BokehJS (a page still loading): it waits a
@@ -91,12 +90,9 @@ def static_svg(layout: Any, text: str) -> str:
 
 
 def _picture(svg: str, text: str) -> str:
-    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    alt = esc(text.splitlines()[0] if text else "chart")
-    return (
-        f'<div class="perflab-static"><img src="data:image/svg+xml;base64,{data}" alt="{alt}"'
-        ' style="max-width: 100%; height: auto"></div>'
-    )
+    alt = text.splitlines()[0] if text else "chart"
+    image = svg_image(svg, alt, "max-width: 100%; height: auto")
+    return f'<div class="perflab-static">{image}</div>'
 
 
 def _chart_html(layout: Any, text: str, svg: str, runtime: bool | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 from collections.abc import Collection, Iterable, Sequence
@@ -21,6 +22,14 @@ def style() -> str:
 def esc(value: object) -> str:
     """Escape any value for HTML text and attribute context."""
     return html.escape(str(value), quote=True)
+
+
+def svg_image(svg: str, alt: str, style: str = "") -> str:
+    """An SVG document as an ``<img>`` with a data URI: the sanitisers of untrusted
+    notebooks (JupyterLab's, GitHub's) drop inline ``<svg>`` but keep images."""
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    extra = f' style="{esc(style)}"' if style else ""
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{esc(alt)}"{extra}>'
 
 
 def table(
