@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_browser import browser, jupyter_server, open_page  # noqa: F401 (fixture)
 from test_ptx_magic import COPY
-from test_timeline import PAYLOAD
+from test_timeline import PAYLOAD, synthetic_trace
 
 pytestmark = pytest.mark.browser
 
@@ -23,18 +23,20 @@ OUTPUTS = ".jp-OutputArea-output"
 
 
 def untrusted_notebook(path: Path) -> None:
-    """Two outputs as a kernel would have stored them (no signature): a roofline chart and
-    a %%ptx view."""
+    """Outputs as a kernel would have stored them (no signature): a roofline chart, a %%ptx
+    view and a timeline."""
     import nbformat
 
     import perflab
     from perflab.capture.compile import compile_cuda
     from perflab.render.ptx_view import CompileView
+    from perflab.render.timeline import timeline
 
     chart = perflab.roofline([(PAYLOAD, 1e12, 1e9, 1e-3)], device="H200")
     view = CompileView(compile_cuda(COPY, arch="sm_90a"))
+    lanes = timeline(synthetic_trace(2000))
     cells = []
-    for source, shown in (("chart", chart), ("view", view)):
+    for source, shown in (("chart", chart), ("view", view), ("lanes", lanes)):
         cell = nbformat.v4.new_code_cell(source)
         cell.outputs = [nbformat.v4.new_output("display_data", data=shown._repr_mimebundle_())]
         cells.append(cell)
@@ -55,13 +57,12 @@ def test_untrusted_notebook_shows_charts_and_a_styled_ptx_view(
         shot = os.environ.get("PERFLAB_SCREENSHOT_DIR")
         if shot:
             page.screenshot(path=str(Path(shot) / "untrusted-lab.png"), full_page=True)
-        picture = page.evaluate(
-            """() => {
-              const img = document.querySelector('img[src^="data:image/svg+xml"]');
-              return img && {w: img.naturalWidth, shown: img.getBoundingClientRect().height}
-            }"""
+        pictures = page.evaluate(
+            """() => [...document.querySelectorAll('img[src^="data:image/svg+xml"]')].map(
+              (img) => ({w: img.naturalWidth, shown: img.getBoundingClientRect().height}))"""
         )
-        assert picture is not None and picture["w"] > 300 and picture["shown"] > 100
+        assert len(pictures) == 2  # the roofline's and the timeline's
+        assert all(p["w"] > 300 and p["shown"] > 100 for p in pictures), pictures
         view = page.evaluate(
             """() => {
               const panes = [...document.querySelectorAll('.pv-pane')];
