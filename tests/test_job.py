@@ -404,6 +404,44 @@ def test_timeline_of_a_job_groups_lanes_by_rank(
     page = out.read_text()
     for rank in range(4):
         assert f"rank {rank} GPU {rank} stream 20" in page
+    assert "the job's straggler arrived last" in page  # the collective links' page script
+    assert f"straggler: rank {STRAGGLER}" in page
+
+
+def test_job_timeline_links_each_collective_through_its_ranks_kernels(
+    job_dir: tuple[Path, Any],
+) -> None:
+    """The page's collective data: per instance, each rank's NCCL kernel start and lane; the
+    last arrival and skew are the generator's."""
+    pytest.importorskip("bokeh")
+    from perflab.render.job import CollectiveLinks, job_timeline
+    from perflab.render.timeline import assign_lanes
+
+    directory, truth = job_dir
+    job = load_job(directory)
+    view = job_timeline(job)
+    assert "collectives: 40 matched across ranks (order per stream)" in view.text
+    assert f"red: rank {STRAGGLER}, the straggler" in view.text
+    merged = job.merged()
+    lanes = assign_lanes(merged)
+    origin = int(merged.start_ns.min())
+    from perflab.analysis.job import match_collectives
+
+    links = CollectiveLinks(merged, job, match_collectives(job), STRAGGLER)
+    inst, cells, meta = links.page_data(lanes, origin)
+    assert meta["straggler"] == STRAGGLER and meta["ranks"] == [0, 1, 2, 3]
+    lane = cells["lane"].reshape(-1, 4)
+    for col in range(4):  # every instance sits on the rank's NCCL stream lane
+        assert {lanes.labels[k] for k in lane[:, col]} == {f"rank {col} GPU {col} stream 20"}
+    instances, _ = expected_collectives(truth)
+    start_ns = inst["first"][:, None] + cells["off"].reshape(-1, 4).astype(np.float64)
+    shift = bench_job().BASE_NS - origin  # the generator's times on the page's clock, in ms
+    want = np.array([[s[r] + shift for r in range(4)] for s in instances]) / 1e6
+    np.testing.assert_allclose(start_ns, want, atol=1e-6)  # float32 offsets: well under 1 ns
+    last = [max(range(4), key=lambda r, s=s: (s[r], -r)) for s in instances]
+    assert inst["last"].tolist() == last
+    skew = [(max(s.values()) - min(s.values())) / 1e6 for s in instances]
+    np.testing.assert_allclose(inst["skew"], skew, rtol=1e-6)
 
 
 def test_a_rank_whose_clock_is_off_is_named(job_dir: tuple[Path, Any]) -> None:

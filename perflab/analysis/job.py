@@ -221,7 +221,9 @@ def comm_kernels(rank: RankTrace) -> CommKernels:
     keys = list(
         zip(tracks["device"][track].tolist(), tracks["stream"][track].tolist(), strict=True)
     )
-    ops = [_op(trace.strings[n]) for n in trace.name[rows].tolist()]
+    names = trace.name[rows]
+    op_of_name = {n: _op(trace.strings[n]) for n in np.unique(names).tolist()}
+    ops = [op_of_name[n] for n in names.tolist()]
     group, seq = _collective_args(trace.meta.get("collective_args"), trace.correlation[rows])
     return CommKernels(
         rows.astype(np.int64), start, start + trace.dur_ns[rows], ops, track, keys, group, seq

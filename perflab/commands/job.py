@@ -59,3 +59,16 @@ def run_kernels(args: argparse.Namespace) -> int:
     else:
         print(kernel_text(rows))
     return 0
+
+
+def run_timeline(args: argparse.Namespace) -> tuple[Path, int]:
+    """The job's timeline, collectives linked across ranks, written to ``args.output``: the
+    file and the number of events."""
+    from perflab.errors import InputError
+    from perflab.render.job import save_job_timeline
+
+    job = load(args)
+    events = sum(len(r.trace) for r in job)
+    if events == 0:
+        raise InputError("the traces have no events to draw", source=args.file)
+    return save_job_timeline(job, args.output, row_budget=args.rows), events

@@ -37,12 +37,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rows < 1000:
         raise InputError(f"--rows must be at least 1000, not {args.rows}")
-    trace = job.load(args).merged() if job.is_job(args) else load_trace_file(args)
-    if len(trace) == 0:
-        raise InputError("the trace has no events to draw", source=args.file)
     try:
-        out = save_timeline(trace, args.output, row_budget=args.rows)
+        if job.is_job(args):  # ranks as groups of lanes, collectives linked across them
+            out, events = job.run_timeline(args)
+        else:
+            trace = load_trace_file(args)
+            if len(trace) == 0:
+                raise InputError("the trace has no events to draw", source=args.file)
+            out, events = save_timeline(trace, args.output, row_budget=args.rows), len(trace)
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", source=args.output) from None
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(trace)} events)")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {events} events)")
     return 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.trace import Trace
+from perflab.model.trace import Table, Trace
 
 ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
 
@@ -78,8 +78,8 @@ class Job:
         """One trace of every rank on the job's clock (ranks as track groups), e.g. for a
         timeline. Correlation ids stay per rank (see :meth:`Trace.merge`)."""
         shifted = []
-        for r in self:
-            events = r.trace.events.take(np.arange(len(r.trace)))
+        for r in self:  # the other columns are shared, not copied: merge copies them once
+            events = Table(r.trace.events.schema, r.trace.events.columns)
             events.columns["start_ns"] = r.aligned_start_ns()
             shifted.append(
                 Trace(

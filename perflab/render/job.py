@@ -1,13 +1,25 @@
-"""Text and HTML of a job summary (:class:`perflab.analysis.job.JobSummary`). Every string
-from the traces (file names, warnings) is escaped in HTML."""
+"""Text and HTML of a job summary (:class:`perflab.analysis.job.JobSummary`), and the job's
+timeline with its collectives linked across ranks. Every string from the traces (file names,
+warnings) is escaped in HTML; in the timeline they are data of bokeh models."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from perflab.analysis.job import JobSummary
+import numpy as np
+import numpy.typing as npt
+
+from perflab.analysis.job import Collectives, JobSummary, match_collectives, stragglers
+from perflab.model.job import Job
+from perflab.model.trace import Trace
 from perflab.model.units import format_ns
-from perflab.render.html import esc, table, text_table, wrap
+from perflab.render.html import esc, static_text, table, text_table, wrap
+
+if TYPE_CHECKING:
+    from perflab.render.timeline import Timeline
 
 RANK_HEADERS = ["rank", "busy", "idle", "span", "busy %", "kernels", "comm", "comm time", "overlap"]
 STRAGGLER_HEADERS = ["rank", "last", "mean lateness", "others' wait"]
@@ -116,3 +128,147 @@ def kernel_text(rows: list[dict[str, Any]]) -> str:
         for r in rows
     ]
     return text_table(KERNEL_HEADERS, cells)
+
+
+# -- the job's timeline -------------------------------------------------------------------------
+
+LINK_PX = 6  # at most one collective link per this many pixels of the view
+
+
+@dataclass
+class CollectiveLinks:
+    """The job's matched collectives over its timeline (a :class:`timeline.Overlay`): each
+    instance links its ranks' NCCL kernel starts, the last arrival marked (red when it is the
+    straggler's). The page draws, per few pixels, the most skewed instance of the visible
+    range, so any zoom shows a bounded number of links."""
+
+    merged: Trace
+    job: Job
+    collectives: Collectives
+    straggler: int | None
+
+    def draw(self, page: Any, lanes: Any, origin_ns: int) -> None:
+        from bokeh.models import ColumnDataSource, CustomJS, HoverTool
+
+        from perflab.render.timeline import tooltip_template
+
+        inst, cells, meta = self.page_data(lanes, origin_ns)
+        links = ColumnDataSource({k: [] for k in ("xs", "ys", "color", *_LINK_FIELDS)})
+        late = ColumnDataSource({k: [] for k in ("x", "y", "color", *_LINK_FIELDS)})
+        main = page.main
+        drawn = main.multi_line(
+            xs="xs", ys="ys", source=links, line_color="color", line_width=1.5, line_alpha=0.8
+        )
+        marks = main.scatter(
+            x="x", y="y", source=late, marker="triangle", size=8, color="color", alpha=0.9
+        )
+        rows = [("collective", "op"), ("number", "number"), ("arrival skew", "skew"),
+                ("last to arrive", "last")]  # fmt: skip
+        main.add_tools(HoverTool(renderers=[drawn, marks], tooltips=tooltip_template(rows)))
+        refresh = CustomJS(
+            args={
+                "inst": ColumnDataSource(inst),
+                "cells": ColumnDataSource(cells),
+                "links": links,
+                "late": late,
+                "xr": page.x_range,
+                "main": main,
+                "cmeta": meta,
+            },
+            code=static_text("timeline-collectives.js"),
+        )
+        page.x_range.js_on_change("start", refresh)
+        page.x_range.js_on_change("end", refresh)
+        main.js_on_change("inner_width", refresh)
+
+    def page_data(
+        self, lanes: Any, origin_ns: int
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """Per instance (ordered by first arrival): first start (ms since ``origin_ns``),
+        last rank's column, skew (ms), op; per instance and rank: start offset from the
+        first (ms, NaN where the rank takes no part) and lane (-1 there)."""
+        from perflab.render.timeline import track_lanes
+
+        c = self.collectives
+        n, width = c.start.shape
+        lane_of_track = track_lanes(self.merged, lanes)
+        base = dict(zip(self.job.rank_numbers, _track_bases(self.job), strict=True))
+        lane = np.full((n, width), -1, np.int64)
+        for col, rank in enumerate(c.ranks):
+            rows = c.rows[:, col] if c.rows.size else np.zeros(0, np.int64)
+            took_part = rows >= 0
+            trace = self.job[rank]
+            tracks = trace.track[rows[took_part]].astype(np.int64) + base[rank]
+            lane[took_part, col] = lane_of_track[tracks]
+        first = np.nanmin(c.start, 1) if n else np.zeros(0)
+        order = np.argsort(first, kind="stable")
+        shift = (c.origin_ns - origin_ns) / 1e6
+        off = (c.start - first[:, None]) / 1e6
+        ops = sorted(set(c.op))
+        op_code = {op: i for i, op in enumerate(ops)}
+        inst: dict[str, npt.NDArray[Any]] = {
+            "first": first[order] / 1e6 + shift,
+            "last": c.last_rank[order].astype(np.int16),
+            "skew": (c.skew_ns[order] / 1e6).astype(np.float32),
+            "op": np.array([op_code[c.op[i]] for i in order.tolist()], np.int16),
+        }
+        cells: dict[str, npt.NDArray[Any]] = {
+            "off": off[order].astype(np.float32).ravel(),
+            "lane": lane[order].astype(np.int16).ravel(),
+        }
+        skew = inst["skew"]
+        meta: dict[str, Any] = {
+            "ranks": list(c.ranks),
+            "ops": ops,
+            "straggler": self.straggler,
+            "max_skew": float(skew.max()) if n else 0.0,
+            "px_per_link": LINK_PX,
+        }
+        return inst, cells, meta
+
+    def describe(self) -> list[str]:
+        c = self.collectives
+        if not len(c):
+            return ["collectives: none matched across ranks"]
+        line = (
+            f"collectives: {len(c)} matched across ranks ({c.matched_by}), each linked "
+            "through its ranks' NCCL kernel starts; a marker where the last rank arrived"
+        )
+        if self.straggler is not None:
+            line += f" (red: rank {self.straggler}, the straggler)"
+        return [line]
+
+
+_LINK_FIELDS = ("op", "skew", "last", "number")
+
+
+def _track_bases(job: Job) -> list[int]:
+    """Where each rank's tracks start in :meth:`Job.merged`'s track table (rank order)."""
+    sizes = [len(r.trace.tracks) for r in job]
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist() if sizes else []
+
+
+def job_timeline(job: Job, **options: Any) -> Timeline:
+    """The timeline of every rank (ranks as groups of lanes) with the collectives linked
+    across ranks (see :class:`CollectiveLinks`); ``options`` as for
+    :func:`perflab.render.timeline.timeline`."""
+    from perflab.render.timeline import timeline
+
+    collectives = match_collectives(job)
+    worst = stragglers(collectives)
+    straggler = worst[0]["rank"] if worst else None
+    if "title" not in options:
+        title = job.describe().split(";")[0]
+        if worst:
+            title += (
+                f"; straggler: rank {straggler}, last in {worst[0]['last_count']} of "
+                f"{len(collectives)} collectives"
+            )
+        options["title"] = title
+    merged = job.merged()
+    links = CollectiveLinks(merged, job, collectives, straggler)
+    return timeline(merged, overlay=links, **options)
+
+
+def save_job_timeline(job: Job, path: str | os.PathLike[str], **options: Any) -> Path:
+    return job_timeline(job, **options).save(path, title="perflab timeline: job")

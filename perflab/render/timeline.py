@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -115,6 +115,15 @@ def assign_lanes(trace: Trace) -> Lanes:
     gpu = tracks["kind"][cand // 2] == TrackKind.GPU if cand.size else np.zeros(0, bool)
     notes = (cand % 2 == 1).astype(bool)
     return Lanes(lane_of_cand[key], labels, np.asarray(gpu, dtype=bool), notes)
+
+
+def track_lanes(trace: Trace, lanes: Lanes) -> npt.NDArray[np.int64]:
+    """Per track, the lane its work (not its annotation ranges) is drawn in; -1 for a track
+    that holds only ranges."""
+    out = np.full(len(trace.tracks), -1, dtype=np.int64)
+    work = np.flatnonzero(trace.kind != EventKind.ANNOTATION)
+    out[trace.track[work]] = lanes.of_event[work]
+    return out
 
 
 def track_names(trace: Trace) -> list[str]:
@@ -376,6 +385,15 @@ def _in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+class Overlay(Protocol):
+    """More glyphs drawn over the lanes (e.g. a job's collectives linked across ranks), given
+    the page, the lanes and the page's zero (ns)."""
+
+    def draw(self, page: Page, lanes: Lanes, origin_ns: int) -> None: ...
+
+    def describe(self) -> list[str]: ...
+
+
 def timeline(
     trace: Trace,
     *,
@@ -383,11 +401,13 @@ def timeline(
     width: int = 1100,
     title: str | None = None,
     live: bool = False,
+    overlay: Overlay | None = None,
 ) -> Timeline:
     """The interactive timeline of ``trace`` (``trace.timeline()``).
 
     Static by default: pre-computed levels of detail, so it works in any saved page. With
-    ``live=True`` a running kernel also refines on every range change, from all events."""
+    ``live=True`` a running kernel also refines on every range change, from all events.
+    ``overlay`` draws more over the lanes (see :class:`Overlay`)."""
     if len(trace) == 0:
         raise ValueError("the trace has no events to draw")
     lanes = assign_lanes(trace)
@@ -412,13 +432,18 @@ def timeline(
         source = Path(str(trace.meta.get("source") or "trace")).name
         title = f"{source}: {len(trace)} events, {len(lanes.labels)} lanes"
     page = _figure(enc, events, labels, lanes, pyramid, width, title)
+    if overlay is not None:
+        overlay.draw(page, lanes, origin)
     refresh = None
     if live:
         index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary)
         known = LiveLabels(trace, labels, page.labels, page.names)
         refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
         refresh.attach()
-    return Timeline(page.layout, timeline_text(trace, lanes, pyramid), refresh)
+    text = timeline_text(trace, lanes, pyramid)
+    if overlay is not None:
+        text = "\n".join([text, *overlay.describe()])
+    return Timeline(page.layout, text, refresh)
 
 
 @dataclass
@@ -432,6 +457,7 @@ class Page:
     live_level: Any
     labels: Any
     names: Any
+    main: Any = None  # the lanes' figure
 
 
 class LiveLabels:
@@ -611,15 +637,15 @@ def _figure(
         x_axis_label="ms since trace start (tap an event: its launch link is highlighted)",
         output_backend="canvas",
     )
-    for k in np.flatnonzero(lanes.gpu).tolist():  # idle GPU time shows as this background
-        main.quad(
-            left=-span_ms,
-            right=2 * span_ms,
-            bottom=k - 0.45,
-            top=k + 0.45,
-            fill_color="#eef2f7",
-            line_color=None,
-        )
+    gpu_lanes = np.flatnonzero(lanes.gpu)
+    main.quad(  # idle GPU time shows as this background (one glyph for every GPU lane)
+        left=-span_ms,
+        right=2 * span_ms,
+        bottom=(gpu_lanes - 0.45).tolist(),
+        top=(gpu_lanes + 0.45).tolist(),
+        fill_color="#eef2f7",
+        line_color=None,
+    )
     main.quad(
         left="left",
         right="right",
@@ -742,7 +768,7 @@ def _figure(
     layout = column(strip, main)
     doc = Document()
     doc.add_root(layout)
-    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source)
+    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source, main)
 
 
 def _label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
