@@ -81,7 +81,8 @@ def test_timeline_without_the_lab_extra_names_it(
 
 
 def test_a_missing_extra_is_named_where_it_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "bokeh", None)  # import bokeh now fails as if absent
+    for name in ("bokeh", "bokeh.plotting"):  # importing them now fails as if absent
+        monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(MissingExtraError, match=r"^x needs bokeh, .*'perflab\[lab\]'$"):
         import_extra("bokeh.plotting", "x")
     monkeypatch.setitem(sys.modules, "triton", None)

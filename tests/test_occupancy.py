@@ -105,7 +105,7 @@ def test_suffix_rules_come_from_the_table() -> None:
 
 def test_default_arch_follows_the_current_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import perflab.capture.env as env
-    from perflab.commands.ptx import default_arch
+    from perflab.frontend import default_arch
 
     devices = [{"compute_capability": "?"}, {"compute_capability": "10.3"}]
     monkeypatch.setattr(env, "gpu_devices", lambda: devices)
