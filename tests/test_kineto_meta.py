@@ -348,3 +348,16 @@ def test_saved_collective_args_are_checked(tmp_path: Path, bad: Any) -> None:
     header["meta"]["collective_args"] = bad
     with pytest.raises(SchemaError, match=r"meta\.collective_args"):
         Trace.load(save_arrays(tmp_path / "bad.npz", arrays, header))
+
+
+def test_metadata_args_beyond_the_name_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only args.name of a metadata event is read: other args (whatever their type) do not
+    send the file to the whole-file decode."""
+    whole: list[int] = []
+    monkeypatch.setattr(kineto, "_decode", lambda *a, **k: whole.append(1))
+    meta = json.dumps({"name": "thread_name", "ph": "M", "pid": 7, "tid": 9,
+                       "args": {"name": "main", "device": "not a device", "grid": {}}})  # fmt: skip
+    trace = load_trace(_file(tmp_path, [meta, _op("1.5", "2")]))
+    assert trace.meta["thread_names"] == {"7:9": "main"} and not whole

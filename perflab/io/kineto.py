@@ -279,13 +279,16 @@ if msgspec is not None:
     _COMPLETE_TYPES = (_Complete, _CompleteExact)
     _EXACT_TYPES = (_EventExact, _CompleteExact)
 
+    class _MetadataArgs(msgspec.Struct, frozen=True, gc=False):
+        label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")  # checked later
+
     class _Metadata(_Phased, tag="M"):
         """Thread and process names (and sort orders, which perflab does not use)."""
 
         name: str = ""
         pid: I64 | str = -1
         tid: I64 | str = -1
-        args: _Args = _EMPTY_ARGS
+        args: _MetadataArgs = _MetadataArgs()
 
     class _Flow(_Phased, tag="s"):
         cat: str = ""
