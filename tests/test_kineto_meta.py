@@ -353,11 +353,14 @@ def test_saved_collective_args_are_checked(tmp_path: Path, bad: Any) -> None:
 def test_metadata_args_beyond_the_name_are_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only args.name of a metadata event is read: other args (whatever their type) do not
-    send the file to the whole-file decode."""
+    """Only args.name of a streamed metadata event is read: other args (whatever their type)
+    do not send the file to the whole-file decode. (The file's last piece is decoded with
+    the whole-file types, which check every event's args, as before.)"""
+    _small_slices(monkeypatch)
     whole: list[int] = []
     monkeypatch.setattr(kineto, "_decode", lambda *a, **k: whole.append(1))
     meta = json.dumps({"name": "thread_name", "ph": "M", "pid": 7, "tid": 9,
                        "args": {"name": "main", "device": "not a device", "grid": {}}})  # fmt: skip
-    trace = load_trace(_file(tmp_path, [meta, _op("1.5", "2")]))
+    ops = [_op(f"{i}.5", "2") for i in range(60)]
+    trace = load_trace(_file(tmp_path, [meta, *ops]))
     assert trace.meta["thread_names"] == {"7:9": "main"} and not whole
