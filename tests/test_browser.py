@@ -300,7 +300,9 @@ def test_a_lane_of_short_events_shows_marks(browser: Any, tmp_path: Path, trace_
     from perflab.render.timeline import assign_lanes, timeline
 
     trace = load_trace(trace_data / "kineto" / "nccl_2ranks_a100.json.gz")
-    lane = assign_lanes(trace).labels.index("process 2910249 thread -549452224")
+    # the trace names the process (python3.10) but not this thread
+    label = "python3.10 2910249 · thread -549452224 (no name in the trace)"
+    lane = assign_lanes(trace).labels.index(label)
     page, problems = open_page(browser, timeline(trace).save(tmp_path / "t.html"))
     got = page.evaluate(COVER)
     c = got["cover"]
