@@ -572,3 +572,19 @@ def test_sequence_numbers_survive_helpers_and_saved_traces(tmp_path: Path) -> No
     assert again["collectives"] == one["collectives"]
     assert again["stragglers"] == one["stragglers"]
     assert one["collectives"]["matched_by"] == "sequence numbers"
+
+
+def test_job_timeline_without_collectives_or_with_a_silent_rank(tmp_path: Path) -> None:
+    pytest.importorskip("bokeh")
+    from perflab.render.job import job_timeline
+
+    generate(tmp_path, ranks=3, iterations=6, straggler=None)
+    job = load_job(tmp_path)
+    trace = job[2]
+    keep = np.array([not n.startswith("nccl") for n in trace.names_of()])
+    job.ranks[2] = dataclasses.replace(job.ranks[2], trace=trace.select(keep))
+    assert "collectives: 6 matched across ranks" in job_timeline(job).text
+    for r in job:
+        kept = np.array([not n.startswith("nccl") for n in r.trace.names_of()])
+        job.ranks[r.rank] = dataclasses.replace(r, trace=r.trace.select(kept))
+    assert "collectives: none matched across ranks" in job_timeline(job).text
