@@ -199,7 +199,8 @@ def test_lanes_of_a_real_trace_group_cpu_then_gpu() -> None:
     view = timeline(trace)
     assert "stream 40" in view.text and "levels of detail" in view.text
     bundle = view._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "text/html"}
+    assert set(bundle) == {"text/plain", "text/html", "image/svg+xml"}
+    assert bundle["image/svg+xml"].startswith("<svg")
     assert "Bokeh" in bundle["text/html"]
 
 
@@ -361,7 +362,7 @@ def test_embedding_helpers_are_shared(tmp_path: Path) -> None:
     chart = roofline.roofline([("k", 1e9, 1e8, 1e-4)], device="H200")
     html = chart.save(tmp_path / "r.html").read_text(encoding="utf-8")
     assert "cdn.bokeh.org" not in html and "Bokeh" in html
-    assert timeline.notebook_html is bokeh_embed.notebook_html
+    assert timeline.notebook_bundle is bokeh_embed.notebook_bundle
     assert timeline.standalone_html is bokeh_embed.standalone_html
 
 

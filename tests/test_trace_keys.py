@@ -13,6 +13,7 @@ from perflab.io import export_chrome, load_trace
 from perflab.io.chrome import GPU_PID_BASE, chrome_events
 from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, EventKind, Table, Trace, TrackKind
 from perflab.model.trace_keys import device_pairs, event_device_pairs, launch_links
+from perflab.render.timeline import launch_groups
 
 K, R = EventKind.KERNEL, EventKind.RUNTIME
 
@@ -78,6 +79,8 @@ def test_launch_links_join_within_a_rank_only() -> None:
     trace = _trace(tracks, events)
     assert launch_links(trace).tolist() == [-1, -1, 0, 1, -1, -1]
     assert launch_start(trace).tolist() == [-1, -1, 0, 1, -1, -1]
+    # the timeline's launch highlight: one link per (rank, correlation) with both sides
+    assert launch_groups(trace).tolist() == [0, 1, 0, 1, -1, -1]
 
 
 def test_chrome_pids_keep_gpus_apart_from_host_processes_and_ranks(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Embedding bokeh layouts in notebook outputs and standalone files, offline.
 
-Every notebook output of a chart passes through :func:`notebook_bundle` (or
-:func:`notebook_html`, its HTML part), which gives it three forms:
+Every notebook output of a chart passes through :func:`notebook_bundle`, which gives it
+three forms:
 
 - the interactive plot: bokeh's document and a script that draws it, once BokehJS is in the
   page;
@@ -108,12 +108,6 @@ def _chart_html(layout: Any, text: str, svg: str, runtime: bool | None) -> str:
     return wrap(
         f'<div class="perflab-chart">{loader}{_picture(svg, text)}{div}{_draw_script(script)}</div>'
     )
-
-
-def notebook_html(layout: Any, text: str, *, runtime: bool | None = None) -> str:
-    """HTML for a notebook output: the static picture, then the plot drawn over it once
-    BokehJS is there. ``runtime``: inline BokehJS (default: when :data:`RUNTIME` says)."""
-    return _chart_html(layout, text, static_svg(layout, text), runtime)
 
 
 def notebook_bundle(

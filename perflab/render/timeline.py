@@ -45,7 +45,7 @@ from perflab.model.trace import (
     unique_rows,
 )
 from perflab.model.units import format_ns
-from perflab.render.bokeh_embed import notebook_html, standalone_html
+from perflab.render.bokeh_embed import notebook_bundle, standalone_html
 from perflab.render.html import esc, static_text
 
 MAX_NAME = 300  # hover shows at most this many characters of a name
@@ -205,9 +205,9 @@ def launch_groups(trace: Trace) -> npt.NDArray[np.int64]:
     if linkable.size == 0:
         return out
     rank = trace.tracks["rank"][trace.track[linkable]].astype(np.int64)
-    keys, group = np.unique(rank * (1 << 40) + trace.correlation[linkable], return_inverse=True)
-    cpu_count = np.bincount(group, weights=is_cpu_side[linkable], minlength=keys.size)
-    gpu_count = np.bincount(group, minlength=keys.size) - cpu_count
+    keys, group = unique_rows(np.stack([rank, trace.correlation[linkable]], axis=1))
+    cpu_count = np.bincount(group, weights=is_cpu_side[linkable], minlength=len(keys))
+    gpu_count = np.bincount(group, minlength=len(keys)) - cpu_count
     both = (cpu_count > 0) & (gpu_count > 0)  # a link needs a launch and what it launched
     renumber = np.cumsum(both) - 1
     keep = both[group]
@@ -359,7 +359,7 @@ class Timeline:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         if self.live is not None and _in_kernel():
             return self.panel()._repr_mimebundle_(include, exclude)
-        return {"text/plain": self.text, "text/html": notebook_html(self.layout, self.text)}
+        return notebook_bundle(self.layout, self.text)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.text)
