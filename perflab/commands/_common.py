@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def print_json(doc: Any) -> None:
-    json.dump(doc, sys.stdout, indent=2, allow_nan=False, default=str)
+    json.dump(doc, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
