@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from test_io_kineto_parallel import assert_identical, helper_in_process  # noqa: F401
@@ -292,6 +293,25 @@ def test_exact_ns_reads_the_digits(text: bytes, ns: int) -> None:
     got, us = kineto.exact_ns([text])
     assert got.tolist() == [ns]
     assert us[0] == pytest.approx(ns / 1000)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        # one layout (whole digits alike, 1-3 decimals): read as a digit matrix
+        [b"1700000000001234.5", b"1700000000001234.25", b"9999999999999999.999"],
+        [b"3.5", b"4.125", b"0.001"],
+        # anything else: the general pass
+        [b"1700000000001234.5", b"170000000000123.25", b"1700000000001234"],
+        [b"12.3445", b"12.3", b"-12.3"],
+        [b"12.3", b"1.2e1", b"12.x"],
+    ],
+)
+def test_exact_ns_of_a_column_are_those_of_decimal(texts: list[bytes]) -> None:
+    """Either pass gives every value the ns that Decimal arithmetic gives it."""
+    expected = [kineto._one_exact_ns(t)[0] for t in texts]
+    assert kineto.exact_ns(texts)[0].tolist() == expected
+    assert kineto.exact_ns([msgspec.Raw(t) for t in texts])[0].tolist() == expected
 
 
 def test_exact_ns_says_what_is_not_a_number() -> None:

@@ -975,8 +975,8 @@ class _Columns:
         if n == 0:
             return
         table = self.events
-        kept, code, where = self._kept(events)
-        start_ns, dur_ns = self._times(kept, lambda k: offset + int(where[k]))
+        kept, code, position = self._kept(events)
+        start_ns, dur_ns = self._times(kept, lambda k: offset + position(k))
         args = list(map(_ARGS, kept))
         ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
@@ -991,29 +991,34 @@ class _Columns:
         )
         self.kept += len(kept)
 
-    def _kept(self, events: list[Any]) -> tuple[list[Any], npt.NDArray[np.int32], Any]:
+    def _kept(
+        self, events: list[Any]
+    ) -> tuple[list[Any], npt.NDArray[np.int32], Callable[[int], int]]:
         """The records that become rows (complete events of categories not skipped), their
-        key codes and their positions in ``events``; thread and process names are noted."""
+        key codes and a function from a row's index to its event's position in ``events``
+        (for error messages: worked out only when asked); thread and process names are
+        noted."""
         table = self.events
+        complete_mask: list[bool] | None = None  # None: every record is a complete event
         if _streamed(events):  # typed by phase: only complete events are keyed
             types = list(map(type, events))
             if _Metadata in types:
                 self._note_names(compress(events, map(operator.is_, types, repeat(_Metadata))))
             complete = _CompleteExact if _CompleteExact in types else _Complete
             is_complete = list(map(operator.is_, types, repeat(complete)))
-            at = np.flatnonzero(is_complete)
+            complete_mask = is_complete
             events = list(compress(events, is_complete))
             self.maybe_flows += len(is_complete) - len(events)
             code = table.ids.codes(map(_EVENT_KEY, events), len(events))
         else:
-            at = np.arange(len(events))
             code = table.ids.codes(map(_EVENT_KEY, events), len(events))
             self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
             named = np.flatnonzero(table["names"][code])
             if len(named):
                 self._note_names(_pick(events, named))
         keep = table["keep"][code]
-        return list(compress(events, keep.tolist())), code[keep], at[keep]
+        position = functools.partial(_position, complete_mask, keep)
+        return list(compress(events, keep.tolist())), code[keep], position
 
     def _note_names(self, records: Iterable[Any]) -> None:
         """Thread and process names from metadata events (the last one given wins, as in
@@ -1369,6 +1374,13 @@ def _sequence_number(value: Any) -> int:
     return value if type(value) is int and value >= 0 else -1
 
 
+def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int) -> int:
+    """Where a slice's kept row ``row`` was among its records (see _Columns._kept)."""
+    rows = np.flatnonzero(keep)
+    at = rows if complete is None else np.flatnonzero(complete)[rows]
+    return int(at[row])
+
+
 def _has_decimals(records: list[Any]) -> bool:
     """Whether the fallback decoder gave some time as a Decimal (see _decode_stdlib)."""
     return msgspec is None and any(type(e.ts) is Decimal for e in records)
@@ -1462,9 +1474,14 @@ def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     themselves, never through a float; microseconds as float64, NaN where a value is not a
     number). The ns of a value outside the model's time window is 0 (its float says where it
     lies)."""
-    texts = [v if isinstance(v, (bytes, bytearray)) else _number_text(v) for v in values]
+    texts: Sequence[Any] = values
+    try:  # Raw and bytes join as they are: no step per value in Python
+        joined = b",".join(texts)
+    except TypeError:  # numbers from the fallback decoder, or values that are none
+        texts = [v if isinstance(v, (bytes, bytearray)) else _number_text(v) for v in values]
+        joined = b",".join(texts)
     n = len(texts)
-    ns, plain = _plain_ns(texts) if n else (np.zeros(0, np.int64), np.zeros(0, bool))
+    ns, plain = _plain_ns(joined, n) if n else (np.zeros(0, np.int64), np.zeros(0, bool))
     us = ns / 1000.0
     for i in np.flatnonzero(~plain).tolist():  # exponents, long digit runs, non-numbers
         ns[i], us[i] = _one_exact_ns(bytes(texts[i]))
@@ -1480,15 +1497,18 @@ def _number_text(value: Any) -> Any:
     return b"?"  # not a number
 
 
-def _plain_ns(texts: list[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """ns of the texts that read ``-?D{1,16}(.D+)?`` (and whether each does), computed on
-    their bytes all at once: each digit times its power of ten, summed per text."""
-    n = len(texts)
-    buf = np.frombuffer(b",".join(texts) + b",", np.uint8)
+def _plain_ns(joined: bytes, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """ns of the ``n`` comma-joined texts that read ``-?D{1,16}(.D+)?`` (and whether each
+    does), computed on their bytes all at once: each digit times its power of ten, summed
+    per text."""
+    buf = np.frombuffer(joined + b",", np.uint8)
     ends = np.flatnonzero(buf == _COMMA)
     if len(ends) != n:  # a comma inside some value: not numbers; one by one
         return np.zeros(n, np.int64), np.zeros(n, bool)
     starts = np.concatenate([[0], ends[:-1] + 1])
+    aligned = _aligned_ns(buf, starts, ends, joined.find(b"."))
+    if aligned is not None:
+        return aligned
     of_byte = np.repeat(np.arange(n), ends - starts + 1)  # the text each byte belongs to
     digit = (buf >= _ZERO) & (buf <= _ZERO + 9)
     dots = np.flatnonzero(buf == _DOT)
@@ -1523,6 +1543,36 @@ def _plain_ns(texts: list[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.b
     inside = plain & (magnitude <= limit)
     signed = np.where(inside, magnitude, 0).astype(np.int64)
     return np.where(negative, -signed, signed), inside
+
+
+_FRACTION_NS = np.array([0, 100, 10, 1], dtype=np.uint64)  # the point, then three decimals
+
+
+def _aligned_ns(
+    buf: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp], ends: npt.NDArray[np.intp], dot: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None:
+    """The layout of nearly every trace: every text has the same number of whole digits
+    (``dot``, the first text's) and one to three decimals. The texts are read as rows of a
+    digit matrix, weighted by one product, instead of the general pass's bookkeeping per
+    byte; None for any other layout, which the general pass reads."""
+    if not 1 <= dot <= _MAX_WHOLE_DIGITS:
+        return None
+    decimals = ends - starts - dot - 1
+    if decimals.min() < 1 or decimals.max() > 3:
+        return None
+    padded = np.concatenate([buf, np.zeros(3, np.uint8)])  # the last row may read past it
+    rows = np.lib.stride_tricks.sliding_window_view(padded, dot + 4)[starts]
+    if (rows[:, dot] != _DOT).any():
+        return None
+    digits = rows - np.uint8(_ZERO)  # non-digits wrap around to more than 9
+    digits[:, dot] = 0
+    digits[:, dot + 1 :] *= np.arange(3) < decimals[:, None]  # past its decimals: unused
+    if (digits > 9).any():
+        return None
+    weights = np.concatenate([_POWERS[dot + 2 : 2 : -1], _FRACTION_NS])  # ns per digit
+    magnitude = digits.astype(np.uint64) @ weights
+    inside = magnitude <= np.uint64(TIME_MAX_NS)
+    return np.where(inside, magnitude, 0).astype(np.int64), inside
 
 
 def _one_exact_ns(text: bytes) -> tuple[int, float]:
