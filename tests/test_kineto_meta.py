@@ -299,7 +299,8 @@ def test_exact_ns_reads_the_digits(text: bytes, ns: int) -> None:
     "texts",
     [
         # one layout (whole digits alike, 1-3 decimals): read as a digit matrix
-        [b"1700000000001234.5", b"1700000000001234.25", b"9999999999999999.999"],
+        [b"1700000000001234.5", b"1700000000001234.25", b"1700000000001234.999"],
+        [b"1700000000001234.5", b"9999999999999999.999"],  # the last beyond the window
         [b"3.5", b"4.125", b"0.001"],
         # anything else: the general pass
         [b"1700000000001234.5", b"170000000000123.25", b"1700000000001234"],
