@@ -888,8 +888,12 @@ class _Columns:
         return column
 
     def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-        """The columns read so far and what their ids stand for (JSON-able), for ``absorb``."""
+        """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
+        The columns are handed over: this reader lets go of its parts at once, since it
+        lives until the paused collector runs (its key table's describe method refers back
+        to it), and a load exports one reader per range."""
         arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
+        self.parts, self.small_parts = {}, {}
         meta = {
             "keys": list(self.events.ids),
             "dims": list(self.dims.ids),
