@@ -418,6 +418,39 @@ def test_triton_compile_error_is_a_perflab_error() -> None:
         )
 
 
+def test_a_plain_function_is_not_compiled_as_triton() -> None:
+    with pytest.raises(InputError, match=r"needs a @triton\.jit function, not function"):
+        compile_triton(lambda x: x, signature=["*fp32"], cache=False)
+
+
+INTERPRETED = """
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import triton, triton.language as tl
+from perflab.capture.compile import compile_triton
+from perflab.errors import InputError
+
+@triton.jit
+def copy(x_ptr, B: tl.constexpr):
+    i = tl.arange(0, B)
+    tl.store(x_ptr + i, tl.load(x_ptr + i))
+
+try:
+    compile_triton(copy, signature=["*fp32"], constexprs={"B": 16}, cache=False)
+except InputError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_kernel_under_triton_interpret_is_refused_with_the_reason() -> None:
+    # TRITON_INTERPRET acts when the kernel is defined, so it is set in a process of its own
+    done = subprocess.run(
+        [sys.executable, "-c", INTERPRETED], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: copy is run by Triton's interpreter (TRITON_INTERPRET is set)" in done.stdout
+
+
 @triton.jit
 def missing_helper(x):
     return x * tl.no_such_function(x)

@@ -498,6 +498,21 @@ class TritonJob:
         }
 
 
+def _require_compilable(fn: Any) -> None:
+    """``fn`` is a kernel Triton compiles: with TRITON_INTERPRET=1 set when the kernel was
+    defined, ``@triton.jit`` gives Triton's interpreter instead, which has no compiler."""
+    if hasattr(fn, "cache_key") and hasattr(fn, "fn"):
+        return
+    kind = type(fn).__name__
+    if kind == "InterpretedFunction" or os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+        raise InputError(
+            f"{getattr(fn, '__name__', kind)} is run by Triton's interpreter (TRITON_INTERPRET "
+            "is set), which cannot compile ahead of time: compile in a process without "
+            "TRITON_INTERPRET, or run the interpreter in a subprocess"
+        )
+    raise InputError(f"compile_triton needs a @triton.jit function, not {kind}")
+
+
 def compile_triton(
     fn: Any,
     *,
@@ -524,6 +539,7 @@ def compile_triton(
     it is not shown) and the setting used is one of the result's ``flags``.
     """
     triton = _triton()
+    _require_compilable(fn)
     constexprs = dict(constexprs or {})
     target = toolchain.parse_arch(arch)
     for label, value in (("num_warps", num_warps), ("num_stages", num_stages)):
