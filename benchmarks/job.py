@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import importlib.util
 import json
 import os
 import random
@@ -39,6 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "job.json"
@@ -51,16 +52,9 @@ EVENTS_PER_ITERATION = 15  # 3 kernels x (kernel, cpu_op, launch, 2 flows); and 
 STEP = 50  # iterations per ProfilerStep
 
 
-@functools.cache
 def trace_benchmark() -> Any:
     """benchmarks/trace.py as a module (its runner, machine and version helpers)."""
-    spec = importlib.util.spec_from_file_location("bench_trace", ROOT / "benchmarks" / "trace.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("trace")
 
 
 @dataclass

@@ -18,8 +18,6 @@ with CPU thread and process names.
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib.util
 import json
 import random
 import statistics
@@ -29,6 +27,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "trace_scale.json"
@@ -54,16 +54,9 @@ result = {"events": s["events"], "kernels": s["kernels"]["count"], "busy_us": bu
 """
 
 
-@functools.cache
 def trace_benchmark() -> Any:
     """benchmarks/trace.py as a module (its runner, machine and version helpers)."""
-    spec = importlib.util.spec_from_file_location("bench_trace", ROOT / "benchmarks" / "trace.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("trace")
 
 
 def _us(ns: int) -> str:

@@ -4,18 +4,16 @@ across ranks, stragglers, clock alignment, and ``perflab trace summary|kernels D
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gzip
-import importlib.util
 import json
 import shutil
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
 from perflab.analysis.job import rank_entry, summarize_job
 from perflab.analysis.trace_summary import summarize
@@ -30,16 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 STRAGGLER = 2
 
 
-@functools.cache
 def bench_job() -> Any:
     """benchmarks/job.py as a module: its job generator, which also returns the truth."""
-    spec = importlib.util.spec_from_file_location("bench_job", ROOT / "benchmarks" / "job.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("job")
 
 
 def generate(directory: Path, ranks: int = 4, iterations: int = 40, **options: Any) -> Any:

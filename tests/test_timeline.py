@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -11,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,16 +22,9 @@ DATA = ROOT / "tests" / "data" / "traces"
 PAYLOAD = '<img src=x onerror="window.__pwned=1">'
 
 
-@functools.cache
 def bench_timeline() -> Any:
     """benchmarks/timeline.py as a module: its synthetic trace and Chromium flags."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_timeline", ROOT / "benchmarks" / "timeline.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("timeline")
 
 
 def synthetic_trace(n: int):
