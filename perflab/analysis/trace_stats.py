@@ -88,10 +88,11 @@ def launch_stats(trace: Trace) -> dict[str, Any]:
     """Launch-to-start delay of kernels (kernel start - start of its launch call) and how many
     kernels run for less time than their launch call took."""
     is_kernel = trace.kind == EventKind.KERNEL
-    launched = launch_start(trace)
-    rows = np.flatnonzero(is_kernel & (launched >= 0))
-    delay = trace.start_ns[rows] - launched[rows]
-    launch_dur = _launch_duration(trace, rows)
+    links = launch_links(trace)
+    rows = np.flatnonzero(is_kernel & (links >= 0))
+    call = links[rows]  # the runtime call that launched each linked kernel
+    delay = trace.start_ns[rows] - trace.start_ns[call]
+    launch_dur = np.asarray(trace.dur_ns[call], dtype=np.int64)
     shorter = int((trace.dur_ns[rows] < launch_dur).sum())
     pct = np.percentile(delay, [50, 90, 99]) if len(delay) else np.full(3, np.nan)
     return {
@@ -106,11 +107,6 @@ def launch_stats(trace: Trace) -> dict[str, Any]:
         "shorter_than_launch": shorter,
         "launch_total_us": float(launch_dur.sum()) / 1e3,
     }
-
-
-def _launch_duration(trace: Trace, rows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    """Duration of the runtime call that launched each of ``rows`` (all linked)."""
-    return np.asarray(trace.dur_ns[launch_links(trace)[rows]], dtype=np.int64)
 
 
 def stream_utilisation(trace: Trace) -> Frame:
