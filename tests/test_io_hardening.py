@@ -66,17 +66,10 @@ def _write(tmp_path: Path, doc: Any, name: str = "t.json") -> Path:
     return path
 
 
-@pytest.fixture(params=["msgspec", "stdlib"])
-def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "stdlib":
-        monkeypatch.setattr(kineto, "msgspec", None)
-    return str(request.param)
-
-
 # -- raw Python errors that are now perflab errors --------------------------------------------
 
 
-def test_kineto_args_nested_1000_deep(tmp_path: Path, decoder: str) -> None:
+def test_kineto_args_nested_1000_deep(tmp_path: Path) -> None:
     deep = "[" * 1000 + "]" * 1000
     text = json.dumps({"traceEvents": [_kernel(args={"x": "@"})]}).replace('"@"', deep)
     path = tmp_path / "deep.json"
@@ -297,7 +290,7 @@ def test_schema_version_true_is_refused(saved: Path, tmp_path: Path) -> None:
 # -- silently wrong answers ----------------------------------------------------------------
 
 
-def test_kernels_far_apart_in_time_are_an_input_error(tmp_path: Path, decoder: str) -> None:
+def test_kernels_far_apart_in_time_are_an_input_error(tmp_path: Path) -> None:
     events = [_kernel(ts=-9.1e15), _kernel(ts=9.1e15)]
     with pytest.raises(InputError, match=r"traceEvents\[0\]\).*time window"):
         load_trace(_write(tmp_path, {"traceEvents": events}))
@@ -607,7 +600,7 @@ def _rocm_trace(tmp_path: Path, stream: Any = "0x0", device: Any = "0x0") -> Pat
     return _write(tmp_path, {"traceEvents": events, "deviceProperties": props}, "rocm.json")
 
 
-def test_rocm_trace_with_hex_stream_and_device(tmp_path: Path, decoder: str) -> None:
+def test_rocm_trace_with_hex_stream_and_device(tmp_path: Path) -> None:
     trace = load_trace(_rocm_trace(tmp_path))
     labels = sorted(trace.track_label(t) for t in range(len(trace.tracks)))
     assert labels == ["AMD GPU 0 stream 0", "AMD GPU 0 stream 31"]
@@ -623,7 +616,7 @@ def test_other_documented_id_texts(tmp_path: Path, stream: str) -> None:
 
 
 @pytest.mark.parametrize("stream", ["zz", "0x", "1_0", "１２", "0x" + "f" * 17])
-def test_other_id_texts_are_input_errors(tmp_path: Path, decoder: str, stream: str) -> None:
+def test_other_id_texts_are_input_errors(tmp_path: Path, stream: str) -> None:
     path = _rocm_trace(tmp_path, stream=stream)
     with pytest.raises(InputError, match="stream") as info:
         load_trace(path)
@@ -682,14 +675,13 @@ def test_distributed_rank_that_is_not_a_count(tmp_path: Path) -> None:
     [{"grid": [2**40, 1, 1]}, {"block": [1, -5, 1]}, {"registers per thread": 2**31}],
     ids=["grid", "block", "registers"],
 )
-def test_kernel_launch_values_beyond_32_bits(tmp_path: Path, decoder: str, args: Any) -> None:
+def test_kernel_launch_values_beyond_32_bits(tmp_path: Path, args: Any) -> None:
     """They would wrap silently in the int32 kernel columns."""
     path = _write(tmp_path, {"traceEvents": [_kernel(), _kernel(args={"device": 0, **args})]})
     with pytest.raises(InputError) as info:
         load_trace(path)
     assert str(path) in str(info.value)
-    if decoder == "msgspec":
-        assert "traceEvents[1]" in str(info.value)
+    assert "traceEvents[1]" in str(info.value)
 
 
 @pytest.mark.parametrize("finder", ["this process", "the helper"])

@@ -54,18 +54,6 @@ def test_nccl_trace_has_comm_overlap_and_kernel_attributes() -> None:
     assert set(trace.correlation[k["event"]].tolist()) <= launch
 
 
-@pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
-def test_stdlib_fallback_gives_the_same_trace(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fast = load_trace(path)
-    monkeypatch.setattr(kineto, "msgspec", None)
-    slow = load_trace(path)
-    for table in ("events", "tracks", "kernels", "memcpy", "ops"):
-        a, b = getattr(fast, table), getattr(slow, table)
-        for col in a.columns:
-            np.testing.assert_array_equal(a[col], b[col], err_msg=f"{table}.{col}")
-    assert fast.strings == slow.strings
-
-
 def _write(tmp_path: Path, doc: object, name: str = "t.json") -> Path:
     path = tmp_path / name
     path.write_text(json.dumps(doc))
@@ -179,13 +167,8 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("fallback", [False, True], ids=["msgspec", "stdlib"])
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_input_is_a_clear_input_error(
-    tmp_path: Path, case: str, fallback: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if fallback:
-        monkeypatch.setattr(kineto, "msgspec", None)
+def test_bad_input_is_a_clear_input_error(tmp_path: Path, case: str) -> None:
     data, expected = BAD[case]
     path = tmp_path / "bad.json"
     path.write_bytes(data)

@@ -1,5 +1,5 @@
 """Kineto thread/process names and exact nanosecond timestamps, through every decode path:
-streamed slices, the whole-file decode, the standard-library fallback and helper ranges."""
+streamed slices, the whole-file decode and helper ranges."""
 
 from __future__ import annotations
 
@@ -68,10 +68,6 @@ def _whole_file(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto, "_load_streaming", unusual)
 
 
-def _fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kineto, "msgspec", None)
-
-
 def _small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 200)
     monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
@@ -81,7 +77,6 @@ PATHS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "streamed": lambda mp: None,
     "small-slices": _small_slices,
     "whole-file": _whole_file,
-    "stdlib": _fallback,
 }
 
 
@@ -255,7 +250,7 @@ def test_flows_link_by_exact_time(tmp_path: Path) -> None:
     assert trace.correlation[order].tolist() == [41, 42]
 
 
-@pytest.mark.parametrize("how", ["streamed", "whole-file", "stdlib"])
+@pytest.mark.parametrize("how", ["streamed", "whole-file"])
 @pytest.mark.parametrize(
     ("ts", "message"),
     [

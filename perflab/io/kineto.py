@@ -7,8 +7,8 @@ once; no dict per event is built. Large files are streamed: decompressed and dec
 :mod:`perflab.io._kineto_fast`); files with an unusual layout are decoded whole. Files of 64 MB
 of JSON or more are shared out in ranges with helper processes on spare cores (see
 :mod:`perflab.io._parallel`), whose columns are merged into the very trace one process
-builds. Without msgspec the standard ``json`` module is used (slower, same result). ``ac2g``
-flow events fill in a missing launch<->kernel correlation and are then dropped;
+builds. ``ac2g`` flow events fill in a missing launch<->kernel correlation and are then
+dropped;
 ``python_function`` events are skipped unless ``python=True``. Metadata events that name
 threads and processes become ``meta["thread_names"]`` (``{"<pid>:<tid>": name}``) and
 ``meta["process_names"]`` (``{"<pid>": name}``): text only, at most 256 characters each.
@@ -47,6 +47,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -61,7 +62,7 @@ from perflab.io._common import (
     renumber,
     sort_order,
 )
-from perflab.model.serialize import MAX_DEPTH, json_safe, nesting_depth, parse_json
+from perflab.model.serialize import MAX_DEPTH, json_safe, nesting_depth
 from perflab.model.trace import (
     DUR_MAX_NS,
     KERNEL_COLUMNS,
@@ -78,11 +79,6 @@ from perflab.model.trace import (
     TrackKind,
     unique_rows,
 )
-
-try:
-    import msgspec
-except ImportError:  # pragma: no cover - exercised by forcing the fallback in tests
-    msgspec = None  # type: ignore[assignment]
 
 # Kineto "cat" -> (kind, on a GPU track)
 CATEGORIES: dict[str, tuple[EventKind, bool]] = {
@@ -144,12 +140,11 @@ def load_kineto(
     label = f"reading {Path(path).name}"
     shown = _progress.Progress(label, _text_size(path), enabled=progress)
     with gc_paused(), shown:
-        if msgspec is not None:
-            try:
-                trace = _load_parallel(path, source, python, helpers, shown) if helpers else None
-                return trace or _load_streaming(path, source, python, shown)
-            except _kineto_fast.Unusual:
-                pass  # decoded whole below, which also explains what is wrong
+        try:
+            trace = _load_parallel(path, source, python, helpers, shown) if helpers else None
+            return trace or _load_streaming(path, source, python, shown)
+        except _kineto_fast.Unusual:
+            pass  # decoded whole below, which also explains what is wrong
         data = read_bytes(path)
         _check_syntax(data, source)
         return _build(_decode(data, source), source, python=python)
@@ -165,8 +160,6 @@ def _text_size(path: str | os.PathLike[str]) -> int:
 def _check_syntax(data: bytes, source: str) -> None:
     """Malformed JSON is reported before any event is decoded: a skipping pass holds no
     decoded events, so a large broken file costs its text and one quick pass."""
-    if msgspec is None:
-        return
     try:
         _SKIPPER.decode(data)
     except msgspec.ValidationError:
@@ -194,164 +187,176 @@ class _Doc:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-if msgspec is not None:
-    I64 = Annotated[int, msgspec.Meta(ge=_I64_MIN, le=_I64_MAX)]
-    I32 = Annotated[int, msgspec.Meta(ge=-1, le=_I32_MAX)]  # int32 columns; -1: unknown
-    # ROCm's Kineto writes stream (and device) ids as pointers: "0x0"
-    LaneText = Annotated[str, msgspec.Meta(pattern=LANE_TEXT.pattern)]
-    _NO_RAW = msgspec.Raw(b"")
+I64 = Annotated[int, msgspec.Meta(ge=_I64_MIN, le=_I64_MAX)]
+I32 = Annotated[int, msgspec.Meta(ge=-1, le=_I32_MAX)]  # int32 columns; -1: unknown
+# ROCm's Kineto writes stream (and device) ids as pointers: "0x0"
+LaneText = Annotated[str, msgspec.Meta(pattern=LANE_TEXT.pattern)]
+_NO_RAW = msgspec.Raw(b"")
 
-    class _Args(msgspec.Struct, frozen=True, gc=False):
-        # in the order Kineto writes them: the decoder tries the next field first
-        external_id: I64 = msgspec.field(default=-1, name="External id")
-        device: I64 | LaneText = -1
-        stream: I64 | LaneText = -1
-        correlation: I64 = -1
-        registers: I32 = msgspec.field(default=-1, name="registers per thread")
-        shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
-        # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
-        grid: tuple[I32, ...] | str | None = None  # tuples: hashable, see _GRID
-        block: tuple[I32, ...] | str | None = None
-        occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
-        bytes: I64 = -1
-        input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-        input_types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-        sequence: I64 = msgspec.field(default=-1, name="Sequence number")
-        flops: float = math.nan
-        # a metadata event's text (thread_name, process_name): any JSON value, checked later
-        label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")
-        # NCCL kernels' collective metadata (PyTorch's record_param_comms, copied by Kineto)
-        group: str | I64 = msgspec.field(default="", name="Process Group Name")
-        seq: I64 | str = msgspec.field(default=-1, name="Seq")
 
-    _EMPTY_ARGS = _Args()
+class _Args(msgspec.Struct, frozen=True, gc=False):
+    # in the order Kineto writes them: the decoder tries the next field first
+    external_id: I64 = msgspec.field(default=-1, name="External id")
+    device: I64 | LaneText = -1
+    stream: I64 | LaneText = -1
+    correlation: I64 = -1
+    registers: I32 = msgspec.field(default=-1, name="registers per thread")
+    shared_memory: I64 = msgspec.field(default=-1, name="shared memory")
+    # Inductor's cpu_op rows carry a launcher text such as "grid(100,)"
+    grid: tuple[I32, ...] | str | None = None  # tuples: hashable, see _GRID
+    block: tuple[I32, ...] | str | None = None
+    occupancy: float = msgspec.field(default=math.nan, name="est. achieved occupancy %")
+    bytes: I64 = -1
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    sequence: I64 = msgspec.field(default=-1, name="Sequence number")
+    flops: float = math.nan
+    # a metadata event's text (thread_name, process_name): any JSON value, checked later
+    label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")
+    # NCCL kernels' collective metadata (PyTorch's record_param_comms, copied by Kineto)
+    group: str | I64 = msgspec.field(default="", name="Process Group Name")
+    seq: I64 | str = msgspec.field(default=-1, name="Seq")
 
-    # Start times that are integers, or within FAST_LIMIT_US, decode as numbers that hold
-    # them to the nanosecond; a larger one with a fraction fails the fast types and its slice
-    # is decoded by the exact ones, which keep the number's text (see exact_ns). Durations
-    # stay floats: exact to the ns up to 101 days.
-    FastTime = int | Annotated[float, msgspec.Meta(ge=-FAST_LIMIT_US, le=FAST_LIMIT_US)]
 
-    class _Event(msgspec.Struct, gc=False):
-        """An event of any phase, as the whole-file decode reads them."""
+_EMPTY_ARGS = _Args()
 
-        ph: str = ""
-        cat: str = ""
-        name: str = ""
-        pid: I64 | str = -1
-        tid: I64 | str = -1
-        ts: FastTime = math.nan
-        dur: float = math.nan
-        id: I64 | str = -1
-        args: _Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
+# Start times that are integers, or within FAST_LIMIT_US, decode as numbers that hold
+# them to the nanosecond; a larger one with a fraction fails the fast types and its slice
+# is decoded by the exact ones, which keep the number's text (see exact_ns). Durations
+# stay floats: exact to the ns up to 101 days.
+FastTime = int | Annotated[float, msgspec.Meta(ge=-FAST_LIMIT_US, le=FAST_LIMIT_US)]
 
-    def _exact_fields(struct: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
-        """A struct's fields with its start time as JSON text (``msgspec.Raw``)."""
-        return [
-            (f.name, msgspec.Raw, _NO_RAW) if f.name == "ts" else (f.name, f.type, f.default)
-            for f in msgspec.structs.fields(struct)
-            if f.name not in skip
-        ]
 
-    _EventExact = msgspec.defstruct("_EventExact", _exact_fields(_Event), gc=False)
+class _Event(msgspec.Struct, gc=False):
+    """An event of any phase, as the whole-file decode reads them."""
 
-    # Streamed slices decode each phase into its own type (a union tagged by "ph"): flow ends
-    # keep five fields and the phases perflab drops none, so they cost little to decode and
-    # are never keyed. A phase outside the Chrome trace format's list fails the slice, and the
-    # file is decoded whole.
-    class _Phased(msgspec.Struct, tag_field="ph", gc=False):
-        """Base of the streamed record types."""
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: I64 | str = -1
+    tid: I64 | str = -1
+    ts: FastTime = math.nan
+    dur: float = math.nan
+    id: I64 | str = -1
+    args: _Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
 
-    _Complete = msgspec.defstruct(  # _Event's fields but ph, which the tag holds
-        "_Complete",
-        [(f.name, f.type, f.default) for f in msgspec.structs.fields(_Event) if f.name != "ph"],
-        bases=(_Phased,),
-        tag="X",
-        namespace={"ph": "X"},
-    )
-    _CompleteExact = msgspec.defstruct(
-        "_CompleteExact",
-        _exact_fields(_Event, skip=("ph",)),
-        bases=(_Phased,),
-        tag="X",
-        namespace={"ph": "X"},
-    )
-    _COMPLETE_TYPES = (_Complete, _CompleteExact)
-    _EXACT_TYPES = (_EventExact, _CompleteExact)
 
-    class _MetadataArgs(msgspec.Struct, frozen=True, gc=False):
-        label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")  # checked later
-
-    class _Metadata(_Phased, tag="M"):
-        """Thread and process names (and sort orders, which perflab does not use)."""
-
-        name: str = ""
-        pid: I64 | str = -1
-        tid: I64 | str = -1
-        args: _MetadataArgs = _MetadataArgs()
-
-    class _Flow(_Phased, tag="s"):
-        cat: str = ""
-        pid: I64 | str = -1
-        tid: I64 | str = -1
-        ts: FastTime = math.nan
-        id: I64 | str = -1
-
-    _FLOW_TYPES = (_Flow, msgspec.defstruct("_FlowEnd", [], bases=(_Flow,), tag="f"))
-    _FlowExact = msgspec.defstruct(
-        "_FlowExact", _exact_fields(_Flow), bases=(_Phased,), tag="s", gc=False
-    )
-    _EXACT_FLOW_TYPES = (
-        _FlowExact,
-        msgspec.defstruct("_FlowEndExact", [], bases=(_FlowExact,), tag="f"),
-    )
-    # The first pass only notes that flows are there: they are read (a second pass, with the
-    # types above and complete events left empty) only when a correlation is missing.
-    _FLOW_MARKS = [
-        msgspec.defstruct(f"_FlowMark{i}", [], bases=(_Phased,), tag=phase)
-        for i, phase in enumerate("sf")
+def _exact_fields(struct: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """A struct's fields with its start time as JSON text (``msgspec.Raw``)."""
+    return [
+        (f.name, msgspec.Raw, _NO_RAW) if f.name == "ts" else (f.name, f.type, f.default)
+        for f in msgspec.structs.fields(struct)
+        if f.name not in skip
     ]
-    _COMPLETE_MARK = msgspec.defstruct("_CompleteMark", [], bases=(_Phased,), tag="X")
-    _DROPPED = [
-        msgspec.defstruct(f"_Phase{i}", [], bases=(_Phased,), tag=phase)
-        for i, phase in enumerate("BEiICbnetPONDVvRc()")
-    ]
-    _METADATA_MARK = msgspec.defstruct("_MetadataMark", [], bases=(_Phased,), tag="M")
 
-    class _File(msgspec.Struct):
-        traceEvents: list[_Event]
-        # None when absent, so that a streamed file's head and tail can be merged
-        deviceProperties: list[dict[str, Any]] | None = None
-        distributedInfo: dict[str, Any] | None = None
-        baseTimeNanoseconds: I64 | None = None
 
-    _FileExact = msgspec.defstruct(
-        "_FileExact",
-        [
-            ("traceEvents", list[_EventExact]),  # type: ignore[valid-type]
-            *[(f.name, f.type, f.default) for f in msgspec.structs.fields(_File)[1:]],
-        ],
-    )
-    # each decode tries the fast types first, then the exact ones (see FastTime)
-    _DECODERS = (msgspec.json.Decoder(_File), msgspec.json.Decoder(_FileExact))
-    _SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
+_EventExact = msgspec.defstruct("_EventExact", _exact_fields(_Event), gc=False)
 
-    def _slice_decoder(*types: Any) -> Any:
-        return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
 
-    _SLICE_DECODERS = (
-        _slice_decoder(_Complete, _Metadata, *_FLOW_MARKS, *_DROPPED),
-        _slice_decoder(_CompleteExact, _Metadata, *_FLOW_MARKS, *_DROPPED),
-    )
-    _FLOW_SLICE_DECODERS = (
-        _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_FLOW_TYPES, *_DROPPED),
-        _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_EXACT_FLOW_TYPES, *_DROPPED),
-    )
+# Streamed slices decode each phase into its own type (a union tagged by "ph"): flow ends
+# keep five fields and the phases perflab drops none, so they cost little to decode and
+# are never keyed. A phase outside the Chrome trace format's list fails the slice, and the
+# file is decoded whole.
+class _Phased(msgspec.Struct, tag_field="ph", gc=False):
+    """Base of the streamed record types."""
+
+
+_Complete = msgspec.defstruct(  # _Event's fields but ph, which the tag holds
+    "_Complete",
+    [(f.name, f.type, f.default) for f in msgspec.structs.fields(_Event) if f.name != "ph"],
+    bases=(_Phased,),
+    tag="X",
+    namespace={"ph": "X"},
+)
+_CompleteExact = msgspec.defstruct(
+    "_CompleteExact",
+    _exact_fields(_Event, skip=("ph",)),
+    bases=(_Phased,),
+    tag="X",
+    namespace={"ph": "X"},
+)
+_COMPLETE_TYPES = (_Complete, _CompleteExact)
+_EXACT_TYPES = (_EventExact, _CompleteExact)
+
+
+class _MetadataArgs(msgspec.Struct, frozen=True, gc=False):
+    label: msgspec.Raw = msgspec.field(default=_NO_RAW, name="name")  # checked later
+
+
+class _Metadata(_Phased, tag="M"):
+    """Thread and process names (and sort orders, which perflab does not use)."""
+
+    name: str = ""
+    pid: I64 | str = -1
+    tid: I64 | str = -1
+    args: _MetadataArgs = _MetadataArgs()
+
+
+class _Flow(_Phased, tag="s"):
+    cat: str = ""
+    pid: I64 | str = -1
+    tid: I64 | str = -1
+    ts: FastTime = math.nan
+    id: I64 | str = -1
+
+
+_FLOW_TYPES = (_Flow, msgspec.defstruct("_FlowEnd", [], bases=(_Flow,), tag="f"))
+_FlowExact = msgspec.defstruct(
+    "_FlowExact", _exact_fields(_Flow), bases=(_Phased,), tag="s", gc=False
+)
+_EXACT_FLOW_TYPES = (
+    _FlowExact,
+    msgspec.defstruct("_FlowEndExact", [], bases=(_FlowExact,), tag="f"),
+)
+# The first pass only notes that flows are there: they are read (a second pass, with the
+# types above and complete events left empty) only when a correlation is missing.
+_FLOW_MARKS = [
+    msgspec.defstruct(f"_FlowMark{i}", [], bases=(_Phased,), tag=phase)
+    for i, phase in enumerate("sf")
+]
+_COMPLETE_MARK = msgspec.defstruct("_CompleteMark", [], bases=(_Phased,), tag="X")
+_DROPPED = [
+    msgspec.defstruct(f"_Phase{i}", [], bases=(_Phased,), tag=phase)
+    for i, phase in enumerate("BEiICbnetPONDVvRc()")
+]
+_METADATA_MARK = msgspec.defstruct("_MetadataMark", [], bases=(_Phased,), tag="M")
+
+
+class _File(msgspec.Struct):
+    traceEvents: list[_Event]
+    # None when absent, so that a streamed file's head and tail can be merged
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    baseTimeNanoseconds: I64 | None = None
+
+
+_FileExact = msgspec.defstruct(
+    "_FileExact",
+    [
+        ("traceEvents", list[_EventExact]),  # type: ignore[valid-type]
+        *[(f.name, f.type, f.default) for f in msgspec.structs.fields(_File)[1:]],
+    ],
+)
+# each decode tries the fast types first, then the exact ones (see FastTime)
+_DECODERS = (msgspec.json.Decoder(_File), msgspec.json.Decoder(_FileExact))
+_SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
+
+
+def _slice_decoder(*types: Any) -> Any:
+    return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
+
+
+_SLICE_DECODERS = (
+    _slice_decoder(_Complete, _Metadata, *_FLOW_MARKS, *_DROPPED),
+    _slice_decoder(_CompleteExact, _Metadata, *_FLOW_MARKS, *_DROPPED),
+)
+_FLOW_SLICE_DECODERS = (
+    _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_FLOW_TYPES, *_DROPPED),
+    _slice_decoder(_COMPLETE_MARK, _METADATA_MARK, *_EXACT_FLOW_TYPES, *_DROPPED),
+)
 
 
 def _decode(data: bytes, source: str) -> _Doc:
-    if msgspec is None:
-        return _decode_stdlib(data, source)
     try:
         f = _decode_typed(_DECODERS, data)
     except msgspec.ValidationError as exc:
@@ -656,103 +661,8 @@ def lane_id(value: Any, name: str) -> int:
     return number - (1 << 64) if number > _I64_MAX else number
 
 
-class _DictArgs:
-    """The fallback decoder's stand-in for ``_Args`` (same attribute names)."""
-
-    __slots__ = (
-        "block",
-        "bytes",
-        "correlation",
-        "device",
-        "external_id",
-        "flops",
-        "grid",
-        "group",
-        "input_dims",
-        "input_types",
-        "label",
-        "occupancy",
-        "registers",
-        "seq",
-        "sequence",
-        "shared_memory",
-        "stream",
-    )
-
-    def __init__(self, a: dict[str, Any]) -> None:
-        self.correlation = a.get("correlation", -1)
-        self.external_id = a.get("External id", -1)
-        self.device = lane_id(a.get("device", -1), "device")
-        self.stream = lane_id(a.get("stream", -1), "stream")
-        self.grid = _hashable(a.get("grid"))
-        self.block = _hashable(a.get("block"))
-        self.registers = a.get("registers per thread", -1)
-        self.shared_memory = a.get("shared memory", -1)
-        self.occupancy = a.get("est. achieved occupancy %", math.nan)
-        self.bytes = a.get("bytes", -1)
-        self.sequence = a.get("Sequence number", -1)
-        self.flops = a.get("flops", math.nan)
-        self.label = a.get("name")
-        self.group = a.get("Process Group Name", "")
-        self.seq = a.get("Seq", -1)
-        dims, types = a.get("Input Dims"), a.get("Input type")
-        self.input_dims = b"" if dims is None else json.dumps(dims).encode()
-        self.input_types = b"" if types is None else json.dumps(types).encode()
-
-
-def _beyond_floats(events: list[Any]) -> bool:
-    """Whether some event's time lies beyond FAST_LIMIT_US, where a float is not exact."""
-    return any(
-        isinstance(e, dict) and type(e.get("ts")) is float and abs(e["ts"]) > FAST_LIMIT_US
-        for e in events
-    )
-
-
 def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
-
-
-_EMPTY_DICT_ARGS = _DictArgs({})
-
-
-class _DictEvent:
-    __slots__ = ("args", "cat", "dur", "id", "name", "ph", "pid", "tid", "ts")
-
-    def __init__(self, e: Any) -> None:
-        if not isinstance(e, dict):
-            raise TypeError(f"an event must be an object, not {type(e).__name__}")
-        self.ph = e.get("ph", "")
-        self.cat = e.get("cat", "")
-        name = e.get("name", "")
-        self.name = name if isinstance(name, str) else str(name)
-        self.pid = e.get("pid", -1)
-        self.tid = e.get("tid", -1)
-        self.ts = e.get("ts", math.nan)
-        self.dur = e.get("dur", math.nan)
-        self.id = e.get("id", -1)
-        args = e.get("args")
-        self.args = _DictArgs(args) if isinstance(args, dict) else _EMPTY_DICT_ARGS
-
-
-def _decode_stdlib(data: bytes, source: str) -> _Doc:
-    doc = parse_json(data, source, error=InputError, invalid="malformed JSON")
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise InputError("not a Kineto trace: no traceEvents list", source=source)
-    if _beyond_floats(doc["traceEvents"]):  # read again, numbers with fractions as Decimal
-        doc = json.loads(data.decode("utf-8"), parse_float=Decimal)
-    events = doc["traceEvents"]
-    for i, e in enumerate(events):
-        try:
-            events[i] = _DictEvent(e)
-        except TypeError as exc:
-            raise InputError(str(exc), source=source, position=f"traceEvents[{i}]") from None
-    devices = doc.get("deviceProperties") or []
-    distributed = doc.get("distributedInfo") or {}
-    base = doc.get("baseTimeNanoseconds")
-    extra = {"base_time_ns": base} if isinstance(base, int) else {}
-    if not isinstance(devices, list) or not isinstance(distributed, dict):
-        raise InputError("deviceProperties/distributedInfo have the wrong type", source=source)
-    return _Doc([events], devices, distributed, extra)
 
 
 # -- columns -------------------------------------------------------------------------------
@@ -967,7 +877,8 @@ class _Columns:
         except InputError:
             raise
         except (OverflowError, ValueError, TypeError) as exc:
-            # only reachable through the fallback decoder, which does not type-check fields
+            # values the typed records let through that a column cannot hold (an id written
+            # as a 30-digit text)
             raise InputError(
                 f"a field has the wrong type or does not fit in 64 bits: {exc}",
                 source=self.source,
@@ -1042,7 +953,7 @@ class _Columns:
         Floats (times within FAST_LIMIT_US) convert exactly; larger times come as text."""
         n = len(kept)
         dur = np.fromiter(map(_DUR, kept), np.float64, count=n)
-        if n and (type(kept[0]) in _EXACT_TYPES or _has_decimals(kept)):
+        if n and type(kept[0]) in _EXACT_TYPES:
             start_ns, ts = exact_ns(list(map(_TS, kept)))
             self._check_times(ts, dur, position)
         else:
@@ -1146,7 +1057,7 @@ class _Columns:
         """flops, input dims and input types from CPU ops' args; most traces record none."""
         extras = list(map(_OP_EXTRAS, ops))
         # the decoders' shared defaults: a tuple compare finds them by identity
-        absent = (math.nan, b"", b"") if msgspec is None else (math.nan, _NO_RAW, _NO_RAW)
+        absent = (math.nan, _NO_RAW, _NO_RAW)
         if extras.count(absent) == len(extras):
             missing = np.full(len(ops), -1, np.int32)
             return np.full(len(ops), np.nan), missing, missing
@@ -1282,7 +1193,7 @@ class _Columns:
     def _flow_ends(self, slices: Iterable[list[Any]]) -> dict[tuple[int, int, int], int]:
         """``ac2g`` flow ends by the (pid, tid, start in ns) they sit on -> their id."""
         ends: dict[tuple[int, int, int], int] = {}
-        flow_types = (*_FLOW_TYPES, *_EXACT_FLOW_TYPES) if msgspec is not None else ()
+        flow_types = (*_FLOW_TYPES, *_EXACT_FLOW_TYPES)
         for events in slices:
             if _streamed(events):
                 flows = [e for e in events if type(e) in flow_types and e.cat == "ac2g"]
@@ -1297,13 +1208,6 @@ class _Columns:
 
     def _kernel_table(self) -> Table:
         dims = self.dims["dim3"]
-        registers = self._column("k_registers", np.int64)
-        # the typed decoder bounds these; the fallback decoder does not
-        for what, values in (("grid/block", dims), ("registers per thread", registers)):
-            if len(values) and (values.min() < -1 or values.max() > _I32_MAX):
-                raise InputError(
-                    f"a kernel's {what} value does not fit in 32 bits", source=self.source
-                )
         grid, block = (dims[self._column(f"k_{name}", np.int32)] for name in ("grid", "block"))
         return Table(
             KERNEL_COLUMNS,
@@ -1315,7 +1219,7 @@ class _Columns:
                 "block_x": block[:, 0],
                 "block_y": block[:, 1],
                 "block_z": block[:, 2],
-                "registers": registers,
+                "registers": self._column("k_registers", np.int64),
                 "shared_mem": self._column("k_shared_mem", np.int64),
                 "occupancy": self._column("k_occupancy", np.float64),
             },
@@ -1360,7 +1264,7 @@ _NAME_EVENTS = ("thread_name", "process_name")
 def _name_text(value: Any) -> str:
     """A metadata event's ``args.name`` as text ("" when it is not a string), at most
     MAX_NAME_TEXT long."""
-    if msgspec is not None and isinstance(value, msgspec.Raw):
+    if isinstance(value, msgspec.Raw):
         raw = bytes(value)
         if raw[:1] != b'"':
             return ""
@@ -1383,11 +1287,6 @@ def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int
     rows = np.flatnonzero(keep)
     at = rows if complete is None else np.flatnonzero(complete)[rows]
     return int(at[row])
-
-
-def _has_decimals(records: list[Any]) -> bool:
-    """Whether the fallback decoder gave some time as a Decimal (see _decode_stdlib)."""
-    return msgspec is None and any(type(e.ts) is Decimal for e in records)
 
 
 def _ns_of(values: list[Any]) -> npt.NDArray[np.int64]:
@@ -1422,7 +1321,7 @@ def return_freed_memory() -> None:
 
 def _streamed(events: list[Any]) -> bool:
     """Whether a slice holds records typed by phase (see ``_Phased``)."""
-    return msgspec is not None and bool(events) and isinstance(events[0], _Phased)
+    return bool(events) and isinstance(events[0], _Phased)
 
 
 def _key_groups(
@@ -1473,15 +1372,15 @@ _COMMA, _DOT, _MINUS, _ZERO = b",.-0"
 
 
 def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """Microseconds given as JSON number text (``msgspec.Raw`` or bytes; ``Decimal`` or float
-    from the fallback decoder) -> (nanoseconds, rounded half to even from the decimal digits
+    """Microseconds given as JSON number text (``msgspec.Raw`` or bytes) or as numbers (ints
+    and floats the fast types read) -> (nanoseconds, rounded half to even from the decimal digits
     themselves, never through a float; microseconds as float64, NaN where a value is not a
     number). The ns of a value outside the model's time window is 0 (its float says where it
     lies)."""
     texts: Sequence[Any] = values
     try:  # Raw and bytes join as they are: no step per value in Python
         joined = b",".join(texts)
-    except TypeError:  # numbers from the fallback decoder, or values that are none
+    except TypeError:  # numbers, or values that are none
         texts = [v if isinstance(v, (bytes, bytearray)) else _number_text(v) for v in values]
         joined = b",".join(texts)
     n = len(texts)
@@ -1494,9 +1393,9 @@ def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
 
 def _number_text(value: Any) -> Any:
     """A time value as text bytes (a Raw is used as it is: bytes.join reads it)."""
-    if msgspec is not None and isinstance(value, msgspec.Raw):
+    if isinstance(value, msgspec.Raw):
         return value
-    if isinstance(value, (float, int, Decimal)) and not isinstance(value, bool):
+    if isinstance(value, (float, int)) and not isinstance(value, bool):
         return str(value).encode()
     return b"?"  # not a number
 
