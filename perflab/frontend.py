@@ -381,7 +381,7 @@ def accept_dash_values(parser: argparse.ArgumentParser) -> None:
 
 def default_arch() -> str:
     """The current GPU's target (``sm_90a`` on a Hopper GPU), else sm_90a."""
-    from perflab.analysis.arch import Arch, parse_arch
+    from perflab.model.arch import Arch, parse_arch
 
     for dev in env.gpu_devices():
         try:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from perflab.analysis.arch import parse_arch
 from perflab.analysis.insights import kernel_insights
 from perflab.capture.compile import (
     CompileError,
@@ -28,6 +27,7 @@ from perflab.capture.compile import (
     source_excerpt,
 )
 from perflab.errors import InputError, ToolchainError
+from perflab.model.arch import parse_arch
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 
 DATA = Path(__file__).parent / "data" / "ptx"

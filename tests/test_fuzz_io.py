@@ -186,7 +186,7 @@ def check_ncu(report: Any, workdir: Path) -> None:
     for rule in report.rules:
         assert rule.speedup is None or math.isfinite(rule.speedup), "non-finite speedup"
     json.dumps(report.to_dict(), allow_nan=False)
-    report.text()
+    str(report)
     from perflab.render.roofline import points_from_ncu
 
     points_from_ncu(report)

@@ -96,7 +96,7 @@ def test_nsys_nvtx_text_stored_as_blob(tmp_path: Path) -> None:
     )
     trace = load_trace(path)
     assert "nccl range \ufffd" in trace.strings  # decoded leniently, like damaged TEXT
-    trace.summary().text()
+    str(trace.summary())
 
 
 def test_nsys_infinite_device_property_saves_and_exports(
@@ -605,7 +605,7 @@ def test_rocm_trace_with_hex_stream_and_device(tmp_path: Path) -> None:
     labels = sorted(trace.track_label(t) for t in range(len(trace.tracks)))
     assert labels == ["AMD GPU 0 stream 0", "AMD GPU 0 stream 31"]
     summary = trace.summary()
-    assert "AMD GPU 0: busy" in summary.text()
+    assert "AMD GPU 0: busy" in str(summary)
     assert summary.to_dict()["kernels"]["count"] == 2
     assert trace.meta["gpu"] == "AMD GPU"
 

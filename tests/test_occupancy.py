@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from perflab.analysis.arch import LIMITS, Arch, cc_of, limits_for, parse_arch
 from perflab.analysis.occupancy import occupancy
 from perflab.errors import InputError
+from perflab.model.arch import LIMITS, Arch, cc_of, limits_for, parse_arch
 
 
 def test_light_kernel_is_limited_by_warps() -> None:

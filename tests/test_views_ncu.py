@@ -20,7 +20,7 @@ def _words(text: str) -> list[str]:
 
 def test_text_shows_each_advice_whole_and_wrapped() -> None:
     report = load_ncu(CSV)
-    text = report.text()
+    text = str(report)
     assert "Check memory replay (coalescing) metrics to" in text  # was cut: "...) met"
     lines = text.splitlines()
     assert max(len(line) for line in lines[1:]) <= TEXT_WIDTH
@@ -50,5 +50,5 @@ def test_advice_from_the_file_is_escaped() -> None:
     assert "<img" not in page and "<b>k</b>" not in page and "<Rule>" not in page
     assert html.escape(payload, quote=True) in page
     assert re.search(r"\[OPT\] &lt;Rule&gt; \(est\. speedup 12\.5%\)", page)
-    text = report.text()
+    text = str(report)
     assert " ".join(text.split()).count("long advice") == 40 and "speedup 12.5%" in text

@@ -29,7 +29,7 @@ def test_idle_breakdown_prints_times_with_units(nccl) -> None:  # type: ignore[n
     assert not RAW_FLOAT.search(printed), printed
     device = nccl.summary().to_dict()["devices"]["0"]
     total = format_ns(device["idle_us"] * 1e3)
-    assert f"idle {total}" in nccl.summary().text()  # the summary's own words...
+    assert f"idle {total}" in str(nccl.summary())  # the summary's own words...
     assert f"idle GPU time by cause: {total} in" in printed  # ...and the same figure here
     assert format_ns(idle["host launch delay"] * 1e3) in printed
     assert sum(idle.values()) == pytest.approx(device["idle_us"], rel=1e-4)  # still us
@@ -45,17 +45,17 @@ def test_gap_table_shows_time_since_trace_start(nccl) -> None:  # type: ignore[n
     assert longest.columns["dur_ns"] == sorted(gaps.columns["dur_ns"], reverse=True)[:8]
     origin = int(nccl.start_ns.min())
     start, dur = longest.columns["start_ns"][0], longest.columns["dur_ns"][0]
-    for view in (longest.text(), longest._repr_mimebundle_()["text/html"]):
+    for view in (str(longest), longest._repr_mimebundle_()["text/html"]):
         assert str(start) not in view and not re.search(r"\d{10,}", view)  # no epoch ns
         assert format_ns(start - origin) in view and format_ns(dur) in view
         assert "since trace start" in view and "longer than 50 us" in view
     assert gaps.to_pandas()["start_ns"].iloc[0] == gaps.columns["start_ns"][0]  # data intact
-    assert f"{len(gaps) - 25} more rows" in gaps.text()
+    assert f"{len(gaps) - 25} more rows" in str(gaps)
 
 
 def test_stream_table_shows_busy_time_and_share(nccl) -> None:  # type: ignore[no-untyped-def]
     table = stream_utilisation(nccl)
-    text = table.text()
+    text = str(table)
     busy, share = table.columns["busy_us"][0], table.columns["share"][0]
     assert format_ns(busy * 1e3) in text and f"{100 * share:.1f}%" in text
     assert not RAW_FLOAT.search(text)

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from perflab.analysis.arch import cc_of
+from perflab.model.arch import cc_of
 from perflab.model.kernel import KernelArtifacts
 from perflab.model.units import format_bytes
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ import numpy.typing as npt
 from perflab.analysis.categories import is_comm_name
 from perflab.analysis.trace_stats import kernel_table
 from perflab.analysis.trace_summary import TraceSummary, summarize
+from perflab.model.display import Shown
 from perflab.model.job import Job, RankTrace
 from perflab.model.trace import EventKind, TrackKind
 
@@ -143,7 +144,7 @@ class Collectives:
 
 
 @dataclass
-class JobSummary:
+class JobSummary(Shown):
     """The job summary document (``to_dict()``), the rank summaries it came from, and the
     matched collectives."""
 
@@ -190,15 +191,14 @@ def summarize_job(job: Job) -> JobSummary:
 
 def rank_entry(summary: TraceSummary) -> dict[str, Any]:
     """A rank's line of the job summary, from its single-file summary."""
-    d = summary.to_dict()
-    devices = d["devices"].values()
+    devices = summary.devices.values()
     return {
-        "busy_us": sum(v["busy_us"] for v in devices),
-        "idle_us": sum(v["idle_us"] for v in devices),
-        "span_us": sum(v["span_us"] for v in devices),
-        "kernels": d["kernels"]["count"],
-        "comm": dict(d["comm"]),
-        "memcpy": dict(d["memcpy"]),
+        "busy_us": sum(v.busy_us for v in devices),
+        "idle_us": sum(v.idle_us for v in devices),
+        "span_us": sum(v.span_us for v in devices),
+        "kernels": summary.kernels.count,
+        "comm": asdict(summary.comm),
+        "memcpy": asdict(summary.memcpy),
     }
 
 

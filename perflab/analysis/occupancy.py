@@ -1,5 +1,5 @@
 """Theoretical occupancy: resident blocks and warps per SM for a block size, the way
-``cuda_occupancy.h`` computes it (limits from :mod:`perflab.analysis.arch`), with the
+``cuda_occupancy.h`` computes it (limits from :mod:`perflab.model.arch`), with the
 limiting factor named."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from perflab.analysis.arch import SMLimits, limits_for
 from perflab.errors import InputError
+from perflab.model.arch import SMLimits, limits_for
 from perflab.model.kernel import KernelArtifacts
 from perflab.model.units import format_bytes
 

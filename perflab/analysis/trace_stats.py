@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
+from perflab.model.display import Shown
 from perflab.model.optable import OpTable
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
 from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
@@ -25,7 +26,7 @@ NS, US, SHARE = "ns", "us", "share"  # a duration in ns or us; a fraction
 
 
 @dataclass
-class Frame:
+class Frame(Shown):
     """A small columnar result (dict of equal-length lists/arrays) with ``to_pandas()``.
 
     ``units`` says which columns are times (:data:`SINCE_START`, :data:`NS`, :data:`US`) or
@@ -60,21 +61,6 @@ class Frame:
 
     def head(self, n: int = 10) -> Frame:
         return self.take(np.arange(min(n, len(self))))
-
-    def text(self) -> str:
-        from perflab.render.tables import frame_text
-
-        return frame_text(self)
-
-    __str__ = text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.tables import frame_html
-
-        return {"text/plain": self.text(), "text/html": frame_html(self)}
 
 
 def launch_start(trace: Trace) -> npt.NDArray[np.int64]:
@@ -174,7 +160,7 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
     return Frame(cols, {"start_ns": SINCE_START, "dur_ns": NS}, origin, title)
 
 
-class IdleBreakdown(dict[str, float]):
+class IdleBreakdown(Shown, dict[str, float]):
     """Idle microseconds per cause (a plain dict, as ever: JSON-able) whose text and HTML
     views show times with units; ``gaps`` counts the gaps per cause."""
 
@@ -184,21 +170,6 @@ class IdleBreakdown(dict[str, float]):
 
     def to_dict(self) -> dict[str, float]:
         return dict(self)
-
-    def text(self) -> str:
-        from perflab.render.tables import idle_breakdown_text
-
-        return idle_breakdown_text(self)
-
-    __str__ = text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.tables import idle_breakdown_html
-
-        return {"text/plain": self.text(), "text/html": idle_breakdown_html(self)}
 
 
 def idle_breakdown(trace: Trace, min_ns: int = 0) -> IdleBreakdown:

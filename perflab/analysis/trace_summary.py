@@ -1,4 +1,4 @@
-"""``Trace.summary()``: where the GPU time went, as a small JSON-able result.
+"""``Trace.summary()``: where the GPU time went, as a small typed result.
 
 Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly these keys):
 
@@ -17,7 +17,7 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kernel_categories
 from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
+from perflab.model.display import Shown
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
 
 # device_pairs is public here too (analyses that key devices by (rank, device) import it)
@@ -38,90 +39,76 @@ def _us(ns: float | int | np.integer[Any]) -> float:
     return float(ns) / 1000.0
 
 
-@dataclass
-class TraceSummary:
-    """The summary document (``to_dict()``) plus text/HTML views."""
+@dataclass(frozen=True)
+class Totals:
+    """A count of events and their summed duration."""
 
-    doc: dict[str, Any]
+    count: int
+    total_us: float
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """One GPU: busy (union of its kernel, memcpy and memset intervals), span (first start to
+    last end of those), idle = span - busy, and its kernel count."""
+
+    busy_us: float
+    span_us: float
+    idle_us: float
+    kernels: int
+
+    @property
+    def utilisation(self) -> float:
+        """busy / span; 0 on a device with no span."""
+        return self.busy_us / self.span_us if self.span_us else 0.0
+
+
+@dataclass(frozen=True)
+class CommTotals(Totals):
+    """NCCL kernels, and how much of their time overlapped other kernels on the device."""
+
+    overlapped_us: float
+
+
+@dataclass(frozen=True)
+class CopyTotals(Totals):
+    """Memcpy events (memsets not included) and the bytes they moved."""
+
+    bytes: int
+
+
+@dataclass(frozen=True)
+class TraceSummary(Shown):
+    """Where the GPU time went (definitions in the module docstring). ``to_dict()`` is the
+    JSON document the CLI prints; :mod:`perflab.render.views` shows it."""
+
+    events: int
+    kernels: Totals
+    devices: dict[str, DeviceTime]
+    comm: CommTotals
+    memcpy: CopyTotals
+    categories: dict[str, Totals]
     source: str = ""
     gpu: str = "GPU"  # "AMD GPU" where the trace says so
 
     def to_dict(self) -> dict[str, Any]:
-        return self.doc
+        """The document of :data:`KEYS`: plain ints, floats and strings only."""
+        return {key: _plain(getattr(self, key)) for key in KEYS}
 
     def to_pandas(self) -> Any:
         """One row per device: busy/span/idle (us), utilisation, kernels."""
         import pandas as pd
 
-        rows = [{"device": k, **v} for k, v in self.doc["devices"].items()]
+        rows = [{"device": k, **asdict(v)} for k, v in self.devices.items()]
         df = pd.DataFrame(rows, columns=["device", "busy_us", "span_us", "idle_us", "kernels"])
         df["utilisation"] = df["busy_us"] / df["span_us"].where(df["span_us"] > 0)
         return df
 
-    def text(self) -> str:
-        from perflab.model.units import format_bytes, format_ns
 
-        d = self.doc
-        lines = [
-            f"{d['events']} events read; {d['kernels']['count']} kernels, "
-            f"{format_ns(d['kernels']['total_us'] * 1e3)} of kernel time"
-        ]
-        for dev, v in d["devices"].items():
-            util = 100 * v["busy_us"] / v["span_us"] if v["span_us"] else 0.0
-            lines.append(
-                f"{self.gpu} {dev}: busy {format_ns(v['busy_us'] * 1e3)} of "
-                f"{format_ns(v['span_us'] * 1e3)} ({util:.1f}%), idle "
-                f"{format_ns(v['idle_us'] * 1e3)}, {v['kernels']} kernels"
-            )
-        c = d["comm"]
-        if c["count"]:
-            share = 100 * c["overlapped_us"] / c["total_us"] if c["total_us"] else 0.0
-            lines.append(
-                f"communication: {c['count']} NCCL kernels, {format_ns(c['total_us'] * 1e3)}, "
-                f"{share:.1f}% overlapped with compute"
-            )
-        m = d["memcpy"]
-        if m["count"]:
-            lines.append(
-                f"memcpy: {m['count']} copies, {format_ns(m['total_us'] * 1e3)}, "
-                f"{format_bytes(m['bytes'])}"
-            )
-        total = d["kernels"]["total_us"] or 1.0
-        cats = sorted(d["categories"].items(), key=lambda kv: -kv[1]["total_us"])
-        lines.append(
-            "categories: " + ", ".join(f"{k} {100 * v['total_us'] / total:.1f}%" for k, v in cats)
-        )
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.html import esc, table, wrap
-
-        d = self.doc
-        rows = [
-            [
-                dev,
-                f"{v['busy_us']:.1f}",
-                f"{v['span_us']:.1f}",
-                f"{v['idle_us']:.1f}",
-                str(v["kernels"]),
-            ]
-            for dev, v in d["devices"].items()
-        ]
-        cats = [
-            [k, str(v["count"]), f"{v['total_us']:.1f}"]
-            for k, v in sorted(d["categories"].items(), key=lambda kv: -kv[1]["total_us"])
-        ]
-        head = "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines()[:1])
-        body = (
-            head
-            + table(["device", "busy us", "span us", "idle us", "kernels"], rows)
-            + table(["category", "kernels", "total us"], cats)
-            + "".join(f"<div>{esc(line)}</div>" for line in self.text().splitlines()[1:])
-        )
-        return {"text/plain": self.text(), "text/html": wrap(body)}
+def _plain(value: object) -> Any:
+    if isinstance(value, dict):
+        return {k: asdict(v) for k, v in value.items()}
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
@@ -132,7 +119,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     gpu_work = trace.mask(*GPU_WORK_KINDS) & (device_key >= 0)
     comm = is_kernel & _comm_mask(trace)
 
-    devices: dict[str, Any] = {}
+    devices: dict[str, DeviceTime] = {}
     comm_overlap = 0
     labels = _device_labels(trace)
     for key in np.unique(device_key[gpu_work]).tolist():
@@ -140,12 +127,8 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
         work = gpu_work & on_dev
         busy = union_length(start[work], end[work])
         span = int(end[work].max()) - int(start[work].min())  # Python ints: no wrap
-        devices[labels[key]] = {
-            "busy_us": _us(busy),
-            "span_us": _us(span),
-            "idle_us": _us(span - busy),
-            "kernels": int((is_kernel & on_dev).sum()),
-        }
+        kernels = int((is_kernel & on_dev).sum())
+        devices[labels[key]] = DeviceTime(_us(busy), _us(span), _us(span - busy), kernels)
         dev_comm, dev_compute = comm & on_dev, is_kernel & ~comm & on_dev
         comm_overlap += intersection_length(
             merge(start[dev_comm], end[dev_comm]), merge(start[dev_compute], end[dev_compute])
@@ -155,24 +138,21 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     memcpy_rows = trace.memcpy["event"]
     copy_bytes = trace.memcpy["bytes"][kind[memcpy_rows] == EventKind.MEMCPY]
     dur = trace.dur_ns
-    doc = {
-        "events": int(trace.meta.get("events_read", len(trace))),
-        "kernels": {"count": int(is_kernel.sum()), "total_us": _us(exact_sum(dur[is_kernel]))},
-        "devices": devices,
-        "comm": {
-            "count": int(comm.sum()),
-            "total_us": _us(exact_sum(dur[comm])),
-            "overlapped_us": _us(comm_overlap),
-        },
-        "memcpy": {
-            "count": int(is_memcpy.sum()),
-            "total_us": _us(exact_sum(dur[is_memcpy])),
-            "bytes": exact_sum(np.maximum(copy_bytes, 0)),
-        },
-        "categories": _categories(trace, rules),
-    }
     gpu = trace.meta.get("gpu")
-    return TraceSummary(doc, str(trace.meta.get("source", "")), gpu if gpu == "AMD GPU" else "GPU")
+    return TraceSummary(
+        events=int(trace.meta.get("events_read", len(trace))),
+        kernels=Totals(int(is_kernel.sum()), _us(exact_sum(dur[is_kernel]))),
+        devices=devices,
+        comm=CommTotals(int(comm.sum()), _us(exact_sum(dur[comm])), _us(comm_overlap)),
+        memcpy=CopyTotals(
+            int(is_memcpy.sum()),
+            _us(exact_sum(dur[is_memcpy])),
+            exact_sum(np.maximum(copy_bytes, 0)),
+        ),
+        categories=_categories(trace, rules),
+        source=str(trace.meta.get("source", "")),
+        gpu=gpu if gpu == "AMD GPU" else "GPU",
+    )
 
 
 def _device_labels(trace: Trace) -> dict[int, str]:
@@ -189,13 +169,11 @@ def _comm_mask(trace: Trace) -> npt.NDArray[np.bool_]:
     return is_comm_name(trace.strings)[trace.name] if trace.strings else np.zeros(0, bool)
 
 
-def _categories(trace: Trace, rules: Rules) -> dict[str, Any]:
+def _categories(trace: Trace, rules: Rules) -> dict[str, Totals]:
     codes, labels = kernel_categories(trace, rules)
     dur = trace.dur_ns[trace.kind == EventKind.KERNEL]
     counts = np.bincount(codes, minlength=len(labels))
     totals = np.bincount(codes, weights=dur, minlength=len(labels))
     return {
-        label: {"count": int(counts[i]), "total_us": _us(totals[i])}
-        for i, label in enumerate(labels)
-        if counts[i]
+        label: Totals(int(counts[i]), _us(totals[i])) for i, label in enumerate(labels) if counts[i]
     }

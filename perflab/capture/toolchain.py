@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# target names and suffix rules live in the one architecture table (re-exported here)
-from perflab.analysis.arch import Arch as Arch
-from perflab.analysis.arch import parse_arch as parse_arch
 from perflab.capture import _proc
 from perflab.errors import InputError, ToolchainError, missing_extra
+
+# target names and suffix rules live in the one architecture table (re-exported here)
+from perflab.model.arch import Arch as Arch
+from perflab.model.arch import parse_arch as parse_arch
 
 TOOLS = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
 VERSION_TIMEOUT_S = 20

@@ -10,6 +10,7 @@ from typing import Any
 
 from perflab.commands._common import print_json
 from perflab.frontend import TIMING_ARGUMENTS, add_arguments, timed_run, user_frames
+from perflab.render.views import to_text
 
 
 def register(sub: Any) -> None:
@@ -56,5 +57,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for note in outcome.notes:
         print(note)
-    print(outcome.result._repr_mimebundle_()["text/plain"])
+    print(to_text(outcome.result))
     return 0

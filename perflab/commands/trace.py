@@ -44,7 +44,7 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary.to_dict())
     else:
-        print(summary.text())
+        print(summary)
     return 0
 
 

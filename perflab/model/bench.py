@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
+from perflab.model.display import Shown
 from perflab.model.fields import MAX_INT, Fields
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
@@ -213,7 +214,7 @@ def _items(f: Fields, key: str) -> list[tuple[str, Any]]:
 
 
 @dataclass
-class BenchResult(_Provenance):
+class BenchResult(Shown, _Provenance):
     """A microbenchmark run: its series, on which device, when, with what."""
 
     series: list[Series] = field(default_factory=list)
@@ -255,19 +256,6 @@ class BenchResult(_Provenance):
             raise _malformed(BENCH_KIND, path, exc) from None
         result.replayed_from = str(path)
         return result
-
-    def __str__(self) -> str:
-        from perflab.render.bench_view import bench_text
-
-        return bench_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.bench_view import bench_bundle
-
-        return bench_bundle(self)
 
 
 @dataclass
@@ -350,7 +338,7 @@ class CollectiveRow:
 
 
 @dataclass
-class CollectiveResult(_Provenance):
+class CollectiveResult(Shown, _Provenance):
     """A collectives sweep: rows per (op, size) and an alpha-beta fit per op."""
 
     rows: list[CollectiveRow] = field(default_factory=list)
@@ -391,22 +379,9 @@ class CollectiveResult(_Provenance):
         result.replayed_from = str(path)
         return result
 
-    def __str__(self) -> str:
-        from perflab.render.bench_view import collectives_text
-
-        return collectives_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.bench_view import collectives_bundle
-
-        return collectives_bundle(self)
-
 
 @dataclass
-class Topology:
+class Topology(Shown):
     """Link type between each pair of devices (``nvidia-smi topo -m`` codes: ``NV18``,
     ``PIX``, ``SYS``...), and the transports NCCL chose when its debug log was given."""
 
@@ -427,14 +402,6 @@ class Topology:
             "nccl_network": self.nccl_network,
             "source": self.source,
         }
-
-    def __str__(self) -> str:
-        from perflab.render.bench_view import topology_text
-
-        return topology_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
 
 
 def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import SchemaError
+from perflab.model.display import Shown
 from perflab.model.fields import Fields
 from perflab.model.serialize import CACHE_ENV as CACHE_ENV
 from perflab.model.serialize import cache_dir, dump_json, load_json
@@ -33,7 +34,7 @@ FILE_NAME = "ceilings.json"
 
 
 @dataclass
-class Ceilings:
+class Ceilings(Shown):
     """Measured peaks of one device: ``flops`` in GFLOP/s per dtype, ``bandwidth`` in GB/s
     per memory level (``"L2"``, ``"HBM"``, ``"DRAM"``...)."""
 
@@ -75,19 +76,6 @@ class Ceilings:
             versions=f.text_map("versions"),
             notes=f.texts("notes"),
         )
-
-    def __str__(self) -> str:
-        from perflab.render.bench_view import ceilings_text
-
-        return ceilings_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.bench_view import ceilings_bundle
-
-        return ceilings_bundle(self)
 
 
 def _rates(values: Any, what: str, source: str) -> dict[str, float]:

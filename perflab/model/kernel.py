@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perflab.errors import InputError, SchemaError
+from perflab.model.display import Shown
 from perflab.model.serialize import dump_json, load_json
 
 KIND = "compile"
@@ -210,7 +211,7 @@ class KernelArtifacts:
 
 
 @dataclass
-class CompileResult:
+class CompileResult(Shown):
     """One compilation: the source, its kernels, the intermediate texts and the log.
 
     ``stages`` holds the texts other than PTX and SASS (Triton: ``ttir``, ``ttgir``,
@@ -305,13 +306,3 @@ class CompileResult:
 
     def __str__(self) -> str:
         return self.summary_line()
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        from perflab.render.ptx_view import compile_text
-
-        p.text(compile_text(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.ptx_view import compile_bundle
-
-        return compile_bundle(self)

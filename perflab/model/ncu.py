@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from perflab.model.display import Shown
+
 
 @dataclass
 class NcuMetric:
@@ -30,7 +32,7 @@ class NcuRule:
 
 
 @dataclass
-class NcuReport:
+class NcuReport(Shown):
     source: str
     kernels: list[dict[str, str]] = field(default_factory=list)  # one per "ID", in order
     metrics: list[NcuMetric] = field(default_factory=list)
@@ -63,16 +65,3 @@ class NcuReport:
             "metrics": [m.__dict__ for m in self.metrics],
             "rules": [r.__dict__ for r in self.rules],
         }
-
-    def text(self) -> str:
-        from perflab.render.tables import ncu_text
-
-        return ncu_text(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.tables import ncu_html
-
-        return {"text/plain": self.text(), "text/html": ncu_html(self)}

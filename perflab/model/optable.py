@@ -9,9 +9,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab.model.display import Shown
+
 
 @dataclass
-class OpTable:
+class OpTable(Shown):
     """Aggregated time per kernel or op name.
 
     ``kind`` says what the rows are: ``"kernel"`` (GPU) or ``"cpu_op"`` (no GPU).
@@ -84,16 +86,6 @@ class OpTable:
                 "share": self.share,
             }
         )
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        from perflab.render.tables import optable_text
-
-        p.text(optable_text(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.tables import optable_html, optable_text
-
-        return {"text/plain": optable_text(self), "text/html": optable_html(self)}
 
 
 def _row(row: Any, i: int) -> tuple[str, int, int]:

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.model import stats
+from perflab.model.display import Shown
 from perflab.model.fields import Fields
 from perflab.model.optable import OpTable
 from perflab.model.serialize import dump_json, load_json
@@ -97,7 +98,7 @@ class Comparison:
 
 
 @dataclass
-class TimingResult:
+class TimingResult(Shown):
     """Per-call times of one timed function (``samples_ns``), kept in full.
 
     ``number`` is how many calls each raw sample averaged over (1 when every call was
@@ -253,13 +254,3 @@ class TimingResult:
 
     def __str__(self) -> str:
         return self.summary_line()
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        from perflab.render.timing import timing_text
-
-        p.text(timing_text(self))
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.timing import timing_bundle
-
-        return timing_bundle(self)

@@ -63,12 +63,14 @@ import os
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
+from perflab.model import display
+from perflab.model.display import Shown
 from perflab.model.serialize import (
     SCHEMA_VERSION,
     check_header,
@@ -76,6 +78,9 @@ from perflab.model.serialize import (
     load_arrays,
     save_arrays,
 )
+
+if TYPE_CHECKING:
+    from perflab.model.display import Timeline, TraceSummary
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -235,7 +240,7 @@ def _missing(dtype: type[np.generic], n: int) -> npt.NDArray[Any]:
     return np.full(n, -1, dtype=dtype)
 
 
-class Trace:
+class Trace(Shown):
     """Columnar events plus tracks, kernel/memcpy/op side tables, strings and meta.
 
     See the module docstring for every column. Build one with an importer
@@ -354,20 +359,17 @@ class Trace:
         )
 
     # -- analyses (pure functions live in perflab.analysis) ---------------------------------
-    def summary(self) -> Any:
+    def summary(self) -> TraceSummary:
         """Busy/idle per device, kernels, comm overlap, memcpy, categories: a
-        :class:`perflab.analysis.trace_summary.TraceSummary`."""
-        from perflab.analysis.trace_summary import summarize
+        :class:`perflab.analysis.trace_summary.TraceSummary` (through
+        :mod:`perflab.model.display`, the model's one door to the layers above)."""
+        return display.trace_summary(self)
 
-        return summarize(self)
+    def timeline(self, **options: Any) -> Timeline:
+        """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""
+        return display.trace_timeline(self, **options)
 
     # -- several ranks -----------------------------------------------------------------------
-    def timeline(self, **options: Any) -> Any:
-        """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""
-        from perflab.render.timeline import timeline
-
-        return timeline(self, **options)
-
     @classmethod
     def merge(cls, traces: Sequence[Trace], ranks: Sequence[int] | None = None) -> Trace:
         """One trace from several (typically one per rank). The rank of each input is
@@ -478,17 +480,6 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<{self.describe()}>"
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.describe())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from perflab.render.html import esc, wrap
-
-        return {
-            "text/plain": self.describe(),
-            "text/html": wrap(f"<div>{esc(self.describe())}</div>"),
-        }
 
 
 def _follow(side: Table, new_row: npt.NDArray[np.int64]) -> Table:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, IdleBreakdown
+from perflab.analysis.trace_summary import Totals, TraceSummary
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
-from perflab.model.units import format_ns
+from perflab.model.units import format_bytes, format_ns
 from perflab.render.html import esc, table, text_table, wrap
 
 HEADERS = ("name", "calls", "total", "mean", "share")
@@ -209,3 +210,51 @@ def idle_breakdown_text(idle: IdleBreakdown) -> str:
 def idle_breakdown_html(idle: IdleBreakdown) -> str:
     title, rows = _idle_rows(idle)
     return wrap(f"<div><b>{esc(title)}</b></div>" + table(IDLE_HEADERS, rows))
+
+
+def trace_summary_text(summary: TraceSummary) -> str:
+    lines = [
+        f"{summary.events} events read; {summary.kernels.count} kernels, "
+        f"{_us_text(summary.kernels.total_us)} of kernel time"
+    ]
+    for dev, v in summary.devices.items():
+        lines.append(
+            f"{summary.gpu} {dev}: busy {_us_text(v.busy_us)} of {_us_text(v.span_us)} "
+            f"({100 * v.utilisation:.1f}%), idle {_us_text(v.idle_us)}, {v.kernels} kernels"
+        )
+    c, m = summary.comm, summary.memcpy
+    if c.count:
+        share = 100 * c.overlapped_us / c.total_us if c.total_us else 0.0
+        lines.append(
+            f"communication: {c.count} NCCL kernels, {_us_text(c.total_us)}, "
+            f"{share:.1f}% overlapped with compute"
+        )
+    if m.count:
+        lines.append(f"memcpy: {m.count} copies, {_us_text(m.total_us)}, {format_bytes(m.bytes)}")
+    total = summary.kernels.total_us or 1.0
+    shares = (f"{k} {100 * v.total_us / total:.1f}%" for k, v in _by_time(summary.categories))
+    lines.append("categories: " + ", ".join(shares))
+    return "\n".join(lines)
+
+
+def trace_summary_html(summary: TraceSummary) -> str:
+    devices = [
+        [dev, f"{v.busy_us:.1f}", f"{v.span_us:.1f}", f"{v.idle_us:.1f}", str(v.kernels)]
+        for dev, v in summary.devices.items()
+    ]
+    cats = [[k, str(v.count), f"{v.total_us:.1f}"] for k, v in _by_time(summary.categories)]
+    head, *rest = trace_summary_text(summary).splitlines()
+    return wrap(
+        f"<div>{esc(head)}</div>"
+        + table(["device", "busy us", "span us", "idle us", "kernels"], devices)
+        + table(["category", "kernels", "total us"], cats)
+        + "".join(f"<div>{esc(line)}</div>" for line in rest)
+    )
+
+
+def _us_text(us: float) -> str:
+    return format_ns(us * 1e3)
+
+
+def _by_time(totals: dict[str, Totals]) -> list[tuple[str, Totals]]:
+    return sorted(totals.items(), key=lambda kv: -kv[1].total_us)
