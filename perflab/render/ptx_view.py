@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from perflab.analysis.insights import Insight, KernelDiff, diff_kernels, kernel_insights
-from perflab.analysis.occupancy import Occupancy, kernel_occupancy
+from perflab.analysis.insights import Insight, KernelDiff
+from perflab.analysis.kernel_report import KernelReport, kernel_reports, resolve_block_size
 from perflab.analysis.ptx import line_kind
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts
@@ -26,7 +27,6 @@ from perflab.render.html import esc, table, text_table, wrap
 PANES = ("source", "ptx", "sass")
 STAGES = ("ttir", "ttgir", "llir")
 MIX_ROWS = 12
-DEFAULT_BLOCK = 256
 
 _CSS = """<style>
 .pv-pane h4{margin:0;padding:2px 6px;background:#f3f3f3;font-size:12px;font-weight:600}
@@ -74,7 +74,7 @@ DIFF_COLORS = {"+": "#2a7a2a", "-": "#b22222"}
 class ViewOptions:
     kernel: str | None = None  # None: every kernel
     show: Sequence[str] = PANES
-    block_size: int | None = None  # None: Triton's num_warps * 32, else DEFAULT_BLOCK
+    block_size: int | None = None  # None: Triton's num_warps * 32, else 256 (resolve_block_size)
     dynamic_shared: int | None = None
     diff_with: CompileResult | None = None
     notes: list[str] = field(default_factory=list)
@@ -89,28 +89,24 @@ def parse_show(text: str, lang: str) -> tuple[str, ...]:
     return parts
 
 
-def _kernels(result: CompileResult, opts: ViewOptions) -> list[KernelArtifacts]:
-    return [result.kernel(opts.kernel)] if opts.kernel else list(result.kernels)
-
-
 def block_size(result: CompileResult, opts: ViewOptions) -> int:
     """The block size asked for; a Triton kernel's own (num_warps x 32) by default."""
-    if opts.block_size is not None:
-        return opts.block_size
-    for flag in result.flags:
-        name, _, value = flag.partition("=")
-        if name == "num_warps" and value.isdigit():
-            return int(value) * 32
-    return DEFAULT_BLOCK
+    return resolve_block_size(result, opts.block_size)
 
 
-def _occupancy(
-    result: CompileResult, kernel: KernelArtifacts, opts: ViewOptions
-) -> Occupancy | str:
-    try:
-        return kernel_occupancy(kernel, block_size(result, opts), opts.dynamic_shared)
-    except InputError as exc:
-        return str(exc)
+def reports(result: CompileResult, opts: ViewOptions) -> tuple[KernelReport, ...]:
+    """The analysis of the kernels ``opts`` chooses, which the text and HTML views format."""
+    return kernel_reports(
+        result,
+        kernel=opts.kernel,
+        block_size=opts.block_size,
+        dynamic_shared=opts.dynamic_shared,
+        previous=opts.diff_with,
+    )
+
+
+def _occupancy_text(report: KernelReport) -> str:
+    return str(report.occupancy) if report.occupancy is not None else str(report.occupancy_error)
 
 
 def _resource_rows(kernel: KernelArtifacts) -> list[list[str]]:
@@ -139,30 +135,32 @@ def options_line(result: CompileResult) -> str:
 
 def compile_text(result: CompileResult, opts: ViewOptions | None = None) -> str:
     opts = opts or ViewOptions()
+    return format_text(result, reports(result, opts), opts)
+
+
+def format_text(result: CompileResult, kernels: Sequence[KernelReport], opts: ViewOptions) -> str:
+    """The text view of ``result`` with its kernels' reports."""
     out = [result.summary_line(), *filter(None, [options_line(result)]), *opts.notes]
     out += [f"warning: {w}" for w in result.warnings]
-    for kernel in _kernels(result, opts):
-        out += [
-            "",
-            f"kernel {kernel.name} [{kernel.arch}]",
-            text_table(["resource", "value"], _resource_rows(kernel)),
-        ]
-        occ = _occupancy(result, kernel, opts)
-        out.append(f"occupancy: {occ}")
-        mix = list(kernel.instruction_mix.items())[:MIX_ROWS]
-        out.append("instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix))
-        out += [str(i) for i in kernel_insights(kernel, source=result.source, lang=result.lang)]
-        if opts.diff_with is not None:
-            out.append(_diff_text(_diff(opts.diff_with, kernel)))
+    for report in kernels:
+        out += ["", *_kernel_text(report)]
     out.append("(Source | PTX | SASS panes in the HTML view)")
     return "\n".join(out)
 
 
-def _diff(other: CompileResult, kernel: KernelArtifacts) -> KernelDiff:
-    before = next((k for k in other.kernels if k.mangled == kernel.mangled), None)
-    if before is None:
-        before = other.kernel(None)
-    return diff_kernels(before, kernel)
+def _kernel_text(report: KernelReport) -> list[str]:
+    kernel = report.kernel
+    mix = list(kernel.instruction_mix.items())[:MIX_ROWS]
+    out = [
+        f"kernel {kernel.name} [{kernel.arch}]",
+        text_table(["resource", "value"], _resource_rows(kernel)),
+        f"occupancy: {_occupancy_text(report)}",
+        "instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix),
+        *[str(i) for i in report.insights],
+    ]
+    if report.diff is not None:
+        out.append(_diff_text(report.diff))
+    return out
 
 
 def _diff_text(d: KernelDiff) -> str:
@@ -190,7 +188,7 @@ def line_color(line: int, *, hover: bool = False) -> str:
     return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
-def _line_css(root: str, lines: set[int]) -> str:
+def _line_css(root: str, lines: AbstractSet[int]) -> str:
     """Hovering a row highlights its counterparts (rows carry their plain colour inline)."""
     rules = []
     for n in sorted(lines):
@@ -225,7 +223,7 @@ def _row(
     )
 
 
-def _source_pane(result: CompileResult, used: set[int]) -> str:
+def _source_pane(result: CompileResult, used: AbstractSet[int]) -> str:
     rows = [
         _row(str(n), text, line=n if n in used else None)
         for n, text in enumerate(result.source.splitlines(), start=1)
@@ -273,7 +271,7 @@ def _bar(width: float) -> str:
     return f'<span class="bar" style="{style}"></span>'
 
 
-def _insights_html(insights: list[Insight]) -> str:
+def _insights_html(insights: Sequence[Insight]) -> str:
     def color(level: str) -> str:
         return f' style="color: {LEVEL_COLORS[level]}"' if level in LEVEL_COLORS else ""
 
@@ -312,70 +310,100 @@ def _diff_html(d: KernelDiff) -> str:
     )
 
 
-def kernel_html(result: CompileResult, kernel: KernelArtifacts, opts: ViewOptions) -> str:
-    root = f"perflab-pv-{uuid.uuid4().hex[:12]}"
-    used = {s.line for s in kernel.sass_lines if s.line is not None}
-    used |= {n for n in kernel.ptx_lines_source if n is not None}
-    occ = _occupancy(result, kernel, opts)
-    resources = table(["resource", "value"], _resource_rows(kernel))
-    header = (
-        f"<div><b>{esc(kernel.name)}</b> <code>{esc(kernel.mangled)}</code> "
-        f"[{esc(kernel.arch)}]</div><div>occupancy: {esc(occ)}</div>"
-        f'<div style="{INLINE["head"]}"><div>{resources}</div>'
-        f'<div>{_mix_html(kernel)}</div><div style="{INLINE["insights"]}">'
-        f"{_insights_html(kernel_insights(kernel, source=result.source, lang=result.lang))}"
-        "</div></div>"
-    )
-    panes = []
-    for what in opts.show:
-        if what == "source":
-            panes.append(_pane(f"Source ({result.source_name})", _source_pane(result, used)))
-        elif what == "ptx":
-            panes.append(_pane("PTX", _ptx_pane(kernel)))
-        elif what == "sass":
-            panes.append(_pane("SASS", _sass_pane(kernel)))
-        elif what in result.stages:
-            rows = "".join(
-                _row(str(n), t, kind="instruction")
-                for n, t in enumerate(result.stages[what].splitlines(), start=1)
-            )
-            panes.append(_pane(what.upper(), rows))
-    filters = (
-        '<div class="pv-filters">hide: <label><input type="checkbox" class="f-dir" checked> '
-        'directives</label><label><input type="checkbox" class="f-lab"> labels</label>'
-        '<label><input type="checkbox" class="f-cmt" checked> comments</label>'
-        '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
-    )
-    hide = (
+FILTERS = (
+    '<div class="pv-filters">hide: <label><input type="checkbox" class="f-dir" checked> '
+    'directives</label><label><input type="checkbox" class="f-lab"> labels</label>'
+    '<label><input type="checkbox" class="f-cmt" checked> comments</label>'
+    '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
+)
+
+
+def _hide_css(root: str) -> str:
+    """Rows of the kinds whose filter box is ticked are hidden."""
+    return (
         f"<style>#{root}:has(.f-dir:checked) .k-directive,"
         f"#{root}:has(.f-lab:checked) .k-label,"
         f"#{root}:has(.f-cmt:checked) .k-comment,"
         f"#{root}:has(.f-cmt:checked) .k-blank{{display:none}}"
         "</style>"
     )
-    diff = _diff_html(_diff(opts.diff_with, kernel)) if opts.diff_with is not None else ""
+
+
+def _kernel_header(report: KernelReport) -> str:
+    """Name, occupancy, then resources, instruction mix and insights side by side."""
+    kernel = report.kernel
+    resources = table(["resource", "value"], _resource_rows(kernel))
     return (
-        f'<div id="{root}">{_line_css(root, used)}{hide}{header}{diff}{filters}'
-        f'<div class="pv-panes" style="{INLINE["panes"]}">{"".join(panes)}</div></div>'
-        f"{_SCRIPT % root}"
+        f"<div><b>{esc(kernel.name)}</b> <code>{esc(kernel.mangled)}</code> "
+        f"[{esc(kernel.arch)}]</div><div>occupancy: {esc(_occupancy_text(report))}</div>"
+        f'<div style="{INLINE["head"]}"><div>{resources}</div>'
+        f'<div>{_mix_html(kernel)}</div><div style="{INLINE["insights"]}">'
+        f"{_insights_html(report.insights)}"
+        "</div></div>"
+    )
+
+
+def _stage_pane(result: CompileResult, stage: str) -> str:
+    rows = "".join(
+        _row(str(n), t, kind="instruction")
+        for n, t in enumerate(result.stages[stage].splitlines(), start=1)
+    )
+    return _pane(stage.upper(), rows)
+
+
+def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> str:
+    """The panes ``show`` asks for, in its order; a stage the result lacks is left out."""
+    panes = []
+    for what in show:
+        if what == "source":
+            source = _source_pane(result, report.mapped_lines)
+            panes.append(_pane(f"Source ({result.source_name})", source))
+        elif what == "ptx":
+            panes.append(_pane("PTX", _ptx_pane(report.kernel)))
+        elif what == "sass":
+            panes.append(_pane("SASS", _sass_pane(report.kernel)))
+        elif what in result.stages:
+            panes.append(_stage_pane(result, what))
+    return "".join(panes)
+
+
+def kernel_html(result: CompileResult, report: KernelReport, opts: ViewOptions) -> str:
+    root = f"perflab-pv-{uuid.uuid4().hex[:12]}"
+    diff = _diff_html(report.diff) if report.diff is not None else ""
+    return (
+        f'<div id="{root}">{_line_css(root, report.mapped_lines)}{_hide_css(root)}'
+        f"{_kernel_header(report)}{diff}{FILTERS}"
+        f'<div class="pv-panes" style="{INLINE["panes"]}">{_panes(result, report, opts.show)}'
+        f"</div></div>{_SCRIPT % root}"
     )
 
 
 def compile_html(result: CompileResult, opts: ViewOptions | None = None) -> str:
     opts = opts or ViewOptions()
+    return format_html(result, reports(result, opts), opts)
+
+
+def format_html(result: CompileResult, kernels: Sequence[KernelReport], opts: ViewOptions) -> str:
+    """The HTML view of ``result`` with its kernels' reports."""
     notes = "".join(
         f'<div class="note">{esc(n)}</div>'
         for n in filter(None, [options_line(result), *opts.notes])
     )
     warns = "".join(f'<div class="warn">{esc(w)}</div>' for w in result.warnings)
-    body = "".join(kernel_html(result, k, opts) for k in _kernels(result, opts))
+    body = "".join(kernel_html(result, r, opts) for r in kernels)
     if not result.kernels:
         body = '<div class="warn">no kernels in this source</div>'
     return wrap(f"{_CSS}<div><b>{esc(result.summary_line())}</b></div>{notes}{warns}{body}")
 
 
 def compile_bundle(result: CompileResult, opts: ViewOptions | None = None) -> dict[str, str]:
-    return {"text/plain": compile_text(result, opts), "text/html": compile_html(result, opts)}
+    """Text and HTML views, both formatting one analysis of the kernels."""
+    opts = opts or ViewOptions()
+    kernels = reports(result, opts)
+    return {
+        "text/plain": format_text(result, kernels, opts),
+        "text/html": format_html(result, kernels, opts),
+    }
 
 
 @dataclass
