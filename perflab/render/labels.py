@@ -91,6 +91,12 @@ class LabelPlacer:
         x0 = px + dx - w if left else px + dx
         return (x0, py + dy, x0 + w, py + dy + LINE_PX)
 
+    def _within(self, box: Box, dx: float, dy: float) -> tuple[float, float]:
+        """Offsets moved just enough that ``box`` lies inside the plot area (a label by the
+        last point of a series would otherwise run past the edge and be cut off)."""
+        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
+        return dx + _shift_into(box[0], box[2], w), dy + _shift_into(box[1], box[3], h)
+
     def place(
         self,
         x: float,
@@ -99,10 +105,12 @@ class LabelPlacer:
         candidates: Sequence[tuple[float, float, bool]] = CANDIDATES,
     ) -> Spot:
         """The first free spot for ``text`` among ``candidates`` (offsets from point (x, y)
-        and side) inside the plot, taken; if none is free, the one that overlaps least."""
+        and side, each moved inside the plot where it would cross an edge), taken; if none
+        is free, the one that overlaps least."""
         best: Spot | None = None
         best_hits = math.inf
-        for dx, dy, left in candidates:
+        for want_dx, want_dy, left in candidates:
+            dx, dy = self._within(self.box(x, y, text, want_dx, want_dy, left), want_dx, want_dy)
             box = self.box(x, y, text, dx, dy, left)
             hits = sum(overlap(box, t) for t in self.taken) + (0 if self.inside(box) else 0.5)
             if hits < best_hits:
@@ -112,6 +120,13 @@ class LabelPlacer:
         assert best is not None
         self.taken.append(best.box)
         return best
+
+
+def _shift_into(lo: float, hi: float, size: float) -> float:
+    """How far to move [lo, hi] to lie within [0, size] (it keeps its start if too long)."""
+    if lo < 0 or hi - lo > size:
+        return -lo
+    return min(0.0, size - hi)
 
 
 def log_ticks(lo: float, hi: float, *, base: int) -> list[float]:
