@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, tuple[str, str]] = {
     "TimingResult": ("perflab.model.timing", "TimingResult"),
     "OpTable": ("perflab.model.optable", "OpTable"),
-    "BenchOptions": ("perflab.capture.timer", "BenchOptions"),
+    "TimingOptions": ("perflab.capture.timer", "TimingOptions"),
     "range": ("perflab.capture.nvtx", "Range"),
     "info": ("perflab.capture.env", "info"),
     "PerflabError": ("perflab.errors", "PerflabError"),

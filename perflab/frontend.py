@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from perflab.capture import env
-from perflab.capture.timer import BenchOptions, bench
+from perflab.capture.timer import TimingOptions, time_function
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult
@@ -184,9 +184,9 @@ def add_arguments(parser: argparse.ArgumentParser, specs: ArgumentSpecs) -> None
 with_timing_arguments = magic_arguments_from(TIMING_ARGUMENTS)
 
 
-def bench_options(args: argparse.Namespace, default_name: str) -> BenchOptions:
-    """The BenchOptions a parsed command line asks for (validated)."""
-    opts = BenchOptions(
+def timing_options(args: argparse.Namespace, default_name: str) -> TimingOptions:
+    """The TimingOptions a parsed command line asks for (validated)."""
+    opts = TimingOptions(
         warmup_ms=args.warmup,
         budget_ms=args.budget,
         number=args.number,
@@ -224,7 +224,7 @@ def replay_instead(record: str | None) -> bool:
 
 def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: str) -> TimedRun:
     """Run ``fn`` as the parsed options ask: replay, or time (and trace, and record)."""
-    opts = bench_options(args, default_name)
+    opts = timing_options(args, default_name)
     if replay_instead(args.record):
         result = TimingResult.load(args.record)
         return TimedRun(
@@ -235,7 +235,7 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
                 f"{_versions_text(result)}); the code was not run"
             ],
         )
-    result = bench(fn, opts)
+    result = time_function(fn, opts)
     result.flops, result.bytes = args.flops, args.bytes
     run = TimedRun(result)
     if getattr(args, "roofline", False) and args.flops is None and args.bytes is None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import perflab
-from perflab.capture.timer import BenchOptions, Plan, _plan, bench, noise_warnings
+from perflab.capture.timer import Plan, TimingOptions, _plan, noise_warnings, time_function
 from perflab.errors import InputError, NoGPUError, SchemaError
 from perflab.model.timing import TimingResult
 
@@ -20,7 +20,9 @@ def busy_wait(ns: int) -> None:
 
 @pytest.mark.parametrize("target_ns", [2_000_000, 200_000])
 def test_calibrated_busy_wait_within_one_percent(target_ns: int) -> None:
-    r = bench(lambda: busy_wait(target_ns), backend="cpu", budget_ms=80, warmup_ms=2, max_noise=0)
+    r = time_function(
+        lambda: busy_wait(target_ns), backend="cpu", budget_ms=80, warmup_ms=2, max_noise=0
+    )
     assert r.backend == "cpu"
     assert abs(r.median_ns - target_ns) / target_ns < 0.01, r.summary_line()
     assert r.min_ns >= target_ns
@@ -28,14 +30,14 @@ def test_calibrated_busy_wait_within_one_percent(target_ns: int) -> None:
 
 
 def test_sleep_is_never_reported_shorter() -> None:
-    r = bench(lambda: time.sleep(0.002), backend="cpu", budget_ms=40, warmup_ms=1)
+    r = time_function(lambda: time.sleep(0.002), backend="cpu", budget_ms=40, warmup_ms=1)
     assert r.min_ns >= 2_000_000
     assert r.n >= 3
 
 
-def test_bench_orders_cheap_and_expensive_work() -> None:
-    small = bench(lambda: sum(range(100)), backend="cpu", budget_ms=30)
-    large = bench(lambda: sum(range(100_000)), backend="cpu", budget_ms=30)
+def test_time_function_orders_cheap_and_expensive_work() -> None:
+    small = time_function(lambda: sum(range(100)), backend="cpu", budget_ms=30)
+    large = time_function(lambda: sum(range(100_000)), backend="cpu", budget_ms=30)
     assert large.median_ns > 10 * small.median_ns
     assert large.compare(small).significant
     assert large.compare(small).ratio > 10
@@ -48,7 +50,7 @@ def test_callable_module_and_microbench_namespace() -> None:
 
 def test_repeat_and_number_are_honoured() -> None:
     calls = []
-    bench(lambda: calls.append(1), backend="cpu", repeat=5, number=4, warmup_ms=0)
+    time_function(lambda: calls.append(1), backend="cpu", repeat=5, number=4, warmup_ms=0)
     # first call + estimate (5) + warm-up (>=1) + 5 samples x 4 calls
     assert len(calls) >= 1 + 5 + 1 + 20
 
@@ -57,7 +59,7 @@ def test_gc_is_disabled_while_timing_and_restored() -> None:
     import gc
 
     seen = []
-    bench(lambda: seen.append(gc.isenabled()), backend="cpu", repeat=3, warmup_ms=0)
+    time_function(lambda: seen.append(gc.isenabled()), backend="cpu", repeat=3, warmup_ms=0)
     assert seen and not any(seen)
     assert gc.isenabled()
 
@@ -67,12 +69,12 @@ def test_exception_in_fn_propagates_and_cleans_up() -> None:
         raise RuntimeError("user error")
 
     with pytest.raises(RuntimeError, match="user error"):
-        bench(boom, backend="cpu")
+        time_function(boom, backend="cpu")
     # the autouse fixture checks that no range/GC/profiler state leaked
 
 
 def test_flush_spends_budget_and_is_reported() -> None:
-    r = bench(lambda: None, backend="cpu", flush_l2=True, budget_ms=30, warmup_ms=0)
+    r = time_function(lambda: None, backend="cpu", flush_l2=True, budget_ms=30, warmup_ms=0)
     assert r.options["flush_l2"] is True
     assert r.n >= 3
 
@@ -89,12 +91,12 @@ def test_flush_spends_budget_and_is_reported() -> None:
 )
 def test_bad_options_are_perflab_errors(bad: dict[str, object]) -> None:
     with pytest.raises(InputError):
-        bench(lambda: None, **bad)  # type: ignore[arg-type]
+        time_function(lambda: None, **bad)  # type: ignore[arg-type]
 
 
 def test_non_callable_is_rejected() -> None:
     with pytest.raises(InputError, match="callable"):
-        bench(42)  # type: ignore[arg-type]
+        time_function(42)  # type: ignore[arg-type]
 
 
 def test_graph_without_gpu_says_no_gpu() -> None:
@@ -105,13 +107,13 @@ def test_graph_without_gpu_says_no_gpu() -> None:
     with pytest.raises(
         NoGPUError, match=r"^no GPU: --graph \(CUDA-graph replay\) needs a CUDA GPU$"
     ):
-        bench(lambda: None, graph=True)
+        time_function(lambda: None, graph=True)
     with pytest.raises(NoGPUError, match=r"^no GPU: backend 'cuda' needs a CUDA GPU$"):
-        bench(lambda: None, backend="cuda")
+        time_function(lambda: None, backend="cuda")
 
 
 def test_plan_derives_counts_from_budgets() -> None:
-    opts = BenchOptions(budget_ms=100, warmup_ms=10)
+    opts = TimingOptions(budget_ms=100, warmup_ms=10)
     plan = _plan(opts, per_call_ns=1_000_000, clock_name="cuda")
     assert (plan.number, plan.warmup_calls, plan.max_count, plan.fixed) == (1, 10, 100, False)
     # the flush cost is part of the budget
@@ -121,7 +123,7 @@ def test_plan_derives_counts_from_budgets() -> None:
     # a call far beyond the budget keeps the run short
     assert _plan(opts, 5e9, "cuda").max_count == 3
     # -r fixes the count
-    assert _plan(BenchOptions(repeat=7), 1e3, "cuda") == Plan(1, 25_000, 7, True)
+    assert _plan(TimingOptions(repeat=7), 1e3, "cuda") == Plan(1, 25_000, 7, True)
 
 
 def test_noise_warnings() -> None:
@@ -135,7 +137,7 @@ def test_noise_warnings() -> None:
 
 
 def test_save_load_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    r = bench(lambda: sum(range(500)), backend="cpu", budget_ms=10)
+    r = time_function(lambda: sum(range(500)), backend="cpu", budget_ms=10)
     path = r.save(tmp_path / "r.json")
     doc = json.loads(path.read_text())
     assert doc["perflab"] == "TimingResult" and doc["schema_version"] == 1

@@ -16,11 +16,10 @@ import pytest
 
 from perflab.capture.gpu_clock import ThrottleWatch
 from perflab.capture.timer import (
-    BenchOptions,
     HostClock,
     HostQueueClock,
     Plan,
-    bench,
+    TimingOptions,
     cold_calls,
     host_bound,
     lead_for,
@@ -29,6 +28,7 @@ from perflab.capture.timer import (
     relative_standard_error,
     stop_reason,
     take_samples,
+    time_function,
     warmup_steps,
 )
 from perflab.model import stats
@@ -60,7 +60,7 @@ def test_graph_mode_warms_up_for_the_planned_calls_only() -> None:
         calls[0] += 1
 
     clock = HostClock(flush=False)
-    opts = BenchOptions(graph=True, number=50, repeat=4, warmup_ms=1)
+    opts = TimingOptions(graph=True, number=50, repeat=4, warmup_ms=1)
     run = measure(clock, fn, opts)
     planned = run.plan.warmup_calls
     assert run.warmup_calls == warmup_steps(planned, 50) * 50
@@ -125,7 +125,7 @@ def test_a_slow_flush_is_not_timed() -> None:
 
 
 def test_stop_reasons() -> None:
-    opts = BenchOptions(budget_ms=100, min_samples=10, max_samples=1000, max_noise=0.005)
+    opts = TimingOptions(budget_ms=100, min_samples=10, max_samples=1000, max_noise=0.005)
     free = Plan(1, 10, 500, False)
     quiet = np.full(20, 100.0)
     noisy = np.random.default_rng(0).uniform(50, 150, 20)
@@ -136,7 +136,7 @@ def test_stop_reasons() -> None:
     assert stop_reason(np.full(1000, 1.0) + np.arange(1000), 0, opts, free) == "max_samples"
     assert stop_reason(quiet[:7], 0, opts, Plan(1, 10, 7, True)) == "repeat"
     # max_noise 0: only the budget stops a free run
-    assert stop_reason(quiet, 0, BenchOptions(max_noise=0), free) is None
+    assert stop_reason(quiet, 0, TimingOptions(max_noise=0), free) is None
 
 
 def test_relative_standard_error_and_rounds() -> None:
@@ -144,7 +144,7 @@ def test_relative_standard_error_and_rounds() -> None:
     assert math.isinf(relative_standard_error([1.0]))
     wide = np.linspace(50, 150, 101)
     assert 0.02 < relative_standard_error(wide) < 0.2
-    opts = BenchOptions(budget_ms=100, min_samples=10)
+    opts = TimingOptions(budget_ms=100, min_samples=10)
     plan = Plan(1, 10, 1000, False)
     assert next_round(0, 0, opts, plan) == 10
     assert next_round(10, 1e6, opts, plan) == 5  # half as many as there are
@@ -152,10 +152,12 @@ def test_relative_standard_error_and_rounds() -> None:
     assert next_round(3, 0, opts, Plan(1, 10, 7, True)) == 4
 
 
-def test_bench_reports_why_it_stopped() -> None:
-    fixed = bench(lambda: None, backend="cpu", repeat=7, warmup_ms=0)
+def test_time_function_reports_why_it_stopped() -> None:
+    fixed = time_function(lambda: None, backend="cpu", repeat=7, warmup_ms=0)
     assert fixed.stop_reason == "repeat" and fixed.n == 7
-    whole = bench(lambda: time.sleep(0.001), backend="cpu", budget_ms=15, warmup_ms=0, max_noise=0)
+    whole = time_function(
+        lambda: time.sleep(0.001), backend="cpu", budget_ms=15, warmup_ms=0, max_noise=0
+    )
     assert whole.stop_reason in ("budget", "max_samples")
     assert whole.options["max_noise"] == 0
 
@@ -193,17 +195,19 @@ def test_engine_sizes_the_filler_from_the_host_cost(queue_clock: Any) -> None:
         time.sleep(0.002)
         queue_clock.submit(lambda: time.sleep(0.0005))
 
-    run = measure(queue_clock, late_call, BenchOptions(budget_ms=60, warmup_ms=1))
+    run = measure(queue_clock, late_call, TimingOptions(budget_ms=60, warmup_ms=1))
     assert run.lead_ns >= 2 * 2e6  # twice the host's time to issue a sample
     flags = host_bound(run.samples.window_ns, run.samples.host_ns, run.samples.lead_ns)
     assert flags.sum() <= len(flags) // 4  # a loaded machine may delay a few issues
-    off = measure(queue_clock, late_call, BenchOptions(budget_ms=30, warmup_ms=1, fill_queue=False))
+    off = measure(
+        queue_clock, late_call, TimingOptions(budget_ms=30, warmup_ms=1, fill_queue=False)
+    )
     assert off.lead_ns == 0
     assert host_bound(off.samples.window_ns, off.samples.host_ns, off.samples.lead_ns).all()
 
 
 def test_cpu_result_keeps_host_time_per_sample() -> None:
-    r = bench(lambda: sum(range(200)), backend="cpu", budget_ms=10, warmup_ms=0)
+    r = time_function(lambda: sum(range(200)), backend="cpu", budget_ms=10, warmup_ms=0)
     assert r.host_ns is not None and r.host_ns.size == r.n
     assert (r.host_ns > 0).all()
     assert r.options["host_bound_samples"] == 0  # the host is the device: nothing to wait for
@@ -216,7 +220,7 @@ def test_cold_calls_say_exactly_what_was_flushed() -> None:
     assert cold_calls(False, 1, False) == "none"
     assert cold_calls(True, 1, False) == "every call"
     assert cold_calls(True, 100, True).startswith("first call of each graph replay (1 of 100")
-    r = bench(lambda: None, backend="cpu", flush_l2=True, number=5, repeat=3, warmup_ms=0)
+    r = time_function(lambda: None, backend="cpu", flush_l2=True, number=5, repeat=3, warmup_ms=0)
     assert r.options["cold"].startswith("first call of each sample (1 of 5")
     assert any("cold calls" in w for w in r.warnings)
 

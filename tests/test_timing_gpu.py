@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from perflab.capture import gpu_clock
-from perflab.capture.timer import ESTIMATE_SAMPLES, PROBE_SAMPLES, BenchOptions, bench, measure
+from perflab.capture.timer import (
+    ESTIMATE_SAMPLES,
+    PROBE_SAMPLES,
+    TimingOptions,
+    measure,
+    time_function,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -21,7 +27,7 @@ def test_cuda_events_time_a_matmul() -> None:
     import torch
 
     a = torch.randn(2048, 2048, device="cuda")
-    r = bench(lambda: a @ a, budget_ms=50)
+    r = time_function(lambda: a @ a, budget_ms=50)
     assert r.backend == "cuda"
     assert r.options["flush_l2"] is True and r.options["cold"] == "every call"
     # 2*2048^3 FLOP cannot finish faster than 1 us on any GPU that exists
@@ -36,8 +42,8 @@ def test_flush_makes_a_memory_bound_kernel_slower_or_equal() -> None:
     import torch
 
     x = torch.randn(8 << 20, device="cuda")  # 32 MiB, fits in an H100/H200 L2 (50 MiB)
-    warm = bench(lambda: x.sum(), flush_l2=False, budget_ms=50)
-    cold = bench(lambda: x.sum(), flush_l2=True, budget_ms=50)
+    warm = time_function(lambda: x.sum(), flush_l2=False, budget_ms=50)
+    cold = time_function(lambda: x.sum(), flush_l2=True, budget_ms=50)
     assert cold.compare(warm).ratio >= 0.95
 
 
@@ -47,7 +53,7 @@ def test_graph_warmup_is_counted_per_call() -> None:
     import torch
 
     x = torch.zeros(1, device="cuda", dtype=torch.float64)
-    r = bench(lambda: x.add_(1.0), graph=True, number=50, repeat=10, flush_l2=False)
+    r = time_function(lambda: x.add_(1.0), graph=True, number=50, repeat=10, flush_l2=False)
     torch.cuda.synchronize()
     assert r.number == 50 and r.n == 10
     warm = r.options["warmup_calls"]
@@ -62,10 +68,10 @@ def test_tiny_kernel_is_not_host_bound_with_the_filler() -> None:
     import torch
 
     small = torch.randn(1024, device="cuda")
-    filled = bench(lambda: small.add_(1.0), flush_l2=False, budget_ms=50)
+    filled = time_function(lambda: small.add_(1.0), flush_l2=False, budget_ms=50)
     assert filled.options["queue_filler_ns"] > 0
     assert filled.options["host_bound_samples"] <= 0.1 * filled.n
-    bare = bench(lambda: small.add_(1.0), flush_l2=False, budget_ms=50, fill_queue=False)
+    bare = time_function(lambda: small.add_(1.0), flush_l2=False, budget_ms=50, fill_queue=False)
     assert bare.options["queue_filler_ns"] == 0
     assert bare.options["host_bound_samples"] > 0  # a ~2 us kernel, ~10 us of host issue
     assert any(w.startswith("host-bound") for w in bare.warnings)
@@ -94,7 +100,7 @@ def test_persisting_l2_carve_out_is_reset() -> None:
         pytest.skip("persisting L2 needs compute capability 8.0+")
     assert lib.cudaDeviceSetLimit(gpu_clock.CUDA_LIMIT_PERSISTING_L2, ctypes.c_size_t(4 << 20)) == 0
     a = torch.randn(1024, device="cuda")
-    r = bench(lambda: a.add_(1.0), budget_ms=20)
+    r = time_function(lambda: a.add_(1.0), budget_ms=20)
     assert any("persisting-L2 carve-out" in w for w in r.warnings)
     assert r.options["persisting_l2"].startswith("reset from")
     size = ctypes.c_size_t(1)
@@ -106,7 +112,7 @@ def test_throttle_check_finds_this_gpu_in_nvml_or_says_why() -> None:
     import torch
 
     a = torch.randn(4096, 4096, device="cuda")
-    r = bench(lambda: a @ a, budget_ms=50)
+    r = time_function(lambda: a @ a, budget_ms=50)
     try:
         import pynvml
     except ImportError:
@@ -132,7 +138,7 @@ def test_cupy_clock_times_cupy_work_with_a_filler() -> None:
     a = cp.random.random((2048, 2048), dtype=cp.float32)
     clock = gpu_clock.CupyCudaClock(cp, flush=False)
     try:
-        run = measure(clock, lambda: a @ a, BenchOptions(budget_ms=50, warmup_ms=5))
+        run = measure(clock, lambda: a @ a, TimingOptions(budget_ms=50, warmup_ms=5))
     finally:
         clock.close()
     assert min(run.samples.window_ns) > 1_000
@@ -143,7 +149,7 @@ def test_cupy_clock_times_cupy_work_with_a_filler() -> None:
 def test_cupy_work_on_the_current_stream_is_timed() -> None:
     cp = pytest.importorskip("cupy")
     a = cp.random.random((2048, 2048), dtype=cp.float32)
-    r = bench(lambda: a @ a, budget_ms=50)
+    r = time_function(lambda: a @ a, budget_ms=50)
     assert r.median_ns > 1_000
 
 

@@ -1,7 +1,7 @@
 """Microbenchmarks of the machine, and ``perflab.bench(fn)`` itself.
 
 This module is callable: ``perflab.bench(fn, **options)`` times ``fn`` with the
-timing engine (:func:`perflab.capture.timer.bench`), while ``perflab.bench.NAME``
+timing engine (:func:`perflab.capture.timer.time_function`), while ``perflab.bench.NAME``
 are the microbenchmarks (bandwidth, latency, launch, matmul, h2d, collectives...).
 """
 
@@ -20,10 +20,10 @@ MICROBENCHMARKS = ("bandwidth", "latency", "launch", "matmul", "h2d", "collectiv
 
 class _CallableModule(types.ModuleType):
     def __call__(self, fn: Callable[[], object], /, **options: Any) -> TimingResult:
-        from perflab.capture.timer import bench
+        from perflab.capture.timer import time_function
         from perflab.model.listeners import notify
 
-        return notify(bench(fn, **options))
+        return notify(time_function(fn, **options))
 
     def __getattr__(self, name: str) -> Any:
         if name in MICROBENCHMARKS:

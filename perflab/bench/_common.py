@@ -127,9 +127,9 @@ def median_call_ns(
     the sweeps want warm caches; on a GPU a queue filler before each sample, so short
     kernels are not launch-bound). The engine's warnings go to ``noise``.
     ``fill_queue=False`` for calls that block the host anyway (pageable copies)."""
-    from perflab.capture.timer import bench
+    from perflab.capture.timer import time_function
 
-    result = bench(
+    result = time_function(
         fn,
         backend=backend,
         budget_ms=budget_ms,

@@ -148,10 +148,10 @@ def _summary(r: Any) -> dict[str, Any]:
 
 def timing_engine(backend: str) -> dict[str, Any]:
     """The timing engine on real kernels, with checks of what the review found."""
-    from perflab.capture.timer import bench
+    from perflab.capture.timer import time_function
 
     rows = {
-        label: _summary(bench(fn, name=label, backend=backend, budget_ms=150, **kw))
+        label: _summary(time_function(fn, name=label, backend=backend, budget_ms=150, **kw))
         for label, fn, kw in _workloads(backend)
     }
     checks = _engine_checks(rows, backend)
@@ -209,7 +209,7 @@ def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, d
 def _host_queue_checks() -> dict[str, dict[str, Any]]:
     """The queue logic (filler sizing, host-bound flags) on the host worker-thread queue:
     what the GPU path does, run for real without a GPU."""
-    from perflab.capture.timer import BenchOptions, HostQueueClock, host_bound, measure
+    from perflab.capture.timer import HostQueueClock, TimingOptions, host_bound, measure
 
     clock = HostQueueClock()
     try:
@@ -218,9 +218,9 @@ def _host_queue_checks() -> dict[str, dict[str, Any]]:
             time.sleep(0.002)
             clock.submit(lambda: time.sleep(0.0005))
 
-        opts = BenchOptions(budget_ms=40, warmup_ms=1)
+        opts = TimingOptions(budget_ms=40, warmup_ms=1)
         filled = measure(clock, late_call, opts)
-        bare = measure(clock, late_call, BenchOptions(budget_ms=20, warmup_ms=1, fill_queue=False))
+        bare = measure(clock, late_call, TimingOptions(budget_ms=20, warmup_ms=1, fill_queue=False))
     finally:
         clock.close()
     flags = [

@@ -720,7 +720,7 @@ def launch(
     "kwargs": {...}}``, launched through Triton (which compiles for the GPU present).
     """
     from perflab.capture import env
-    from perflab.capture.timer import bench
+    from perflab.capture.timer import time_function
 
     env.require_gpu("--run", "the kernel was compiled, not run")
     chosen = result.kernel(kernel)
@@ -733,13 +733,13 @@ def launch(
         fn, kwargs = spec.get("fn"), dict(spec.get("kwargs", {}))
         if fn is None:
             raise InputError("a Triton launch spec needs 'fn': the @triton.jit function")
-        return bench(lambda: fn[grid](*args, **kwargs), backend="cuda", name=chosen.name)
+        return time_function(lambda: fn[grid](*args, **kwargs), backend="cuda", name=chosen.name)
     cupy = import_extra("cupy", "--run of a CUDA C++ kernel")
     module = cupy.cuda.function.Module()
     module.load(result.cubin)
     function = module.get_function(chosen.mangled)
     block = tuple(spec.get("block", (DEFAULT_BLOCK_THREADS,)))
     shared = int(spec.get("shared", 0))
-    return bench(
+    return time_function(
         lambda: function(grid, block, args, shared_mem=shared), backend="cuda", name=chosen.name
     )

@@ -71,7 +71,7 @@ ROUND_GROWTH = 0.5  # each round adds half as many samples as there are
 
 
 @dataclass
-class BenchOptions:
+class TimingOptions:
     """How to time; every field has a CLI/magic counterpart."""
 
     warmup_ms: float = 25.0
@@ -232,7 +232,7 @@ class HostQueueClock:
         self._worker.join()
 
 
-def _make_clock(opts: BenchOptions) -> Any:
+def _make_clock(opts: TimingOptions) -> Any:
     backend = env.default_backend() if opts.backend == "auto" else opts.backend
     if backend == "cpu":
         if opts.graph:
@@ -256,7 +256,7 @@ class Plan:
     fixed: bool  # -r given: exactly max_count samples
 
 
-def _plan(opts: BenchOptions, per_call_ns: float, clock_name: str, flush_ns: float = 0.0) -> Plan:
+def _plan(opts: TimingOptions, per_call_ns: float, clock_name: str, flush_ns: float = 0.0) -> Plan:
     """Calls per sample, warm-up calls and the most samples, from budgets and estimates.
 
     ``flush_ns`` is the cost of the cache flush before each sample: it spends budget too.
@@ -299,7 +299,7 @@ def relative_standard_error(samples: npt.ArrayLike) -> float:
 
 
 def stop_reason(
-    samples: npt.ArrayLike, elapsed_ns: float, opts: BenchOptions, plan: Plan
+    samples: npt.ArrayLike, elapsed_ns: float, opts: TimingOptions, plan: Plan
 ) -> str | None:
     """Why sampling stops now, or None to take more: ``repeat``, ``max_samples``,
     ``noise`` (relative standard error of the median <= max_noise after min_samples) or
@@ -317,7 +317,7 @@ def stop_reason(
     return None
 
 
-def next_round(n: int, elapsed_ns: float, opts: BenchOptions, plan: Plan) -> int:
+def next_round(n: int, elapsed_ns: float, opts: TimingOptions, plan: Plan) -> int:
     """How many samples the next round takes: the rest of a fixed count; else first
     ``min_samples``, then half as many as there are, within the budget and the caps."""
     if plan.fixed:
@@ -463,7 +463,7 @@ class _Run:
     elapsed_ns: float
 
 
-def measure(clock: Any, fn: Callable[[], object], opts: BenchOptions, watch: Any = None) -> _Run:
+def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: Any = None) -> _Run:
     """The engine proper, on any clock: estimate, plan, warm up per call, sample in
     rounds until a stopping rule fires."""
     fn()  # first call: compilation, allocation, lazy loading
@@ -509,19 +509,19 @@ def measure(clock: Any, fn: Callable[[], object], opts: BenchOptions, watch: Any
     )
 
 
-def bench(
-    fn: Callable[[], object], options: BenchOptions | None = None, **overrides: Any
+def time_function(
+    fn: Callable[[], object], options: TimingOptions | None = None, **overrides: Any
 ) -> TimingResult:
-    """Time ``fn()`` soundly; see :class:`BenchOptions` for the knobs.
+    """Time ``fn()`` soundly; see :class:`TimingOptions` for the knobs.
 
-    >>> r = bench(lambda: sum(range(1000)), backend="cpu", budget_ms=20)
+    >>> r = time_function(lambda: sum(range(1000)), backend="cpu", budget_ms=20)
     >>> r.n > 0
     True
     """
-    opts = BenchOptions(**{**asdict(options or BenchOptions()), **overrides})
+    opts = TimingOptions(**{**asdict(options or TimingOptions()), **overrides})
     opts.validate()
     if not callable(fn):
-        raise InputError(f"bench() needs a callable, got {type(fn).__name__}")
+        raise InputError(f"the function to time must be callable, got {type(fn).__name__}")
     clock = _make_clock(opts)
     from perflab.capture.gpu_clock import ThrottleWatch
 
@@ -536,7 +536,7 @@ def bench(
     return _result(clock, opts, run, throttle)
 
 
-def _result(clock: Any, opts: BenchOptions, run: _Run, throttle: dict[str, Any]) -> TimingResult:
+def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]) -> TimingResult:
     number = run.plan.number
     window = np.asarray(run.samples.window_ns, dtype=np.float64)
     host = np.asarray(run.samples.host_ns, dtype=np.float64)
