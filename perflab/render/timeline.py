@@ -597,46 +597,95 @@ def _empty(columns: tuple[str, ...]) -> Any:
     return ColumnDataSource({k: [] for k in columns})
 
 
-def _figure(
-    enc: Encoded,
-    events: dict[str, npt.NDArray[Any]],
-    labels: Labels,
-    lanes: Lanes,
-    pyramid: Pyramid,
-    width: int,
-    title: str,
-) -> Page:
-    from bokeh.document import Document
-    from bokeh.events import Tap
-    from bokeh.layouts import column
-    from bokeh.models import ColumnDataSource, CustomJS, FixedTicker, HoverTool, Range1d
-    from bokeh.plotting import figure
+@dataclass
+class PageSources:
+    """The data sources the page scripts fill: what is drawn now (``shown``, the highlighted
+    ``links`` and their ``arrows``, the busy ``cover`` behind the lanes and the ``summary``
+    strip) and what a live kernel sends (``live``, ``live_busy``, ``live_level``)."""
 
-    span_ms = (pyramid.t1 - pyramid.t0) / 1e6
-    nl = len(lanes.labels)
-    shown, links = _empty(SHOWN_COLUMNS), _empty(LINK_COLUMNS)
-    cover = _empty(("left", "right", "bottom", "top"))
-    summary = _empty(("left", "right", "top"))
-    arrows = _empty(("x0", "y0", "x1", "y1"))
-    live, live_busy = _empty(EVENT_FIELDS), _empty(("cells",))
-    live_level = _empty(("t0", "t1", "bins", "n"))
-    x_range = Range1d(
+    shown: Any
+    links: Any
+    cover: Any
+    summary: Any
+    arrows: Any
+    live: Any
+    live_busy: Any
+    live_level: Any
+
+    @classmethod
+    def empty(cls) -> PageSources:
+        return cls(
+            _empty(SHOWN_COLUMNS),
+            _empty(LINK_COLUMNS),
+            _empty(("left", "right", "bottom", "top")),
+            _empty(("left", "right", "top")),
+            _empty(("x0", "y0", "x1", "y1")),
+            _empty(EVENT_FIELDS),
+            _empty(("cells",)),
+            _empty(("t0", "t1", "bins", "n")),
+        )
+
+
+def _x_range(span_ms: float) -> Any:
+    """The time axis shared by the strip and the lanes: the whole trace, a little margin
+    to pan into, and a zoom that stops at a nanosecond or 1e-7 of the trace."""
+    from bokeh.models import Range1d
+
+    return Range1d(
         start=0,
         end=span_ms,
         bounds=(-span_ms * 0.02, span_ms * 1.02),
         min_interval=max(span_ms * 1e-7, 1e-6),
     )
+
+
+def _page_title(title: str) -> str:
+    return _short(title)[:150]
+
+
+def _lanes_figure(
+    lanes: Lanes, pyramid: Pyramid, src: PageSources, x_range: Any, width: int, title: str
+) -> Any:
+    """The lanes: events as bars with hover, the highlighted launch link over them, and
+    each lane named on the axis."""
+    from bokeh.models import FixedTicker, Range1d
+    from bokeh.plotting import figure
+
+    nl = len(lanes.labels)
     main = figure(
         width=width,
         height=max(160, nl * LANE_PX + 60),
         x_range=x_range,
-        title=_short(title)[:150],
+        title=_page_title(title),
         y_range=Range1d(start=nl - 0.5, end=-0.5),
         tools="xpan,xwheel_zoom,xbox_zoom,reset",
         active_scroll="xwheel_zoom",
         x_axis_label="ms since trace start (tap an event: its launch link is highlighted)",
         output_backend="canvas",
     )
+    _draw_lane_backgrounds(main, lanes, src, x_range.end)
+    bars = main.quad(
+        left="left",
+        right="right",
+        bottom="bottom",
+        top="top",
+        source=src.shown,
+        fill_color="color",
+        line_color="color",
+        line_width=0.5,
+        nonselection_fill_alpha=0.45,
+        nonselection_line_alpha=0.45,
+    )
+    marked = _draw_link(main, src)
+    _add_hovers(main, bars, marked)
+    main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
+    main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, pyramid)))
+    main.ygrid.grid_line_color = None
+    return main
+
+
+def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: float) -> None:
+    """Behind the events: idle GPU time, and the busy fraction (``cover``) of each lane."""
     gpu_lanes = np.flatnonzero(lanes.gpu)
     main.quad(  # idle GPU time shows as this background (one glyph for every GPU lane)
         left=-span_ms,
@@ -651,53 +700,67 @@ def _figure(
         right="right",
         bottom="bottom",
         top="top",
-        source=cover,
+        source=src.cover,
         fill_color="#9db4cf",
         fill_alpha=0.8,
         line_color=None,
     )
-    bars = main.quad(
-        left="left",
-        right="right",
-        bottom="bottom",
-        top="top",
-        source=shown,
-        fill_color="color",
-        line_color="color",
-        line_width=0.5,
-        nonselection_fill_alpha=0.45,
-        nonselection_line_alpha=0.45,
-    )
+
+
+def _draw_link(main: Any, src: PageSources) -> Any:
+    """The tapped launch link: its events outlined, an arrow from the launch to the work,
+    and a marker on each; returns the outlines' renderer (it has a hover of its own)."""
     marked = main.quad(
         left="left",
         right="right",
         bottom="bottom",
         top="top",
-        source=links,
+        source=src.links,
         fill_alpha=0,
         line_color="#d62728",
         line_width=2.5,
     )
     main.segment(
-        x0="x0", y0="y0", x1="x1", y1="y1", source=arrows, line_color="#d62728", line_dash="dashed"
+        x0="x0",
+        y0="y0",
+        x1="x1",
+        y1="y1",
+        source=src.arrows,
+        line_color="#d62728",
+        line_dash="dashed",
     )
     main.scatter(  # a marker keeps a short launch visible at any zoom
-        x="x", y="y", source=links, marker="inverted_triangle", size=9, color="#d62728"
+        x="x", y="y", source=src.links, marker="inverted_triangle", size=9, color="#d62728"
     )
-    rows = [
-        ("name", "name"),
-        ("kind/details", "detail"),
-        ("duration", "dur"),
-        ("start", "at"),
-        ("lane", "lane"),
-    ]
-    main.add_tools(HoverTool(renderers=[bars], tooltips=tooltip_template(rows)))
+    return marked
+
+
+HOVER_ROWS = (
+    ("name", "name"),
+    ("kind/details", "detail"),
+    ("duration", "dur"),
+    ("start", "at"),
+    ("lane", "lane"),
+)
+
+
+def _add_hovers(main: Any, bars: Any, marked: Any) -> None:
+    """Hover on the events, and on the highlighted link's (which also says its role)."""
+    from bokeh.models import HoverTool
+
+    main.add_tools(HoverTool(renderers=[bars], tooltips=tooltip_template(list(HOVER_ROWS))))
     main.add_tools(
-        HoverTool(renderers=[marked], tooltips=tooltip_template([("highlighted", "role"), *rows]))
+        HoverTool(
+            renderers=[marked], tooltips=tooltip_template([("highlighted", "role"), *HOVER_ROWS])
+        )
     )
-    main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
-    main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, pyramid)))
-    main.ygrid.grid_line_color = None
+
+
+def _strip_figure(lanes: Lanes, src: PageSources, x_range: Any, width: int) -> Any:
+    """The busy-fraction strip above the lanes (see :func:`strip_title`)."""
+    from bokeh.models import FixedTicker, Range1d
+    from bokeh.plotting import figure
+
     strip = figure(
         width=width,
         height=70,
@@ -712,15 +775,18 @@ def _figure(
         right="right",
         bottom=0,
         top="top",
-        source=summary,
+        source=src.summary,
         fill_color="#4c78a8",
         line_color=None,
     )
     strip.xaxis.visible = False
     strip.yaxis.ticker = FixedTicker(ticks=[0, 1])
-    label_source = ColumnDataSource(_label_columns(labels.table))
-    name_source = ColumnDataSource({"text": labels.names})
-    meta = {
+    return strip
+
+
+def _page_meta(lanes: Lanes, span_ms: float, title: str) -> dict[str, Any]:
+    """What the page scripts need to know besides the data: span, kinds, colours, lanes."""
+    return {
         "span": span_ms,
         "kinds": [k.name.lower() for k in EventKind],
         "colors": list(KIND_COLORS),
@@ -728,15 +794,24 @@ def _figure(
         "lanes": lanes.labels,
         "gpu": lanes.gpu.tolist(),
         "max_bins": 1500,
-        "title": _short(title)[:150],
+        "title": _page_title(title),
     }
-    common = {
-        "labels": label_source,
-        "name_list": name_source,
-        "meta": meta,
-        "shown": shown,
-        "links": links,
-    }
+
+
+def _attach_scripts(
+    enc: Encoded,
+    events: dict[str, npt.NDArray[Any]],
+    common: dict[str, Any],
+    src: PageSources,
+    x_range: Any,
+    main: Any,
+) -> None:
+    """The page's scripts: ``refresh`` redraws the level that fits the visible range (on
+    each range change, live level and resize), ``tap`` highlights a launch link.
+    ``common`` holds the arguments both read."""
+    from bokeh.events import Tap
+    from bokeh.models import ColumnDataSource, CustomJS
+
     refresh = CustomJS(
         args={
             **common,
@@ -745,30 +820,64 @@ def _figure(
             "tiles": ColumnDataSource({"offsets": enc.tile_offsets}),
             "busy": ColumnDataSource({"cells": enc.busy}),
             "levels": ColumnDataSource(enc.levels),
-            "live": live,
-            "live_busy": live_busy,
-            "live_level": live_level,
-            "cover": cover,
-            "summary": summary,
+            "live": src.live,
+            "live_busy": src.live_busy,
+            "live_level": src.live_level,
+            "cover": src.cover,
+            "summary": src.summary,
             "xr": x_range,
             "main": main,
         },
         code=_page_script("timeline-helpers.js", "timeline-refresh.js"),
     )
     tap = CustomJS(
-        args={**common, "events": refresh.args["events"], "live": live, "arrows": arrows},
+        args={**common, "events": refresh.args["events"], "live": src.live, "arrows": src.arrows},
         code=_page_script("timeline-helpers.js", "timeline-tap.js"),
     )
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)
-    live_level.js_on_change("data", refresh)
+    src.live_level.js_on_change("data", refresh)
     # the first layout (in any embedding: file, notebook, server, panel) and any resize
     main.js_on_change("inner_width", refresh)
     main.js_on_event(Tap, tap)
+
+
+def _figure(
+    enc: Encoded,
+    events: dict[str, npt.NDArray[Any]],
+    labels: Labels,
+    lanes: Lanes,
+    pyramid: Pyramid,
+    width: int,
+    title: str,
+) -> Page:
+    """The page: the busy strip above the lanes, in a document of their own, with the
+    scripts that draw the level of detail fitting the visible range."""
+    from bokeh.document import Document
+    from bokeh.layouts import column
+    from bokeh.models import ColumnDataSource
+
+    span_ms = (pyramid.t1 - pyramid.t0) / 1e6
+    src = PageSources.empty()
+    x_range = _x_range(span_ms)
+    main = _lanes_figure(lanes, pyramid, src, x_range, width, title)
+    strip = _strip_figure(lanes, src, x_range, width)
+    label_source = ColumnDataSource(_label_columns(labels.table))
+    name_source = ColumnDataSource({"text": labels.names})
+    common = {
+        "labels": label_source,
+        "name_list": name_source,
+        "meta": _page_meta(lanes, span_ms, title),
+        "shown": src.shown,
+        "links": src.links,
+    }
+    _attach_scripts(enc, events, common, src, x_range, main)
     layout = column(strip, main)
     doc = Document()
     doc.add_root(layout)
-    return Page(layout, x_range, live, live_busy, live_level, label_source, name_source, main)
+    return Page(
+        layout, x_range, src.live, src.live_busy, src.live_level, label_source, name_source, main
+    )
 
 
 def _label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
