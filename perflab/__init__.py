@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # public name -> (module, attribute); resolved on first use
 _LAZY: dict[str, tuple[str, str]] = {
+    "bench": ("perflab.frontend", "bench"),
     "TimingResult": ("perflab.model.timing", "TimingResult"),
     "OpTable": ("perflab.model.optable", "OpTable"),
     "TimingOptions": ("perflab.capture.timer", "TimingOptions"),
@@ -32,17 +33,19 @@ _LAZY: dict[str, tuple[str, str]] = {
 # (``with perflab.range("step"):``) but would hide ``range`` in the user's namespace.
 _NOT_STARRED = frozenset({"range"})
 
+# subpackages reachable as attributes after a plain ``import perflab``: perflab.machine.latency
+_SUBPACKAGES = frozenset({"machine"})
+
 __all__ = [
     "__version__",
-    "bench",
     "load_ipython_extension",
     *(name for name in _LAZY if name not in _NOT_STARRED),
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "bench":  # a callable module: perflab.bench(fn) and perflab.bench.latency()
-        return importlib.import_module("perflab.bench")
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"perflab.{name}")
     if name in _LAZY:
         module, attr = _LAZY[name]
         value = getattr(importlib.import_module(module), attr)

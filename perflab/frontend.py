@@ -1,5 +1,6 @@
 """The options-to-call code the magics share with the CLI: ``%%gpuprofile`` with
-``perflab time``, ``%%ptx`` with ``perflab ptx``.
+``perflab time``, ``%%ptx`` with ``perflab ptx``; and ``perflab.bench(fn)``, the same timing
+from Python.
 
 One definition of each flag, applied to the magic's ``magic_arguments`` and to the
 CLI's argparse parser; one function that turns parsed timing options into a timed run
@@ -22,6 +23,7 @@ from perflab.capture.timer import TimingOptions, time_function
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult
+from perflab.model.listeners import notify
 from perflab.model.timing import TimingResult
 from perflab.model.units import parse_size
 
@@ -205,6 +207,29 @@ def timing_options(args: argparse.Namespace, default_name: str) -> TimingOptions
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise InputError(f"{label} must be a finite non-negative number, not {value}")
     return opts
+
+
+def bench(fn: Callable[[], object], /, **options: Any) -> TimingResult:
+    """Time ``fn()`` and return a :class:`~perflab.model.timing.TimingResult`; the Python
+    counterpart of ``%%gpuprofile`` and ``perflab time``.
+
+    ``options`` are the fields of :class:`~perflab.capture.timer.TimingOptions`:
+    ``budget_ms`` (the timeout, default 100) and ``warmup_ms``; ``number`` calls per sample
+    and ``repeat`` samples (a fixed count, no stopping rule); ``max_noise``, the relative
+    standard error of the median to stop at (default 0.005); ``flush_l2`` (default: on for
+    CUDA, off for the CPU); ``graph`` to time a CUDA-graph replay; ``backend`` ("auto",
+    "cuda" or "cpu"); ``name``; ``nvtx``; ``min_samples``, ``max_samples`` and ``fill_queue``.
+    A bad option, or an ``fn`` that is not callable, raises :class:`~perflab.errors.InputError`.
+
+    The result keeps every sample (``samples_ns``) with ``median_ns``, ``ci95_ns``,
+    ``compare(other)`` and ``save(path)``, and goes to the result listeners (the lab's
+    history panel) as ``%%gpuprofile``'s do.
+
+    >>> r = bench(lambda: sum(range(1000)), backend="cpu", budget_ms=20)
+    >>> r.n > 0
+    True
+    """
+    return notify(time_function(fn, **options))
 
 
 @dataclass

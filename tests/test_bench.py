@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perflab.bench import bandwidth, h2d, latency, launch, matmul, topology
-from perflab.bench._common import size_sweep
 from perflab.capture import env
 from perflab.cli import main
 from perflab.errors import InputError, NoGPUError, SchemaError, ToolchainError
+from perflab.machine import bandwidth, h2d, latency, launch, matmul, topology
+from perflab.machine._common import size_sweep
 from perflab.model.bench import BenchResult, Level, Series, load_result
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -23,6 +23,15 @@ KIB, MIB = 1 << 10, 1 << 20
 def cpu_latency() -> BenchResult:
     # 4 KiB .. 64 MiB, one point per octave: L1, L2 and memory on any CPU
     return latency.run(backend="cpu", quick=True, show_progress=False)
+
+
+def test_microbenchmarks_are_attributes_of_perflab_machine():
+    import perflab
+
+    assert perflab.machine.latency is latency
+    assert perflab.machine.topology is topology
+    with pytest.raises(AttributeError, match="no attribute 'chase'"):
+        _ = perflab.machine.chase
 
 
 def test_compiled_chase_follows_the_permutation():
@@ -55,7 +64,7 @@ def test_cpu_latency_levels_are_found_and_ordered(cpu_latency):
 
 
 def test_latency_json_shape(cpu_latency):
-    from perflab.bench._common import result_json
+    from perflab.machine._common import result_json
 
     doc = json.loads(json.dumps(result_json(cpu_latency), allow_nan=False))
     assert {"points", "levels"} <= set(doc)
@@ -315,7 +324,7 @@ def test_one_failing_size_keeps_the_dtype(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_gpu_levels_past_l2_say_tlb_misses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from perflab.bench import _common
+    from perflab.machine import _common
 
     monkeypatch.setattr(
         _common, "cache_capacities", lambda on_gpu: {"L1": 256 * KIB, "L2": 50 * MIB}
@@ -375,8 +384,8 @@ def test_chase_preflight_takes_the_first_that_walks_right() -> None:
 
 def test_triton_chase_compiles_for_sm90_with_serial_loads() -> None:
     pytest.importorskip("triton")
-    from perflab.bench import _triton_chase
     from perflab.capture.compile import compile_triton
+    from perflab.machine import _triton_chase
 
     r = compile_triton(
         _triton_chase.chase_kernel,
@@ -392,7 +401,7 @@ def test_triton_chase_compiles_for_sm90_with_serial_loads() -> None:
 
 
 def test_noise_log_keeps_host_bound_and_throttle_warnings() -> None:
-    from perflab.bench._common import NoiseLog
+    from perflab.machine._common import NoiseLog
 
     log = NoiseLog()
     log.add("copy 1 MiB", ["host-bound: in 3 of 10 samples ...", "no GPU: host clock"])

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perflab.bench.ceilings import bandwidth_by_level, flops_by_dtype
 from perflab.capture.env import current_device_name
 from perflab.cli import main
 from perflab.errors import SchemaError
+from perflab.machine.ceilings import bandwidth_by_level, flops_by_dtype
 from perflab.model.bench import BenchResult, Level, Series
 from perflab.model.ceilings import (
     Ceilings,

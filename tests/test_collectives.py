@@ -18,9 +18,9 @@ from perflab.analysis.collectives import (
     message_bytes,
     per_rank_count,
 )
-from perflab.bench import collectives
 from perflab.cli import main
 from perflab.errors import InputError
+from perflab.machine import collectives
 from perflab.model.bench import AlphaBetaFit, CollectiveResult
 
 # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from perflab.bench import gpu_check
 from perflab.capture.env import cuda_available
+from perflab.machine import gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check"

@@ -54,7 +54,7 @@ MAY_IMPORT = {
     "capture": {"capture", "model"},
     "io": {"io", "model"},
     "analysis": {"analysis", "model"},
-    "bench": {"bench", "capture", "model", "analysis"},
+    "machine": {"machine", "capture", "model", "analysis"},
     "render": {"render", "model", "analysis"},
 }
 SHARED = {"errors", "_gc"}

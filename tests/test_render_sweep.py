@@ -79,7 +79,7 @@ def test_chart_has_hover_values_in_the_tables_units() -> None:
 
 
 def test_a_cpu_run_says_what_is_known_about_its_caches() -> None:
-    from perflab.bench import latency
+    from perflab.machine import latency
 
     r = latency.run(backend="cpu", quick=True, show_progress=False)
     marks, note = cache_marks(r.device)

@@ -9,6 +9,7 @@ import pytest
 import perflab
 from perflab.capture.timer import Plan, TimingOptions, _plan, noise_warnings, time_function
 from perflab.errors import InputError, NoGPUError, SchemaError
+from perflab.model.listeners import add_listener, remove_listener
 from perflab.model.timing import TimingResult
 
 
@@ -43,9 +44,15 @@ def test_time_function_orders_cheap_and_expensive_work() -> None:
     assert large.compare(small).ratio > 10
 
 
-def test_callable_module_and_microbench_namespace() -> None:
-    r = perflab.bench(lambda: None, budget_ms=5, repeat=7, number=3)
+def test_perflab_bench_times_and_tells_the_listeners() -> None:
+    seen: list[object] = []
+    add_listener(seen.append)
+    try:
+        r = perflab.bench(lambda: None, budget_ms=5, repeat=7, number=3)
+    finally:
+        remove_listener(seen.append)
     assert r.n == 7 and r.number == 3
+    assert seen == [r]
 
 
 def test_repeat_and_number_are_honoured() -> None:

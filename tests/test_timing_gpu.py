@@ -154,7 +154,7 @@ def test_cupy_work_on_the_current_stream_is_timed() -> None:
 
 
 def test_every_chase_backend_passes_its_preflight_on_the_gpu() -> None:
-    from perflab.bench import latency
+    from perflab.machine import latency
 
     links = latency.cyclic_permutation(64, latency.GPU_STRIDE // 8, seed=1)
     makers: list[Any] = [latency._TritonChase]
@@ -172,7 +172,7 @@ def test_every_chase_backend_passes_its_preflight_on_the_gpu() -> None:
 
 
 def test_tf32_matmul_runs_with_the_precision_api() -> None:
-    from perflab.bench import matmul
+    from perflab.machine import matmul
 
     r = matmul.run(backend="cuda", dtypes=("fp32", "tf32"), sizes=(1024,), show_progress=False)
     best = matmul.best_gflops(r)

@@ -102,13 +102,13 @@ def _finish(args: argparse.Namespace, result: Any, as_json: Any) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     import importlib
 
-    from perflab.bench._common import result_json
+    from perflab.machine._common import result_json
     from perflab.model.bench import BenchResult
 
     if args.replay:
         result = BenchResult.load(args.replay)
     else:
-        module = importlib.import_module(f"perflab.bench.{args.bench}")
+        module = importlib.import_module(f"perflab.machine.{args.bench}")
         result = module.run(
             backend=args.backend,
             quick=args.quick,
@@ -118,7 +118,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_collectives(args: argparse.Namespace) -> int:
-    from perflab.bench import collectives
+    from perflab.machine import collectives
     from perflab.model.bench import CollectiveResult
 
     if args.replay:
@@ -138,7 +138,7 @@ def run_collectives(args: argparse.Namespace) -> int:
 
 
 def run_topology(args: argparse.Namespace) -> int:
-    from perflab.bench import topology
+    from perflab.machine import topology
 
     log = None
     if args.nccl_log:

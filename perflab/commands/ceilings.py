@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             )
         ceilings = stored
     else:
-        from perflab.bench.ceilings import measure
+        from perflab.machine.ceilings import measure
 
         ceilings, _, _ = measure(
             backend=args.backend, quick=args.quick, show_progress=False if args.json else None

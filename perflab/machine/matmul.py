@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from perflab.bench._common import (
+from perflab.errors import InputError, import_extra
+from perflab.machine._common import (
     NoiseLog,
     median_call_ns,
     new_result,
     progress,
     resolve_backend,
 )
-from perflab.errors import InputError, import_extra
 from perflab.model.bench import BenchResult, Series
 
 CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")

@@ -287,7 +287,7 @@ def _tail(out: str) -> dict[str, Any]:
 
 
 def _bench_sections() -> list[Section]:
-    from perflab.bench import bandwidth, h2d, latency, launch, matmul
+    from perflab.machine import bandwidth, h2d, latency, launch, matmul
 
     def sweep(backend: str, gpu: Callable[[], Any], cpu: Callable[[], Any]) -> dict[str, Any]:
         result = gpu() if backend == "cuda" else cpu()
@@ -354,7 +354,7 @@ def collectives(backend: str) -> dict[str, Any]:
     if len(gpus) < 2:
         return {"skipped": f"collectives need 2 or more GPUs ({len(gpus)} here)"}
     from perflab.analysis.collectives import OPS
-    from perflab.bench import collectives as coll
+    from perflab.machine import collectives as coll
 
     sizes = [1 << 10, 1 << 20, 64 << 20]
     result = coll.run(backend="nccl", world_size=len(gpus), ops=OPS, sizes=sizes)

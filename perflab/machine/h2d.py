@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from perflab.bench._common import (
+from perflab.errors import import_extra, no_gpu
+from perflab.machine._common import (
     NoiseLog,
     median_call_ns,
     new_result,
@@ -23,7 +24,6 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import import_extra, no_gpu
 from perflab.model.bench import BenchResult, Series
 
 DIRECTIONS = ("h2d", "d2h")

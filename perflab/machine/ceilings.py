@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from perflab.bench import bandwidth, matmul
-from perflab.bench._common import cache_capacities
+from perflab.machine import bandwidth, matmul
+from perflab.machine._common import cache_capacities
 from perflab.model.bench import BenchResult
 from perflab.model.ceilings import Ceilings
 
@@ -56,7 +56,7 @@ def measure(
     *, backend: str = "auto", quick: bool = False, show_progress: bool | None = None
 ) -> tuple[Ceilings, BenchResult, BenchResult]:
     """Run the sweeps; return the ceilings and the two results they came from."""
-    from perflab.bench._common import resolve_backend
+    from perflab.machine._common import resolve_backend
 
     on_gpu = resolve_backend(backend) == "cuda"
     # reach well past the last cache so the memory level is measured, even when quick

@@ -40,9 +40,9 @@ from perflab.analysis.collectives import (
     message_bytes,
     per_rank_count,
 )
-from perflab.bench._common import progress
 from perflab.capture import env
 from perflab.errors import InputError, NoGPUError, PerflabError, import_extra
+from perflab.machine._common import progress
 from perflab.model.bench import AlphaBetaFit, CollectiveResult, CollectiveRow
 
 BACKENDS = ("gloo", "nccl")

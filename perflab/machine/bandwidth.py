@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from perflab.bench._common import (
+from perflab.errors import import_extra
+from perflab.machine._common import (
     NoiseLog,
     hierarchy_levels,
     median_call_ns,
@@ -28,7 +29,6 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import import_extra
 from perflab.model.bench import BenchResult, Series
 
 KERNELS = ("copy", "triad")

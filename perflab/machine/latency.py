@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from perflab.bench._common import (
+from perflab.errors import InputError, ToolchainError, import_extra
+from perflab.machine._common import (
     NoiseLog,
     hierarchy_levels,
     median_call_ns,
@@ -51,7 +52,6 @@ from perflab.bench._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.errors import InputError, ToolchainError, import_extra
 from perflab.model.bench import BenchResult, Level, Series
 
 CPU_STRIDE = 64  # one cache line per hop
@@ -263,7 +263,7 @@ def _cupy_kernel(cupy: Any) -> Any:
 
 
 class _TritonChase:
-    """The chase in Triton (perflab.bench._triton_chase) on torch tensors, timed with
+    """The chase in Triton (perflab.machine._triton_chase) on torch tensors, timed with
     torch's CUDA events; ns only (cycles NaN)."""
 
     method = "Triton"
@@ -271,7 +271,7 @@ class _TritonChase:
     def __init__(self) -> None:
         torch = import_extra("torch", "the Triton pointer chase")
 
-        from perflab.bench import _triton_chase
+        from perflab.machine import _triton_chase
 
         self.torch = torch
         self.kernel = _triton_chase.chase_kernel

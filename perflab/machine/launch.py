@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from perflab.bench._common import NoiseLog, median_call_ns, new_result, progress, resolve_backend
 from perflab.errors import import_extra
+from perflab.machine._common import NoiseLog, median_call_ns, new_result, progress, resolve_backend
 from perflab.model.bench import BenchResult, Series
 
 CUDA_BATCHES = (1, 10, 100, 1000)
