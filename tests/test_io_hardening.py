@@ -27,16 +27,9 @@ from trace_reference import DATA
 from perflab.analysis.trace_intervals import exact_sum
 from perflab.cli import main
 from perflab.errors import InputError, SchemaError
-from perflab.io import (
-    _common,
-    _kineto_fast,
-    _progress,
-    _tempdirs,
-    export_chrome,
-    kineto,
-    load_ncu,
-    load_trace,
-)
+from perflab.io import _common, _progress, _tempdirs, export_chrome, load_ncu, load_trace
+from perflab.io.kineto import fast as _kineto_fast
+from perflab.io.kineto import load as kineto
 from perflab.model import serialize
 from perflab.model.trace import Trace
 

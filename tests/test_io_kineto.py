@@ -12,6 +12,7 @@ import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 from trace_reference import DATA, assert_close, kineto_reference
 
 from perflab.errors import InputError, PerflabError
-from perflab.io import _kineto_fast, kineto, load_trace
+from perflab.io import load_trace
+from perflab.io.kineto import decode, fast, load, loads_kineto
 from perflab.model.trace import EventKind, Trace
 
 KINETO = sorted((DATA / "kineto").glob("*.json.gz")) if (DATA / "kineto").is_dir() else []
@@ -200,8 +202,8 @@ def test_mutated_real_traces_only_raise_perflab_errors(
     """Deterministic mutation fuzzing: truncations and byte flips of a real trace (also
     streamed in small slices, so that damage lands in every part of the slicer)."""
     if piece:
-        monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", piece)
-        monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+        monkeypatch.setattr(fast, "PIECE_SIZE", piece)
+        monkeypatch.setattr(fast, "READ_SIZE", 64)
     source = DATA / "kineto" / "triton_example_a100.json.gz"
     text = gzip.decompress(source.read_bytes())
     rng = random.Random(1234)
@@ -277,36 +279,36 @@ def assert_same_trace(a: Trace, b: Trace) -> None:
             assert da[key] == db[key], key
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Counts calls of kineto.<name> (its callers look it up at call time)."""
+def _counting(monkeypatch: pytest.MonkeyPatch, module: ModuleType, name: str) -> list[int]:
+    """Counts calls of module.<name> (its callers look it up at call time)."""
     calls: list[int] = []
-    original: Callable[..., Any] = getattr(kineto, name)
+    original: Callable[..., Any] = getattr(module, name)
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(kineto, name, spy)
+    monkeypatch.setattr(module, name, spy)
     return calls
 
 
 @pytest.fixture
 def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Slices of a few hundred bytes, so that small files are cut in many places."""
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(fast, "READ_SIZE", 64)
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_streamed_equals_whole_file_decode(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = gzip.decompress(path.read_bytes())
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", len(text) // 20)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 4096)
-    slices = _counting(monkeypatch, "_decode_slice")
-    whole = _counting(monkeypatch, "_decode")
+    monkeypatch.setattr(fast, "PIECE_SIZE", len(text) // 20)
+    monkeypatch.setattr(fast, "READ_SIZE", 4096)
+    slices = _counting(monkeypatch, decode, "decode_slice")
+    whole = _counting(monkeypatch, load, "decode_file")
     streamed = load_trace(path)
     assert len(slices) > 3 and not whole  # really streamed, in many slices
-    assert_same_trace(streamed, kineto.loads_kineto(text))
+    assert_same_trace(streamed, loads_kineto(text))
 
 
 def _tricky_doc(n: int, *, correlations: bool = True) -> dict[str, Any]:
@@ -383,11 +385,11 @@ def test_cuts_inside_strings_and_nested_objects_are_retried(
     text = json.dumps(_tricky_doc(60), indent=indent).encode()
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(text))
-    slices = _counting(monkeypatch, "_decode_slice")
-    whole = _counting(monkeypatch, "_decode")
+    slices = _counting(monkeypatch, decode, "decode_slice")
+    whole = _counting(monkeypatch, load, "decode_file")
     trace = load_trace(path)
     assert len(slices) > 3 and not whole
-    assert_same_trace(trace, kineto.loads_kineto(text))
+    assert_same_trace(trace, loads_kineto(text))
     assert len(trace) == 120 and trace.meta["base_time_ns"] == 1700000000000000000
     assert trace.meta["devices"] == [{"id": 0, "name": "traceEvents: [ },"}]
 
@@ -407,7 +409,7 @@ def test_flows_in_other_slices_fill_missing_correlations(
 def test_unusual_layouts_fall_back_to_whole_file_decode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whole = _counting(monkeypatch, "_decode")
+    whole = _counting(monkeypatch, load, "decode_file")
     # the events key first appears in a nested object, so the head does not decode
     text = (
         b'{"meta": {"traceEvents": [1]}, "traceEvents": [' + json.dumps(_event()).encode() + b"]}"
@@ -475,11 +477,11 @@ def test_text_is_checked_as_utf8_across_block_borders(tmp_path: Path, small_slic
     ],
 )
 def test_the_text_cursor_checks_utf8(blocks: list[bytes], valid: bool) -> None:
-    cursor = _kineto_fast._Cursor(iter(blocks))
+    cursor = fast._Cursor(iter(blocks))
     if valid:
         assert not cursor.fill(10**6, 0) and bytes(cursor.buf) == b"".join(blocks)
     else:
-        with pytest.raises(_kineto_fast.Unusual, match="not UTF-8"):
+        with pytest.raises(fast.Unusual, match="not UTF-8"):
             cursor.fill(10**6, 0)
 
 
@@ -577,7 +579,7 @@ def test_streaming_property_same_trace_as_whole_decode(
     text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode()
     path = _write_bytes(tmp_path, gzip.compress(text), "p.json.gz")
     try:
-        whole: Trace | InputError = kineto.loads_kineto(text)
+        whole: Trace | InputError = loads_kineto(text)
     except InputError as exc:
         whole = exc
     try:
@@ -596,12 +598,12 @@ def test_zlib_inflates_like_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """Where the isal wheel is missing, zlib inflates the stream: same trace, and corrupt
     data still ends in a perflab error."""
     path = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
-    fast = load_trace(path)
-    monkeypatch.setattr(_kineto_fast, "_zlib", zlib)
-    monkeypatch.setattr(_kineto_fast, "_INFLATE_ERROR", zlib.error)
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 64 << 10)
-    slices = _counting(monkeypatch, "_decode_slice")
-    assert_same_trace(load_trace(path), fast)
+    with_isal = load_trace(path)
+    monkeypatch.setattr(fast, "_zlib", zlib)
+    monkeypatch.setattr(fast, "_INFLATE_ERROR", zlib.error)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 64 << 10)
+    slices = _counting(monkeypatch, decode, "decode_slice")
+    assert_same_trace(load_trace(path), with_isal)
     assert len(slices) > 10
     data = bytearray(path.read_bytes())
     data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
@@ -639,8 +641,8 @@ def test_events_outside_the_phase_list_load_through_the_whole_file(
 ) -> None:
     """Streamed slices type events by phase; a phase the Chrome trace format does not have (or
     none) sends the file to the whole-file decode, which drops such events like any non-"X"."""
-    whole = _counting(monkeypatch, "_decode")
-    slices = _counting(monkeypatch, "_decode_slice")
+    whole = _counting(monkeypatch, load, "decode_file")
+    slices = _counting(monkeypatch, decode, "decode_slice")
     strange = {k: v for k, v in _event(ts=20.0).items() if k != "ph"} | odd
     events = [_event(ts=float(t)) for t in range(10)]
     events[3:3] = [{"ph": "M", "name": "process_name", "pid": 0, "args": {}}, strange]

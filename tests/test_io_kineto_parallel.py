@@ -19,7 +19,8 @@ from test_io_kineto import KINETO, _event, _tricky_doc
 from trace_reference import DATA
 
 from perflab.errors import InputError, PerflabError
-from perflab.io import _kineto_fast, _parallel, kineto, load_trace
+from perflab.io import _parallel, load_trace
+from perflab.io.kineto import fast, load
 from perflab.model.trace import Trace
 
 
@@ -59,10 +60,10 @@ def helper_in_process(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     jobs: list[dict[str, Any]] = []
 
     def start(module: str, job: dict[str, Any], log: Path) -> _Finished:
-        assert module == "perflab.io._kineto_helper"
+        assert module == "perflab.io.kineto.helper"
         # what the command line carries; the helper's parent is this process's parent here
         jobs.append({**json.loads(json.dumps(job)), "parent": os.getppid()})
-        return _Finished(kineto.run_helper(jobs[-1]))
+        return _Finished(load.run_helper(jobs[-1]))
 
     monkeypatch.setattr(_parallel, "start_helper", start)
     return jobs
@@ -88,10 +89,10 @@ def test_ranges_from_a_helper_give_the_same_trace(
     monkeypatch: pytest.MonkeyPatch,
     helper_in_process: list[dict[str, Any]],
 ) -> None:
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 4096)  # several slices per range
+    monkeypatch.setattr(fast, "PIECE_SIZE", 4096)  # several slices per range
     loaded = _loaded_results(monkeypatch)
     parallel = load_trace(path, python=python, workers=1)
-    n_ranges = 2 * kineto.RANGES_PER_PROCESS
+    n_ranges = 2 * load.RANGES_PER_PROCESS
     assert len(helper_in_process) == 1 and len(helper_in_process[0]["bounds"]) == n_ranges - 1
     assert len(loaded) == n_ranges - 1  # every range but the first came from the helper
     assert_identical(parallel, load_trace(path, python=python, workers=0))
@@ -101,9 +102,9 @@ def test_a_helper_whose_parent_is_gone_stops(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(50)]}))
     job = {"path": str(path), "python": False, "bounds": [100, 200], "dir": str(tmp_path)}
-    assert kineto.run_helper({**job, "parent": os.getppid() + 1}) == 0
+    assert load.run_helper({**job, "parent": os.getppid() + 1}) == 0
     assert not list(tmp_path.glob("claim-*"))  # claimed nothing
-    assert kineto.run_helper({**job, "parent": os.getppid()}) == 0
+    assert load.run_helper({**job, "parent": os.getppid()}) == 0
     assert len(list(tmp_path.glob("range-*.npz"))) == 3
 
 
@@ -119,9 +120,9 @@ def test_range_bounds_anywhere_in_tricky_text(
     """Bounds land inside strings and nested objects that hold "}," and "}, {": the trace is
     still the one a single process reads (through the ranges or, when they cannot be
     trusted, by reading again in one process)."""
-    monkeypatch.setattr(kineto, "RANGES_PER_PROCESS", per_process)
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    monkeypatch.setattr(load, "RANGES_PER_PROCESS", per_process)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(fast, "READ_SIZE", 64)
     doc = _tricky_doc(60)
     notes = ["a }, { b", {"x": [{"y": 1}, {"z": "}, {"}]}]
     for i, event in enumerate(doc["traceEvents"]):
@@ -170,7 +171,7 @@ def test_mutated_files_load_the_same_through_helpers_or_fail_cleanly(
 ) -> None:
     """Byte flips and cuts of a real trace: through helper ranges, each either gives the very
     trace one process gives, or the same perflab error."""
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 2048)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 2048)
     text = gzip.decompress((DATA / "kineto" / "triton_example_a100.json.gz").read_bytes())
     rng = random.Random(99)
     path = tmp_path / "m.json"
@@ -206,7 +207,7 @@ def _outcome(path: Path, workers: int) -> Trace | str:
 def test_bad_input_in_a_helpers_range_names_the_event(
     tmp_path: Path, helper_in_process: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 2048)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 2048)
     events = [_event(ts=float(i)) for i in range(2000)]
     events[1777]["dur"] = -1
     path = tmp_path / "bad.json"
@@ -255,7 +256,7 @@ def test_a_real_helper_process_shares_the_work(
     until the helper has delivered one, so that both really take part."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     loaded = _loaded_results(monkeypatch)
-    original: Callable[..., Any] = kineto._range_result
+    original: Callable[..., Any] = load._range_result
 
     def first_range_waits(*args: Any) -> Any:
         deadline = time.monotonic() + 30
@@ -264,7 +265,7 @@ def test_a_real_helper_process_shares_the_work(
             time.sleep(0.02)
         return original(*args)
 
-    monkeypatch.setattr(kineto, "_range_result", first_range_waits)
+    monkeypatch.setattr(load, "_range_result", first_range_waits)
     events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(4000)]
     doc = {
         "traceEvents": events,
@@ -275,7 +276,7 @@ def test_a_real_helper_process_shares_the_work(
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     trace = load_trace(path, workers=1)
     assert loaded  # the helper's ranges were merged
-    monkeypatch.setattr(kineto, "_range_result", original)
+    monkeypatch.setattr(load, "_range_result", original)
     assert_identical(trace, load_trace(path, workers=0))
     assert trace.meta["rank"] == 3 and trace.meta["base_time_ns"] == 1700000000000000000
     assert not list(tmp_path.glob("perflab-load-*"))  # the private directory is gone
@@ -299,12 +300,12 @@ def test_a_helper_sees_this_interpreters_search_path(
 
 
 def test_ranges_tile_only_when_they_abut() -> None:
-    assert kineto._ranges_tile([(10, 20), [21, 30], None, None])
-    assert kineto._ranges_tile([(10, 20), (21, 20), (21, 40)])  # an empty range between
-    assert not kineto._ranges_tile([(10, 20), (22, 30)])  # a gap
-    assert not kineto._ranges_tile([(10, 20), (20, 30)])  # an overlap
-    assert not kineto._ranges_tile([(10, 20), None, (21, 30)])  # text after the end
-    assert not kineto._ranges_tile([None])
+    assert load._ranges_tile([(10, 20), [21, 30], None, None])
+    assert load._ranges_tile([(10, 20), (21, 20), (21, 40)])  # an empty range between
+    assert not load._ranges_tile([(10, 20), (22, 30)])  # a gap
+    assert not load._ranges_tile([(10, 20), (20, 30)])  # an overlap
+    assert not load._ranges_tile([(10, 20), None, (21, 30)])  # text after the end
+    assert not load._ranges_tile([None])
 
 
 def test_claims_hand_out_each_range_once_in_increasing_order(tmp_path: Path) -> None:
@@ -330,16 +331,16 @@ def test_helpers_only_for_large_files_and_spare_cores(
 ) -> None:
     path = tmp_path / "t.json"
     path.write_bytes(b" " * 1000)
-    assert kineto._helper_count(path, None) == 0  # small: not worth a process
-    monkeypatch.setattr(kineto, "PARALLEL_MIN_TEXT", 300)
+    assert load._helper_count(path, None) == 0  # small: not worth a process
+    monkeypatch.setattr(load, "PARALLEL_MIN_TEXT", 300)
     monkeypatch.setattr(_parallel, "available_cores", lambda: 16)
-    assert kineto._helper_count(path, None) == 3  # one per 300 bytes
+    assert load._helper_count(path, None) == 3  # one per 300 bytes
     monkeypatch.setattr(_parallel, "available_cores", lambda: 2)
-    assert kineto._helper_count(path, None) == 1  # one per spare core
+    assert load._helper_count(path, None) == 1  # one per spare core
     monkeypatch.setattr(_parallel, "available_cores", lambda: 1)
-    assert kineto._helper_count(path, None) == 0
-    assert kineto._helper_count(path, 5) == 5  # asked for
-    assert kineto._helper_count(tmp_path / "missing.json", None) == 0
+    assert load._helper_count(path, None) == 0
+    assert load._helper_count(path, 5) == 5  # asked for
+    assert load._helper_count(tmp_path / "missing.json", None) == 0
 
 
 def test_text_size_of_plain_and_gzip(tmp_path: Path) -> None:
@@ -347,4 +348,4 @@ def test_text_size_of_plain_and_gzip(tmp_path: Path) -> None:
     plain, packed = tmp_path / "a.json", tmp_path / "a.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text))
-    assert _kineto_fast.text_size(plain) == _kineto_fast.text_size(packed) == len(text)
+    assert fast.text_size(plain) == fast.text_size(packed) == len(text)

@@ -16,7 +16,8 @@ from test_io_kineto_parallel import assert_identical, helper_in_process  # noqa:
 from trace_reference import DATA
 
 from perflab.errors import InputError, SchemaError
-from perflab.io import _kineto_fast, kineto, load_trace
+from perflab.io import load_trace
+from perflab.io.kineto import columns, exact_ns, fast, load, times
 from perflab.model.serialize import load_arrays, save_arrays
 from perflab.model.trace import Trace
 
@@ -63,14 +64,14 @@ def _whole_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send every load to the whole-file decode (as an unusual layout would)."""
 
     def unusual(*args: Any, **kwargs: Any) -> Any:
-        raise _kineto_fast.Unusual("test")
+        raise fast.Unusual("test")
 
-    monkeypatch.setattr(kineto, "_load_streaming", unusual)
+    monkeypatch.setattr(load, "_load_streaming", unusual)
 
 
 def _small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 200)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 200)
+    monkeypatch.setattr(fast, "READ_SIZE", 64)
 
 
 PATHS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
@@ -122,8 +123,8 @@ def test_names_come_through_helper_ranges(
     monkeypatch: pytest.MonkeyPatch,
     helper_in_process: list[dict[str, Any]],  # noqa: F811
 ) -> None:
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(fast, "READ_SIZE", 64)
     events = []
     for tid in range(30):  # names spread over every range
         events += _names(tid=tid, thread=f"worker {tid}")
@@ -220,8 +221,8 @@ def test_exact_timestamps_through_helper_ranges(
     monkeypatch: pytest.MonkeyPatch,
     helper_in_process: list[dict[str, Any]],  # noqa: F811
 ) -> None:
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 300)
-    monkeypatch.setattr(_kineto_fast, "READ_SIZE", 64)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 300)
+    monkeypatch.setattr(fast, "READ_SIZE", 64)
     events = [_op(f"1680565898{i:06d}.{(7 * i) % 1000:03d}", "0.001") for i in range(300)]
     path = _file(tmp_path, events)
     parallel = load_trace(path, workers=1)
@@ -285,7 +286,7 @@ def test_bad_times_beyond_floats_are_clean_errors(
     ],
 )
 def test_exact_ns_reads_the_digits(text: bytes, ns: int) -> None:
-    got, us = kineto.exact_ns([text])
+    got, us = exact_ns([text])
     assert got.tolist() == [ns]
     assert us[0] == pytest.approx(ns / 1000)
 
@@ -305,13 +306,13 @@ def test_exact_ns_reads_the_digits(text: bytes, ns: int) -> None:
 )
 def test_exact_ns_of_a_column_are_those_of_decimal(texts: list[bytes]) -> None:
     """Either pass gives every value the ns that Decimal arithmetic gives it."""
-    expected = [kineto._one_exact_ns(t)[0] for t in texts]
-    assert kineto.exact_ns(texts)[0].tolist() == expected
-    assert kineto.exact_ns([msgspec.Raw(t) for t in texts])[0].tolist() == expected
+    expected = [times._one_exact_ns(t)[0] for t in texts]
+    assert exact_ns(texts)[0].tolist() == expected
+    assert exact_ns([msgspec.Raw(t) for t in texts])[0].tolist() == expected
 
 
 def test_exact_ns_says_what_is_not_a_number() -> None:
-    got, us = kineto.exact_ns([b'"12"', b"null", b"true", b"{}", b"1"])
+    got, us = exact_ns([b'"12"', b"null", b"true", b"{}", b"1"])
     assert np.isnan(us[:4]).all() and got.tolist()[4] == 1000
 
 
@@ -321,10 +322,10 @@ def test_joining_column_parts_keeps_every_row_in_order(
     """Slices' parts are joined into blocks as a load goes (to keep the heap small): with
     blocks of two slices the trace is the very one read with the default blocks."""
     path = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
-    monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 4096)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 4096)
     default = load_trace(path)
-    monkeypatch.setattr(kineto, "SMALL_PARTS", 2)
-    monkeypatch.setattr(kineto, "RETURN_FREED_BYTES", 0)  # and hand freed pages back each time
+    monkeypatch.setattr(columns, "SMALL_PARTS", 2)
+    monkeypatch.setattr(columns, "RETURN_FREED_BYTES", 0)  # and hand freed pages back each time
     assert_identical(load_trace(path), default)
 
 
@@ -374,7 +375,7 @@ def test_metadata_args_beyond_the_name_are_not_read(
     the whole-file types, which check every event's args, as before.)"""
     _small_slices(monkeypatch)
     whole: list[int] = []
-    monkeypatch.setattr(kineto, "_decode", lambda *a, **k: whole.append(1))
+    monkeypatch.setattr(load, "decode_file", lambda *a, **k: whole.append(1))
     meta = json.dumps({"name": "thread_name", "ph": "M", "pid": 7, "tid": 9,
                        "args": {"name": "main", "device": "not a device", "grid": {}}})  # fmt: skip
     ops = [_op(f"{i}.5", "2") for i in range(60)]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from perflab.errors import SchemaError
-from perflab.model.machine import (
+from perflab.model.bench import (
     AlphaBetaFit,
     BenchResult,
     CollectiveResult,

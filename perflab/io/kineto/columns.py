@@ -1,0 +1,725 @@
+"""Typed records -> numpy columns -> one :class:`Trace`.
+
+:class:`Columns` turns each slice of records into column parts at once (no dict per event),
+keeps only the kept events' parts between slices, and builds the Trace's events, tracks and
+kernel, memcpy and CPU-op tables at the end. The columns of a range that a helper process
+read are exported and absorbed as if this process had read them. ``ac2g`` flow events fill in
+a missing launch<->kernel correlation and are then dropped; ``python_function`` events are
+skipped unless ``python=True``. Metadata events that name threads and processes become
+``meta["thread_names"]`` (``{"<pid>:<tid>": name}``) and ``meta["process_names"]``
+(``{"<pid>": name}``): text only, at most 256 characters each.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.errors import InputError
+from perflab.io._common import StringTable, build_tracks, events_table, renumber, sort_order
+from perflab.io.kineto.decode import Doc
+from perflab.io.kineto.meta import gpu_word, trace_meta
+from perflab.io.kineto.records import (
+    EXACT_FLOW_TYPES,
+    EXACT_TYPES,
+    FLOW_TYPES,
+    NO_RAW,
+    Complete,
+    CompleteExact,
+    Metadata,
+    streamed,
+)
+from perflab.io.kineto.times import DUR_MAX_US, TS_MAX_US, TS_MIN_US, exact_ns, ns_of, us_to_ns
+from perflab.io.kineto.values import (
+    DIRECTION_CODE,
+    Ids,
+    dim3,
+    hashable,
+    id_column,
+    id_value,
+    lane_id,
+    memcpy_direction,
+    name_text,
+    raw_strings,
+    sequence_number,
+    translated,
+)
+from perflab.model.trace import (
+    KERNEL_COLUMNS,
+    MAX_NAME_TABLE,
+    MAX_NAME_TEXT,
+    MEMCPY_COLUMNS,
+    OP_COLUMNS,
+    EventKind,
+    Table,
+    Trace,
+    TrackKind,
+    unique_rows,
+)
+
+# Kineto "cat" -> (kind, on a GPU track)
+CATEGORIES: dict[str, tuple[EventKind, bool]] = {
+    "kernel": (EventKind.KERNEL, True),
+    "gpu_memcpy": (EventKind.MEMCPY, True),
+    "gpu_memset": (EventKind.MEMSET, True),
+    "gpu_user_annotation": (EventKind.ANNOTATION, True),
+    "cuda_sync": (EventKind.SYNC, True),  # on the GPU track when it names a device
+    "cpu_op": (EventKind.CPU_OP, False),
+    "user_annotation": (EventKind.ANNOTATION, False),
+    "cuda_runtime": (EventKind.RUNTIME, False),
+    "cuda_driver": (EventKind.RUNTIME, False),
+    "python_function": (EventKind.PYTHON, False),
+}
+SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
+_OTHER = (EventKind.OTHER, False)
+_LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
+SMALL_PARTS = 256  # slices' column parts joined into one block (see Columns._put)
+RETURN_FREED_BYTES = 4 << 20  # see return_freed_memory
+
+
+def build(doc: Doc, source: str, *, python: bool) -> Trace:
+    columns = Columns(source, python)
+    for events in doc.events:
+        columns.add(events)
+    return columns.finish(doc, lambda: doc.events)
+
+
+# Per event, (ph, cat, name, pid, tid) is one of few distinct combinations: it is interned as
+# one tuple and decoded once per distinct value. Each attribute read costs about as much as
+# numpy's work on the value, so every field is read once, and ``args`` only for kept events.
+_EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
+_ARGS = attrgetter("args")
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")  # one numpy pass each beats one of pairs
+_FLOW = attrgetter("pid", "tid", "ts")
+# read on args; grid and block are interned (few distinct values)
+_ARG_IDS = attrgetter("correlation", "external_id")
+_ARG_IDS_DTYPE = np.dtype([("correlation", np.int64), ("external_id", np.int64)])
+_GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
+_OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
+_COMM_ARGS = attrgetter("group", "seq")  # on kernels: NCCL collective metadata
+_NO_COMM_ARGS = ("", -1)
+_OP_TEXT = ("input_dims", "input_types")
+
+
+class _KeyTable:
+    """Numpy lookup columns over the ids of an :class:`Ids`, extended as keys arrive."""
+
+    def __init__(
+        self, describe: Callable[[list[Any]], dict[str, list[Any]]], dtypes: dict[str, Any]
+    ) -> None:
+        self.ids = Ids()
+        self.describe = describe
+        self.dtypes = dtypes
+        self.lists: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self.arrays: dict[str, npt.NDArray[Any]] = {}
+
+    def __getitem__(self, column: str) -> npt.NDArray[Any]:
+        if self.ids.new:
+            for name, values in self.describe(self.ids.new).items():
+                self.lists[name].extend(values)
+            self.ids.new = []
+            self.arrays = {}
+        if column not in self.arrays:
+            dtype = np.dtype(self.dtypes[column])  # (int64, 3): rows of three
+            array = np.array(self.lists[column], dtype=dtype.base)
+            self.arrays[column] = array.reshape(-1, *dtype.shape)
+        return self.arrays[column]
+
+
+_EVENT_KEY_COLUMNS = {
+    "keep": np.bool_,
+    "flow": np.bool_,
+    "names": np.bool_,
+    "kind": np.int8,
+    "gpu_cat": np.bool_,
+    "name": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+}
+_DIM3_COLUMNS = {"dim3": np.dtype((np.int64, 3))}  # rows of three
+
+
+class Columns:
+    """Turns slices of decoded events into numpy columns (``add``), then one Trace
+    (``finish``). Only the kept events' columns stay alive between slices."""
+
+    def __init__(self, source: str, python: bool) -> None:
+        self.source = source
+        self.python = python
+        self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
+        self.strings = StringTable()
+        # CPU ops' shapes and dtypes, one table each, joined to ``strings`` at the end so that
+        # string ids do not depend on where the file was sliced
+        self.op_strings = {name: StringTable() for name in _OP_TEXT}
+        self.comm_groups = StringTable()  # process group names of NCCL kernels
+        self.text_ids = Ids()  # pids/tids given as names
+        self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
+        self.dims = _KeyTable(lambda keys: {"dim3": dim3(keys)}, _DIM3_COLUMNS)
+        self.events_read = 0
+        self.kept = 0
+        # records that may be ac2g flow ends (for streamed slices, every record that is not a
+        # complete event): with none, the file is not read again for flows
+        self.maybe_flows = 0
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
+        self.small_parts: dict[str, int] = {}  # parts appended since the last join, per key
+        # thread_name / process_name -> {(pid, tid) as written: name}
+        self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in _NAME_EVENTS}
+
+    def _put(self, **columns: npt.NDArray[Any]) -> None:
+        for key, values in columns.items():
+            parts = self.parts.setdefault(key, [])
+            parts.append(values)
+            # a slice's parts are small heap blocks; joined a few hundred at a time into one
+            # large (mmapped) block, the heap's holes are reused instead of growing with the
+            # file (a 3M-event load peaked at 255 MB instead of 344 MB)
+            small = self.small_parts.get(key, 0) + 1
+            if small >= SMALL_PARTS:
+                parts[-small:] = [np.concatenate(parts[-small:])]
+                small = 0
+            self.small_parts[key] = small
+
+    def _column(self, key: str, dtype: Any) -> npt.NDArray[Any]:
+        parts = self.parts.pop(key, [])
+        self.small_parts.pop(key, None)
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        column = np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
+        freed = sum(p.nbytes for p in parts)
+        del parts
+        if freed >= RETURN_FREED_BYTES:
+            return_freed_memory()
+        return column
+
+    def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
+        The columns are handed over: this reader lets go of its parts at once, since it
+        lives until the paused collector runs (its key table's describe method refers back
+        to it), and a load exports one reader per range."""
+        arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
+        self.parts, self.small_parts = {}, {}
+        meta = {
+            "keys": list(self.events.ids),
+            "dims": list(self.dims.ids),
+            "op_strings": {name: table.strings for name, table in self.op_strings.items()},
+            "comm_groups": self.comm_groups.strings,
+            "events_read": self.events_read,
+            "kept": self.kept,
+            "maybe_flows": self.maybe_flows,
+            "names": {k: [[*key, text] for key, text in t.items()] for k, t in self.names.items()},
+        }
+        return arrays, meta
+
+    def absorb(self, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
+        """Take in the columns that another reader exported for the next part of the file,
+        as if this one had read that part: ids are translated to this reader's."""
+        keys = [tuple(key) for key in meta["keys"]]
+        dims = [hashable(dim) for dim in meta["dims"]]
+        dim_id = self.dims.ids.codes(dims, len(dims))
+        new_id = {
+            "code": self.events.ids.codes(keys, len(keys)),
+            "k_grid": dim_id,
+            "k_block": dim_id,
+            "c_group": self.comm_groups.add_all(meta["comm_groups"]),
+            **{
+                f"o_{name}": table.add_all(meta["op_strings"][name])
+                for name, table in self.op_strings.items()
+            },
+        }
+        for key, values in arrays.items():
+            if key in new_id:
+                values = translated(values, new_id[key])
+            elif key.endswith("_event"):
+                values = values + self.kept  # rows of this reader's kept events
+            self._put(**{key: values})
+        self.events_read += meta["events_read"]
+        self.kept += meta["kept"]
+        self.maybe_flows += meta["maybe_flows"]
+        for kind, entries in meta["names"].items():
+            self._note_names(
+                SimpleNamespace(name=kind, pid=pid, tid=tid, args=SimpleNamespace(label=text))
+                for pid, tid, text in entries
+            )
+
+    def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
+        """Lookup columns for new (ph, cat, name, pid, tid) keys."""
+        ph, cat, name, pid, tid = zip(*keys, strict=True)
+        keep = [p == "X" and c not in self.skip for p, c in zip(ph, cat, strict=True)]
+        kind_gpu = [CATEGORIES.get(c, _OTHER) for c in cat]
+        kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
+        pids, tids = [0] * len(keys), [0] * len(keys)
+        for values, out in ((pid, pids), (tid, tids)):
+            ids = id_column([values[i] for i in kept], self.text_ids).tolist()
+            for i, v in zip(kept, ids, strict=True):
+                out[i] = v
+        names = [self.strings.add(n) if k else -1 for n, k in zip(name, keep, strict=True)]
+        return {
+            "keep": keep,
+            "flow": [p in ("s", "f") and c == "ac2g" for p, c in zip(ph, cat, strict=True)],
+            "names": [p == "M" and n in _NAME_EVENTS for p, n in zip(ph, name, strict=True)],
+            "kind": [int(k) for k, _ in kind_gpu],
+            "gpu_cat": [g for _, g in kind_gpu],
+            "name": names,
+            "pid": pids,
+            "tid": tids,
+        }
+
+    # -- one slice ---------------------------------------------------------------------
+    def add(self, events: list[Any]) -> None:
+        try:
+            self._add(events)
+        except InputError:
+            raise
+        except (OverflowError, ValueError, TypeError) as exc:
+            # values the typed records let through that a column cannot hold (an id written
+            # as a 30-digit text)
+            raise InputError(
+                f"a field has the wrong type or does not fit in 64 bits: {exc}",
+                source=self.source,
+            ) from None
+
+    def _add(self, events: list[Any]) -> None:
+        offset, n = self.events_read, len(events)
+        self.events_read += n
+        if n == 0:
+            return
+        table = self.events
+        kept, code, position = self._kept(events)
+        start_ns, dur_ns = self._times(kept, lambda k: offset + position(k))
+        args = list(map(_ARGS, kept))
+        ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
+        kind = table["kind"][code].astype(np.int8)
+        self._add_side_tables(args, kind)
+        self._put(
+            code=code,
+            start_ns=start_ns,
+            dur_ns=dur_ns,
+            correlation=ids["correlation"],
+            external_id=ids["external_id"],
+            **self._gpu_lanes(args, table["gpu_cat"][code]),
+        )
+        self.kept += len(kept)
+
+    def _kept(
+        self, events: list[Any]
+    ) -> tuple[list[Any], npt.NDArray[np.int32], Callable[[int], int]]:
+        """The records that become rows (complete events of categories not skipped), their
+        key codes and a function from a row's index to its event's position in ``events``
+        (for error messages: worked out only when asked); thread and process names are
+        noted."""
+        table = self.events
+        complete_mask: list[bool] | None = None  # None: every record is a complete event
+        if streamed(events):  # typed by phase: only complete events are keyed
+            types = list(map(type, events))
+            if Metadata in types:
+                self._note_names(compress(events, map(operator.is_, types, repeat(Metadata))))
+            complete = CompleteExact if CompleteExact in types else Complete
+            is_complete = list(map(operator.is_, types, repeat(complete)))
+            complete_mask = is_complete
+            events = list(compress(events, is_complete))
+            self.maybe_flows += len(is_complete) - len(events)
+            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
+        else:
+            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
+            self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
+            named = np.flatnonzero(table["names"][code])
+            if len(named):
+                self._note_names(_pick(events, named))
+        keep = table["keep"][code]
+        position = functools.partial(_position, complete_mask, keep)
+        return list(compress(events, keep.tolist())), code[keep], position
+
+    def _note_names(self, records: Iterable[Any]) -> None:
+        """Thread and process names from metadata events (the last one given wins, as in
+        trace viewers); a name that is not text is ignored, a long one is cut."""
+        for e in records:
+            table = self.names.get(e.name)
+            if table is None or (len(table) >= MAX_NAME_TABLE and (e.pid, e.tid) not in table):
+                continue
+            text = name_text(e.args.label)
+            if text:
+                table[(e.pid, e.tid)] = text
+
+    def _times(
+        self, kept: list[Any], position: Callable[[int], int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Start and duration of every kept event in integer ns, checked (see _check_times).
+        Floats (times within FAST_LIMIT_US) convert exactly; larger times come as text."""
+        n = len(kept)
+        dur = np.fromiter(map(_DUR, kept), np.float64, count=n)
+        if n and type(kept[0]) in EXACT_TYPES:
+            start_ns, ts = exact_ns(list(map(_TS, kept)))
+            self._check_times(ts, dur, position)
+        else:
+            ts = np.fromiter(map(_TS, kept), np.float64, count=n)
+            self._check_times(ts, dur, position)
+            start_ns = us_to_ns(ts)
+        return start_ns, np.rint(dur * 1000.0).astype(np.int64)
+
+    def _gpu_lanes(
+        self, args: list[Any], gpu_cat: npt.NDArray[np.bool_]
+    ) -> dict[str, npt.NDArray[np.int64]]:
+        """device and stream args, read only where they place the event (GPU categories);
+        -1 elsewhere."""
+        rows = np.flatnonzero(gpu_cat)
+        on_gpu = _pick(args, rows)
+        lanes = {}
+        for name in ("device", "stream"):
+            column = np.full(len(args), -1, dtype=np.int64)
+            try:
+                column[rows] = _numbers(on_gpu, name)
+            except ValueError:  # ids given as hex text: parsed one by one
+                column[rows] = [lane_id(getattr(a, name), name) for a in on_gpu]
+            lanes[name] = column
+        return lanes
+
+    def _check_times(
+        self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
+    ) -> None:
+        """Every complete event needs a finite ts and a finite, non-negative dur, both
+        inside the model's time window."""
+        # NaN fails every comparison, so four reductions clear a good slice
+        if ((ts >= TS_MIN_US) & (ts <= TS_MAX_US)).all() and (
+            (dur >= 0) & (dur <= DUR_MAX_US)
+        ).all():
+            return
+        problems = (
+            (~np.isfinite(ts), "missing or non-finite 'ts'"),
+            (
+                (np.nan_to_num(ts) < TS_MIN_US) | (np.nan_to_num(ts) > TS_MAX_US),
+                "'ts' outside the time window (-2**60 to 2**62 - 2**60 ns)",
+            ),
+            (~np.isfinite(dur), "missing or non-finite 'dur'"),
+            (np.nan_to_num(dur) < 0, "negative duration"),
+            (np.nan_to_num(dur) > DUR_MAX_US, "'dur' longer than 146 years"),
+        )
+        for bad, what in problems:
+            if bad.any():
+                raise InputError(
+                    f"{what} in a complete ('X') event",
+                    source=self.source,
+                    position=f"traceEvents[{position(int(np.flatnonzero(bad)[0]))}]",
+                )
+
+    def _add_side_tables(self, args: list[Any], kind: npt.NDArray[np.int8]) -> None:
+        """Kernel, memcpy/memset and CPU-op rows from the kept events' ``args``."""
+        base = self.kept
+        rows = np.flatnonzero(kind == EventKind.KERNEL)
+        kernels, n = _pick(args, rows), len(rows)
+        self._put(
+            k_event=rows + base,
+            k_grid=self.dims.ids.codes(map(_GRID, kernels), n),
+            k_block=self.dims.ids.codes(map(_BLOCK, kernels), n),
+            k_registers=_numbers(kernels, "registers"),
+            k_shared_mem=_numbers(kernels, "shared_memory"),
+            k_occupancy=_numbers(kernels, "occupancy", np.float64),
+        )
+        comm = list(map(_COMM_ARGS, kernels))
+        if comm.count(_NO_COMM_ARGS) != n:  # NCCL kernels with collective metadata
+            self._add_comm_args(rows + base, comm)
+        rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
+        self._put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes"))
+        rows = np.flatnonzero(kind == EventKind.CPU_OP)
+        ops = _pick(args, rows)
+        sequence = _numbers(ops, "sequence")
+        flops, dims, types = self._op_extras(ops)
+        keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
+        self._put(
+            o_event=rows[keep] + base,
+            o_sequence=sequence[keep],
+            o_flops=flops[keep],
+            o_input_dims=dims[keep],
+            o_input_types=types[keep],
+        )
+
+    def _add_comm_args(self, rows: npt.NDArray[np.intp], comm: list[tuple[Any, Any]]) -> None:
+        """Process group and sequence number of the kernels that carry them."""
+        keep = [c != _NO_COMM_ARGS for c in comm]
+        kept = list(compress(comm, keep))
+        self._put(
+            c_event=rows[np.array(keep, dtype=bool)],
+            c_group=np.array(
+                [self.comm_groups.add(str(g)[:MAX_NAME_TEXT]) if g != "" else -1 for g, _ in kept],
+                dtype=np.int32,
+            ),
+            c_seq=np.array([sequence_number(q) for _, q in kept], dtype=np.int64),
+        )
+
+    def _op_extras(
+        self, ops: Sequence[Any]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """flops, input dims and input types from CPU ops' args; most traces record none."""
+        extras = list(map(_OP_EXTRAS, ops))
+        # the decoders' shared defaults: a tuple compare finds them by identity
+        absent = (math.nan, NO_RAW, NO_RAW)
+        if extras.count(absent) == len(extras):
+            missing = np.full(len(ops), -1, np.int32)
+            return np.full(len(ops), np.nan), missing, missing
+        flops, dims, types = zip(*extras, strict=True)
+        return (
+            np.array(flops, dtype=np.float64).reshape(-1),
+            raw_strings(list(dims), self.op_strings["input_dims"]),
+            raw_strings(list(types), self.op_strings["input_types"]),
+        )
+
+    # -- the whole trace -------------------------------------------------------------------
+    def finish(self, doc: Doc, reread: Callable[[], Iterable[list[Any]]]) -> Trace:
+        """``reread`` gives the events again: flows are only read when some launch or GPU
+        activity lacks its correlation, which current Kineto versions always record."""
+        code = self._column("code", np.int32)
+        table = self.events
+        tracks, track = self._tracks(code, gpu_word(doc.devices))
+        start_ns = self._column("start_ns", np.int64)
+        correlation = self._column("correlation", np.int64)
+        self._link_flows(code, table["kind"][code], correlation, start_ns, reread)
+        comm_meta = self._comm_meta(correlation)
+        kernels = self._kernel_table()
+        memcpy = self._memcpy_table(code)
+        ops = self._op_table()
+        order = sort_order(start_ns, track)
+        new_row = renumber(order)
+        for side in (kernels, memcpy, ops):
+            side.columns["event"] = new_row[side["event"]]
+        del new_row
+        # sorted one column at a time: the unsorted one is freed before the next is made
+        code = code[order]
+        columns = {"start_ns": start_ns[order]}
+        del start_ns
+        columns["dur_ns"] = self._column("dur_ns", np.int64)[order]
+        columns["kind"] = table["kind"][code]
+        columns["track"] = track[order]
+        del track
+        columns["name"] = table["name"][code].astype(np.int32)
+        del code
+        columns["correlation"] = correlation[order]
+        del correlation
+        columns["external_id"] = self._column("external_id", np.int64)[order]
+        del order
+        events = events_table(columns)
+        return Trace(
+            events,
+            tracks,
+            self.strings.strings,
+            kernels=kernels,
+            memcpy=memcpy,
+            ops=ops,
+            meta={
+                **trace_meta(doc, self.source, self.python, self.events_read),
+                **self._name_meta(),
+                **comm_meta,
+            },
+        )
+
+    def _comm_meta(self, correlation: npt.NDArray[np.int64]) -> dict[str, Any]:
+        """``collective_args``: the NCCL kernels' process groups and sequence numbers, keyed
+        by the kernels' correlation ids (see perflab.model.trace); absent when none has
+        them."""
+        rows = self._column("c_event", np.int64)
+        group = self._column("c_group", np.int32)
+        seq = self._column("c_seq", np.int64)
+        linked = correlation[rows] >= 0  # a kernel without a correlation cannot be found
+        if not linked.any():
+            return {}
+        names = self.comm_groups.strings
+        return {
+            "collective_args": {
+                "correlation": correlation[rows[linked]].tolist(),
+                "group": [names[g] if g >= 0 else None for g in group[linked].tolist()],
+                "seq": seq[linked].tolist(),
+            }
+        }
+
+    def _name_meta(self) -> dict[str, dict[str, str]]:
+        """``thread_names`` ({"<pid>:<tid>": name}) and ``process_names`` ({"<pid>": name}),
+        with pids and tids numbered as the tracks number them; absent when the trace names
+        none."""
+        out: dict[str, dict[str, str]] = {}
+        for kind, table in self.names.items():
+            names = {}
+            for (pid, tid), text in table.items():
+                key = str(id_value(pid, self.text_ids))
+                if kind == "thread_name":
+                    key += f":{id_value(tid, self.text_ids)}"
+                names[key] = text
+            if names:
+                out[kind.replace("_name", "_names")] = names
+        return out
+
+    def _tracks(self, code: npt.NDArray[np.int32], gpu: str) -> tuple[Table, npt.NDArray[np.int32]]:
+        """Tracks and the track of every event. The lane is a function of the event key and
+        the device/stream args, so it is worked out once per distinct combination."""
+        table = self.events
+        group, key, device_arg, stream_arg = _key_groups(
+            code,
+            self._column("device", np.int64),
+            self._column("stream", np.int64),
+            len(table["kind"]),
+        )
+        kind, pid, tid = (table[c][key] for c in ("kind", "pid", "tid"))
+        # GPU work sits on (device, stream); a cuda_sync only when it names a device
+        on_gpu = table["gpu_cat"][key] & ((kind != EventKind.SYNC) | (device_arg >= 0))
+        device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
+        stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
+        track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
+        tracks, lane = build_tracks(device, stream, track_kind, self.strings, gpu=gpu)
+        return tracks, lane[group]
+
+    def _link_flows(
+        self,
+        code: npt.NDArray[np.int32],
+        kind: npt.NDArray[np.int8],
+        correlation: npt.NDArray[np.int64],
+        start_ns: npt.NDArray[np.int64],
+        reread: Callable[[], Iterable[list[Any]]],
+    ) -> None:
+        """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
+        whose endpoints sit on (pid, tid, ts) of the events they bind to."""
+        missing = np.flatnonzero(np.isin(kind, _LINKABLE) & (correlation < 0))
+        if len(missing) == 0 or self.maybe_flows == 0:
+            return
+        ends = self._flow_ends(reread())
+        pid, tid = self.events["pid"][code], self.events["tid"][code]
+        for i in missing.tolist():
+            found = ends.get((int(pid[i]), int(tid[i]), int(start_ns[i])))
+            if found is not None:
+                correlation[i] = found
+
+    def _flow_ends(self, slices: Iterable[list[Any]]) -> dict[tuple[int, int, int], int]:
+        """``ac2g`` flow ends by the (pid, tid, start in ns) they sit on -> their id."""
+        ends: dict[tuple[int, int, int], int] = {}
+        flow_types = (*FLOW_TYPES, *EXACT_FLOW_TYPES)
+        for events in slices:
+            if streamed(events):
+                flows = [e for e in events if type(e) in flow_types and e.cat == "ac2g"]
+            else:
+                code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
+                flows = list(compress(events, self.events["flow"][code].tolist()))
+            flows = [f for f in flows if type(f.id) is int]  # ids given as text do not link
+            for f, ns in zip(flows, ns_of(list(map(_TS, flows))).tolist(), strict=True):
+                pid, tid, _ = _FLOW(f)
+                ends[(id_value(pid, self.text_ids), id_value(tid, self.text_ids), ns)] = f.id
+        return ends
+
+    def _kernel_table(self) -> Table:
+        dims = self.dims["dim3"]
+        grid, block = (dims[self._column(f"k_{name}", np.int32)] for name in ("grid", "block"))
+        return Table(
+            KERNEL_COLUMNS,
+            {
+                "event": self._column("k_event", np.int64),
+                "grid_x": grid[:, 0],
+                "grid_y": grid[:, 1],
+                "grid_z": grid[:, 2],
+                "block_x": block[:, 0],
+                "block_y": block[:, 1],
+                "block_z": block[:, 2],
+                "registers": self._column("k_registers", np.int64),
+                "shared_mem": self._column("k_shared_mem", np.int64),
+                "occupancy": self._column("k_occupancy", np.float64),
+            },
+        )
+
+    def _memcpy_table(self, code: npt.NDArray[np.int32]) -> Table:
+        rows = self._column("m_event", np.int64)
+        text = self.strings.strings
+        name = self.events["name"][code[rows]]
+        # direction per distinct name ("Memcpy HtoD (Pageable -> Device)"), then per row
+        lookup = np.zeros(len(text), dtype=np.int8)
+        for n in np.unique(name).tolist():
+            lookup[n] = memcpy_direction(text[n])
+        direction = lookup[name]
+        direction[self.events["kind"][code[rows]] == EventKind.MEMSET] = DIRECTION_CODE["memset"]
+        return Table(
+            MEMCPY_COLUMNS,
+            {"event": rows, "bytes": self._column("m_bytes", np.int64), "direction": direction},
+        )
+
+    def _op_table(self) -> Table:
+        text = {
+            name: translated(
+                self._column(f"o_{name}", np.int32), self.strings.add_all(table.strings)
+            )
+            for name, table in self.op_strings.items()
+        }
+        return Table(
+            OP_COLUMNS,
+            {
+                "event": self._column("o_event", np.int64),
+                "sequence": self._column("o_sequence", np.int64),
+                "flops": self._column("o_flops", np.float64),
+                **text,
+            },
+        )
+
+
+_NAME_EVENTS = ("thread_name", "process_name")
+
+
+def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int) -> int:
+    """Where a slice's kept row ``row`` was among its records (see Columns._kept)."""
+    rows = np.flatnonzero(keep)
+    at = rows if complete is None else np.flatnonzero(complete)[rows]
+    return int(at[row])
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):  # not glibc
+        return None
+    return trim
+
+
+def return_freed_memory() -> None:
+    """Hand the pages of freed heap blocks back to the system (glibc's malloc_trim). The
+    columns' parts, freed as each column is joined, leave holes in the heap that a larger
+    column does not fit in; resident, they counted in the load's peak (a 3M-event load with
+    a helper: 391 MB without, 290 MB with)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _key_groups(
+    code: npt.NDArray[np.int32],
+    device: npt.NDArray[np.int64],
+    stream: npt.NDArray[np.int64],
+    n_keys: int,
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct (key, device, stream) combinations that occur: (group of every event, and
+    per group its key, device and stream). Kineto gives every event of a key the same
+    device and stream, which is checked in one vectorised pass; otherwise rows are sorted."""
+    seen_device = np.zeros(n_keys, dtype=np.int64)
+    seen_stream = np.zeros(n_keys, dtype=np.int64)
+    seen_device[code], seen_stream[code] = device, stream
+    if np.array_equal(seen_device[code], device) and np.array_equal(seen_stream[code], stream):
+        used = np.flatnonzero(np.bincount(code, minlength=n_keys))
+        group_of_key = np.zeros(n_keys, dtype=np.int64)
+        group_of_key[used] = np.arange(len(used))
+        return group_of_key[code], used, seen_device[used], seen_stream[used]
+    rows = np.stack([code.astype(np.int64), device, stream], axis=1)
+    distinct, group = unique_rows(rows)
+    return group, distinct[:, 0], distinct[:, 1], distinct[:, 2]
+
+
+def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
+    """``records[rows]`` for a list."""
+    if len(rows) < 2:
+        return [records[i] for i in rows.tolist()]
+    picked: tuple[Any, ...] = itemgetter(*rows.tolist())(records)
+    return picked
+
+
+def _numbers(records: Sequence[Any], name: str, dtype: Any = np.int64) -> npt.NDArray[Any]:
+    """Attribute ``name`` of every record, as one numpy column."""
+    return np.fromiter(map(attrgetter(name), records), dtype, count=len(records))

@@ -1,0 +1,12 @@
+"""``python -m perflab.io.kineto.helper JOB``: a helper process of a parallel Kineto load
+(see :func:`perflab.io.kineto.load.run_helper`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from perflab.io.kineto.load import run_helper
+
+if __name__ == "__main__":
+    sys.exit(run_helper(json.loads(sys.argv[1])))
