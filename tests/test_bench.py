@@ -14,7 +14,7 @@ from perflab.cli import main
 from perflab.errors import InputError, NoGPUError, SchemaError, ToolchainError
 from perflab.machine import bandwidth, h2d, latency, launch, matmul, topology
 from perflab.machine._common import size_sweep
-from perflab.model.bench import BenchResult, Level, Series, load_result
+from perflab.model.machine import BenchResult, Level, Series, load_result
 
 KIB, MIB = 1 << 10, 1 << 20
 

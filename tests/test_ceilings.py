@@ -12,7 +12,6 @@ from perflab.capture.env import current_device_name
 from perflab.cli import main
 from perflab.errors import SchemaError
 from perflab.machine.ceilings import bandwidth_by_level, flops_by_dtype
-from perflab.model.bench import BenchResult, Level, Series
 from perflab.model.ceilings import (
     Ceilings,
     all_ceilings,
@@ -20,6 +19,7 @@ from perflab.model.ceilings import (
     load_ceilings,
     save_ceilings,
 )
+from perflab.model.machine import BenchResult, Level, Series
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from perflab.analysis.collectives import (
 from perflab.cli import main
 from perflab.errors import InputError
 from perflab.machine import collectives
-from perflab.model.bench import AlphaBetaFit, CollectiveResult
+from perflab.model.machine import AlphaBetaFit, CollectiveResult
 
 # nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor
 EXPECTED_FACTOR = {

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perflab.analysis.plateaus import detect_plateaus, name_levels
-from perflab.model.bench import Level
+from perflab.model.machine import Level
 
 KIB = 1 << 10
 MIB = 1 << 20

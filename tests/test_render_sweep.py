@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("bokeh")
 
-from perflab.model.bench import BenchResult, Level, Series
+from perflab.model.machine import BenchResult, Level, Series
 from perflab.render.labels import MAX_TICKS, log_ticks
 from perflab.render.sweep_chart import cache_marks
 
@@ -64,7 +64,7 @@ def test_gpu_ladder_marks_caches_levels_and_keeps_the_legend_outside() -> None:
 
 
 def test_chart_has_hover_values_in_the_tables_units() -> None:
-    from perflab.render.bench_view import _formatters
+    from perflab.render.machine_view import _formatters
     from perflab.render.sweep_chart import sweep_figure
 
     r = ladder("H200")
@@ -97,7 +97,7 @@ def test_device_without_published_caches_says_so() -> None:
 
 
 def test_nothing_to_draw_gives_the_tables_only() -> None:
-    from perflab.render.bench_view import chart_bundle
+    from perflab.render.machine_view import chart_bundle
 
     empty = Series("chase", np.array([KIB]), np.array([np.nan]), "bytes", "ns")
     bundle = chart_bundle(
@@ -108,8 +108,8 @@ def test_nothing_to_draw_gives_the_tables_only() -> None:
 
 
 def test_level_and_cache_labels_never_overlap() -> None:
-    from perflab.render.bench_view import _formatters
     from perflab.render.labels import LabelPlacer, overlap, text_px
+    from perflab.render.machine_view import _formatters
     from perflab.render.sweep_chart import HEIGHT, WIDTH, sweep_figure
 
     r = ladder("H200")

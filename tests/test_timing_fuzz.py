@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from perflab.errors import SchemaError
-from perflab.model.bench import (
+from perflab.model.machine import (
     AlphaBetaFit,
     BenchResult,
     CollectiveResult,

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.bench import AlphaBetaFit
+from perflab.model.machine import AlphaBetaFit
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 # Ops whose S is the whole buffer: each rank holds S / n of it.

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.bench import Level
+from perflab.model.machine import Level
 
 DEFAULT_JUMP = 0.25
 DEFAULT_MAX_SPREAD = 2.0

@@ -103,7 +103,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     import importlib
 
     from perflab.machine._common import result_json
-    from perflab.model.bench import BenchResult
+    from perflab.model.machine import BenchResult
 
     if args.replay:
         result = BenchResult.load(args.replay)
@@ -119,7 +119,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def run_collectives(args: argparse.Namespace) -> int:
     from perflab.machine import collectives
-    from perflab.model.bench import CollectiveResult
+    from perflab.model.machine import CollectiveResult
 
     if args.replay:
         result = CollectiveResult.load(args.replay)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from perflab.analysis.plateaus import detect_plateaus, name_levels
 from perflab.capture import env
 from perflab.errors import InputError
-from perflab.model.bench import BenchResult, Level, Series
+from perflab.model.machine import BenchResult, Level, Series
 
 T = TypeVar("T")
 TIME_UNITS = frozenset({"ns", "us", "ms", "s"})

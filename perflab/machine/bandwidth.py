@@ -29,7 +29,7 @@ from perflab.machine._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.model.bench import BenchResult, Series
+from perflab.model.machine import BenchResult, Series
 
 KERNELS = ("copy", "triad")
 ARRAYS = {"copy": 2, "triad": 3}

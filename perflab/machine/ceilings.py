@@ -16,8 +16,8 @@ import numpy as np
 
 from perflab.machine import bandwidth, matmul
 from perflab.machine._common import cache_capacities
-from perflab.model.bench import BenchResult
 from perflab.model.ceilings import Ceilings
+from perflab.model.machine import BenchResult
 
 MEMORY_REACH = 8  # the bandwidth sweep goes to 8x the last cache
 CPU_FLOPS_KEYS = {

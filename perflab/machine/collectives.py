@@ -43,7 +43,7 @@ from perflab.analysis.collectives import (
 from perflab.capture import env
 from perflab.errors import InputError, NoGPUError, PerflabError, import_extra
 from perflab.machine._common import progress
-from perflab.model.bench import AlphaBetaFit, CollectiveResult, CollectiveRow
+from perflab.model.machine import AlphaBetaFit, CollectiveResult, CollectiveRow
 
 BACKENDS = ("gloo", "nccl")
 TIME_ACROSS_RANKS = "mean"  # nccl-tests' default report (-a 1): the average over ranks

@@ -24,7 +24,7 @@ from perflab.machine._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.model.bench import BenchResult, Series
+from perflab.model.machine import BenchResult, Series
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORY = ("pinned", "pageable")

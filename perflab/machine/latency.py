@@ -52,7 +52,7 @@ from perflab.machine._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.model.bench import BenchResult, Level, Series
+from perflab.model.machine import BenchResult, Level, Series
 
 CPU_STRIDE = 64  # one cache line per hop
 GPU_STRIDE = 128  # one L1 line per hop

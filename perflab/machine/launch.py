@@ -20,7 +20,7 @@ import numpy as np
 
 from perflab.errors import import_extra
 from perflab.machine._common import NoiseLog, median_call_ns, new_result, progress, resolve_backend
-from perflab.model.bench import BenchResult, Series
+from perflab.model.machine import BenchResult, Series
 
 CUDA_BATCHES = (1, 10, 100, 1000)
 CPU_BATCHES = (1, 10, 100, 1000)

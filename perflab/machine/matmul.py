@@ -24,7 +24,7 @@ from perflab.machine._common import (
     progress,
     resolve_backend,
 )
-from perflab.model.bench import BenchResult, Series
+from perflab.model.machine import BenchResult, Series
 
 CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 CPU_DTYPES = ("torch-fp32", "torch-bf16", "numpy-fp64", "numpy-fp32")

@@ -14,7 +14,7 @@ from collections import Counter
 
 from perflab.capture import env
 from perflab.errors import InputError, ToolchainError, no_gpu
-from perflab.model.bench import Topology
+from perflab.model.machine import Topology
 
 NVIDIA_SMI_TIMEOUT_S = 30
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+)$")

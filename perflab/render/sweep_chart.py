@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from perflab.analysis.specs import CACHE_LABELS, find_spec
-from perflab.model.bench import Series
+from perflab.model.machine import Series
 from perflab.model.units import format_bytes
 from perflab.render.labels import CANDIDATES, LabelPlacer, log_ticks, text_px
 

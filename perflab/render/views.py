@@ -17,14 +17,14 @@ from perflab.analysis.job import JobSummary
 from perflab.analysis.trace_stats import Frame, IdleBreakdown
 from perflab.analysis.trace_summary import TraceSummary
 from perflab.analysis.trace_summary import summarize as trace_summary
-from perflab.model.bench import BenchResult, CollectiveResult, Topology
 from perflab.model.ceilings import Ceilings
 from perflab.model.kernel import CompileResult
+from perflab.model.machine import BenchResult, CollectiveResult, Topology
 from perflab.model.ncu import NcuReport
 from perflab.model.optable import OpTable
 from perflab.model.timing import TimingResult
 from perflab.model.trace import Trace
-from perflab.render import bench_view, job, ptx_view, tables, timing
+from perflab.render import job, machine_view, ptx_view, tables, timing
 from perflab.render.html import esc, wrap
 from perflab.render.timeline import Timeline, timeline
 
@@ -101,7 +101,7 @@ register(NcuReport, tables.ncu_text, tables.ncu_html)
 register(JobSummary, job.summary_text, bundle=job.summary_bundle)
 register(TimingResult, timing.timing_text, bundle=timing.timing_bundle)
 register(CompileResult, ptx_view.compile_text, bundle=ptx_view.compile_bundle)
-register(BenchResult, bench_view.bench_text, bundle=bench_view.bench_bundle)
-register(CollectiveResult, bench_view.collectives_text, bundle=bench_view.collectives_bundle)
-register(Ceilings, bench_view.ceilings_text, bundle=bench_view.ceilings_bundle)
-register(Topology, bench_view.topology_text)
+register(BenchResult, machine_view.bench_text, bundle=machine_view.bench_bundle)
+register(CollectiveResult, machine_view.collectives_text, bundle=machine_view.collectives_bundle)
+register(Ceilings, machine_view.ceilings_text, bundle=machine_view.ceilings_bundle)
+register(Topology, machine_view.topology_text)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from perflab.model.bench import BenchResult, CollectiveResult, Series, Topology
 from perflab.model.ceilings import Ceilings
+from perflab.model.machine import BenchResult, CollectiveResult, Series, Topology
 from perflab.model.units import format_bytes, format_ns
 from perflab.render.html import esc, table, text_table, wrap
 
