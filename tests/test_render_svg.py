@@ -17,6 +17,8 @@ pytest.importorskip("bokeh")
 from perflab.render import bokeh_embed
 from perflab.render.svg import (
     MAX_SHAPES,
+    Y_LABEL_CHARS,
+    frame_margin,
     layout_svg,
     merge_boxes,
     nice_ticks,
@@ -126,6 +128,20 @@ def test_timeline_lane_names_are_escaped() -> None:
     svg = layout_svg(timeline(small_trace([PAYLOAD, "k"])).layout, "t")
     assert "thread <b>1</b>" not in svg and "thread &lt;b&gt;1&lt;/b&gt;" in svg
     assert any("thread <b>1</b>" in w for w in texts(parse(svg)))
+
+
+def test_a_long_lane_name_is_cut_to_the_margin_not_off_the_picture() -> None:
+    from bokeh.models import FixedTicker
+    from bokeh.plotting import figure
+
+    fig = figure(width=600, height=200)
+    fig.quad(left=[0], right=[1], bottom=[-0.4], top=[0.4])
+    name = "thread 2949452224 (no name in the trace) · 42 short events (zoom in)"
+    fig.yaxis.ticker = FixedTicker(ticks=[0])
+    fig.yaxis.major_label_overrides = {0: name}
+    shown = [t for t in texts(parse(layout_svg(fig, "t"))) if t.startswith("thread")]
+    assert shown == [name[: Y_LABEL_CHARS - 1] + "…"]
+    assert frame_margin(fig)[0] >= Y_LABEL_CHARS * 6.5  # the cut name fits in the margin
 
 
 def test_chart_bundle_carries_the_picture_in_both_forms() -> None:
