@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from perflab.errors import EXTRA_OF, PerflabError, missing_extra
 
 # Order is the order shown in --help.
-COMMANDS = ("info", "time", "trace", "timeline", "roofline", "ptx", "bench", "ceilings")
+COMMANDS = ("info", "time", "trace", "timeline", "roofline", "ptx", "machine", "ceilings")
 
 
 def build_parser() -> argparse.ArgumentParser:

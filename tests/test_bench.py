@@ -93,10 +93,10 @@ def test_save_replay_and_views(cpu_latency, tmp_path):
 
 def test_cli_latency_json_and_replay(tmp_path, capsys):
     saved = tmp_path / "lat.json"
-    assert main(["bench", "latency", "--quick", "--json", "--save", str(saved)]) == 0
+    assert main(["machine", "latency", "--quick", "--json", "--save", str(saved)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["backend"] == "cpu" and len(doc["levels"]) >= 2
-    assert main(["bench", "latency", "--replay", str(saved)]) == 0
+    assert main(["machine", "latency", "--replay", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "plateaus:" in out and "replayed from" in out
 
@@ -148,7 +148,7 @@ def test_gpu_only_benchmarks_say_no_gpu(capsys):
         h2d.run()
     with pytest.raises(NoGPUError, match=r"^no GPU: backend 'cuda' needs a CUDA GPU$"):
         latency.run(backend="cuda")
-    assert main(["bench", "h2d"]) == 2
+    assert main(["machine", "h2d"]) == 2
     assert "no GPU" in capsys.readouterr().err
 
 

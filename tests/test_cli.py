@@ -72,3 +72,23 @@ def test_console_script_help() -> None:
         check=True,
     ).stdout
     assert "info" in out and "time" in out
+
+
+def test_python_m_perflab_runs_the_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "perflab", "machine", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "usage: perflab machine" in out and "memory hierarchy" in out
+
+
+def test_machine_lists_every_microbenchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    from perflab.machine import MICROBENCHMARKS
+
+    with pytest.raises(SystemExit):
+        main(["machine", "--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in MICROBENCHMARKS)

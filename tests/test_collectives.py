@@ -139,7 +139,7 @@ def test_gloo_runs_every_op_and_rows_follow_definitions(n, tmp_path):
 def test_cli_json_rows(capsys):
     code = main(
         [
-            "bench",
+            "machine",
             "collectives",
             "--backend",
             "gloo",
@@ -184,7 +184,7 @@ def test_cli_json_rows(capsys):
     ],
 )
 def test_cli_bad_options_are_clean_errors(argv, message, capsys):
-    assert main(["bench", "collectives", *argv]) == 2
+    assert main(["machine", "collectives", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("perflab: error:") and message in err
     assert "Traceback" not in err

@@ -122,7 +122,7 @@ ADA_WP = "NVIDIA Ada GPU Architecture whitepaper (AD104)"
 
 
 def _caches(l1_kib: float | None, l2_mib: float | None, source: str) -> dict[str, Figure]:
-    unpublished = f"not published in the {source}; measure it with `perflab bench latency`"
+    unpublished = f"not published in the {source}; measure it with `perflab machine latency`"
     return {
         "l1_shared_per_sm": Figure(l1_kib * KIB, source) if l1_kib else Figure(None, unpublished),
         "l2": Figure(l2_mib * MIB, source) if l2_mib else Figure(None, unpublished),

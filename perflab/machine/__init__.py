@@ -3,7 +3,7 @@ throughput, host-device copies, collectives and the links between GPUs.
 
 Each is a module with a ``run()``; ``perflab.machine.latency.run()`` works after a plain
 ``import perflab.machine``: the modules are imported on first use, so the package stays light.
-The command line reaches them as ``perflab bench NAME``.
+The command line reaches them as ``perflab machine NAME``.
 """
 
 from __future__ import annotations

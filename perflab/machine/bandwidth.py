@@ -52,7 +52,7 @@ def _numpy_kernel(kind: str, n: int) -> Callable[[], object]:
 
 
 def _torch_kernel(kind: str, n: int) -> Callable[[], object]:
-    torch = import_extra("torch", "perflab bench bandwidth on a GPU")
+    torch = import_extra("torch", "perflab machine bandwidth on a GPU")
 
     arrays = [torch.rand(n, device="cuda", dtype=torch.float32) for _ in range(ARRAYS[kind])]
     if kind == "copy":

@@ -302,7 +302,7 @@ def _in_this_process(spec: CollectiveSpec) -> list[CollectiveRow]:
 
 def _check_backend(spec: CollectiveSpec, spawning: bool) -> None:
     # the ranks' own imports of torch.distributed come after this one
-    import_extra("torch.distributed", "perflab bench collectives")
+    import_extra("torch.distributed", "perflab machine collectives")
     if spec.backend != "nccl":
         return
     env.require_gpu("backend nccl", "use --backend gloo")

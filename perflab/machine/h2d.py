@@ -54,7 +54,7 @@ def run(
     chosen = resolve_backend(backend)
     if chosen != "cuda":
         raise no_gpu("h2d (host-device copies)")
-    torch = import_extra("torch", "perflab bench h2d")
+    torch = import_extra("torch", "perflab machine h2d")
 
     lo = min_bytes or ((64 << 10) if quick else (4 << 10))
     hi = max_bytes or ((256 << 20) if quick else (1 << 30))

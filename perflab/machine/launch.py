@@ -71,7 +71,7 @@ def _cuda_batch(
 
 
 def _cpu_calls() -> dict[str, Callable[[], object]]:
-    torch = import_extra("torch", "perflab bench launch")
+    torch = import_extra("torch", "perflab machine launch")
 
     one = torch.zeros(1)
     return {"python call": lambda: None, "torch op": lambda: one.add_(1.0)}
@@ -121,7 +121,7 @@ def run(
     noise = NoiseLog()
     result = new_result("launch", chosen, {"quick": quick, "timer": "host clock, with sync"})
     if chosen == "cuda":
-        torch = import_extra("torch", "perflab bench launch")
+        torch = import_extra("torch", "perflab machine launch")
 
         for kname, kernel in _cuda_kernels(torch).items():
             for mode in MODES:

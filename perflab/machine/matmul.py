@@ -58,7 +58,7 @@ def _tf32(torch: Any, allowed: bool) -> Iterator[None]:
 
 def _cuda_matmul(dtype: str, n: int) -> Callable[[], object] | None:
     """A closure running one product, or None when this GPU/torch lacks the dtype."""
-    torch = import_extra("torch", "perflab bench matmul")
+    torch = import_extra("torch", "perflab machine matmul")
 
     if dtype == "fp8":
         return _cuda_fp8(torch, n)
@@ -100,7 +100,7 @@ def _cpu_matmul(dtype: str, n: int) -> Callable[[], object]:
         a, b = (rng.standard_normal((n, n)).astype(np_dtype) for _ in range(2))
         out = np.empty((n, n), dtype=np_dtype)
         return lambda: np.matmul(a, b, out=out)
-    torch = import_extra("torch", "perflab bench matmul")
+    torch = import_extra("torch", "perflab machine matmul")
 
     torch_dtype = torch.bfloat16 if dtype.endswith("bf16") else torch.float32
     gen = torch.Generator().manual_seed(0)
@@ -143,7 +143,7 @@ def _time_product(dtype: str, n: int, backend: str, budget_ms: float, noise: Noi
     if backend != "cuda":
         fn = _cpu_matmul(dtype, n)
         return median_call_ns(fn, backend, budget_ms=budget_ms, name=name, noise=noise)
-    torch = import_extra("torch", "perflab bench matmul")
+    torch = import_extra("torch", "perflab machine matmul")
 
     with _tf32(torch, dtype == "tf32"):
         cuda_fn = _cuda_matmul(dtype, n)

@@ -1,4 +1,5 @@
-"""``perflab bench NAME``: run a microbenchmark of the machine (or replay a saved one)."""
+"""``perflab machine NAME``: measure this machine with a microbenchmark (or replay a saved
+result)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ HELP = {
     "latency": "pointer-chase latency over working sets (L1/L2/L3 or HBM plateaus)",
     "bandwidth": "copy and triad GB/s over working sets",
     "launch": "per-kernel launch cost: stream, sync after each, CUDA graph",
-    "matmul": "matmul GFLOP/s per dtype over sizes",
+    "matmul": "matmul GFLOP/s per dtype over sizes (tensor cores: TF32, BF16, FP16, FP8)",
     "h2d": "host<->device copies, pinned vs pageable (GPU only)",
     "collectives": "torch.distributed collectives with nccl-tests' algbw/busbw",
     "topology": "what links the GPUs (nvidia-smi topo -m, NCCL transports)",
@@ -25,12 +26,17 @@ HELP = {
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "bench",
-        help="measure the machine: latency, bandwidth, launch, matmul, h2d, collectives, topology",
-        description="Run a microbenchmark and print its sweep and plateaus. Without a GPU "
-        "the CPU analogs run (and say so).",
+        "machine",
+        help="measure this machine: memory hierarchy, launch latency, tensor cores, collectives",
+        description="Measure this machine with a microbenchmark and print its sweep and the "
+        "plateaus found in it: the memory hierarchy (latency and bandwidth of each cache level "
+        "and of memory), kernel launch latency, tensor-core and matmul throughput, host-device "
+        "copies, collectives between GPUs and the links that carry them. Without a GPU the "
+        "CPU analogs run (and say so). The sweeps and collectives --save a result and "
+        "--replay a saved one.",
+        epilog="Run 'perflab machine NAME --help' for a microbenchmark's options.",
     )
-    names = p.add_subparsers(dest="bench", metavar="NAME", required=True)
+    names = p.add_subparsers(dest="microbenchmark", metavar="NAME", required=True)
     for name in (*SWEEPS, "collectives", "topology"):
         q = names.add_parser(name, help=HELP[name], description=HELP[name])
         q.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -108,7 +114,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.replay:
         result = BenchResult.load(args.replay)
     else:
-        module = importlib.import_module(f"perflab.machine.{args.bench}")
+        module = importlib.import_module(f"perflab.machine.{args.microbenchmark}")
         result = module.run(
             backend=args.backend,
             quick=args.quick,
