@@ -8,9 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-TRACE_DATA = ROOT / "tests" / "data" / "traces"
+from data_paths import TRACES
 
 
 def _profiler_enabled() -> bool:
@@ -39,7 +37,7 @@ def _no_leaked_state() -> Iterator[None]:
 @pytest.fixture
 def trace_data() -> Path:
     """The real traces recorded on GPUs by other projects (tests/data/traces/README.md)."""
-    return TRACE_DATA
+    return TRACES
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from data_paths import ROOT
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 CELL_TIMEOUT_S = 300
 MAX_NOTEBOOK_BYTES = 3 * 1024 * 1024

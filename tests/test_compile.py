@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from data_paths import PTX as PTX_DATA
 
 from perflab.analysis.insights import kernel_insights
 from perflab.capture.compile import (
@@ -30,8 +31,7 @@ from perflab.errors import InputError, ToolchainError
 from perflab.model.arch import parse_arch
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 
-DATA = Path(__file__).parent / "data" / "ptx"
-KERNELS = (DATA / "kernels.cu").read_text()
+KERNELS = (PTX_DATA / "kernels.cu").read_text()
 SOURCE_LINES = KERNELS.splitlines()
 
 SPILLY = """

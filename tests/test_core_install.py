@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from data_paths import ROOT
 
 from perflab.capture.compile import compile_triton
 from perflab.capture.toolchain import require_tool
 from perflab.cli import main
 from perflab.errors import MissingExtraError, import_extra
 
-ROOT = Path(__file__).resolve().parents[1]
 TRACE = "kineto/nccl_2ranks_a100.json.gz"
 # what the extras bring (pip's distribution names); none of it may come with the core
 EXTRAS_ONLY = {"torch", "triton", "cupy-cuda13x", "nvtx", "ipython", "ipywidgets", "jupyterlab"}

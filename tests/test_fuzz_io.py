@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.errors import PerflabError
 from perflab.io import export_chrome, load_ncu, load_trace
@@ -40,10 +40,10 @@ from perflab.model.trace import Trace
 
 SECONDS = float(os.environ.get("PERFLAB_FUZZ_SECONDS", "2"))
 MAX_CASES = 100_000
-KINETO_SMALL = DATA / "kineto" / "triton_example_a100.json.gz"
-KINETO_MEDIUM = DATA / "kineto" / "alexnet_a100.json.gz"
-NSYS = DATA / "nsys" / "power_iteration.sqlite"
-NCU = DATA / "ncu" / "copy_blocked.csv"
+KINETO_SMALL = TRACES / "kineto" / "triton_example_a100.json.gz"
+KINETO_MEDIUM = TRACES / "kineto" / "alexnet_a100.json.gz"
+NSYS = TRACES / "nsys" / "power_iteration.sqlite"
+NCU = TRACES / "ncu" / "copy_blocked.csv"
 
 # values that break naive readers: out of range, not finite, the wrong type, deep
 ODD_NUMBERS: list[Any] = [

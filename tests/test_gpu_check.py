@@ -15,11 +15,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from data_paths import ROOT
 
 from perflab.capture.env import cuda_available
 from perflab.machine import gpu_check
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check"
 
 

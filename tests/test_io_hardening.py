@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.analysis.trace_intervals import exact_sum
 from perflab.cli import main
@@ -33,9 +33,9 @@ from perflab.io.kineto import load as kineto
 from perflab.model import serialize
 from perflab.model.trace import Trace
 
-NSYS = DATA / "nsys" / "power_iteration.sqlite"
-NCU = DATA / "ncu" / "copy_blocked.csv"
-KINETO = DATA / "kineto" / "triton_example_a100.json.gz"
+NSYS = TRACES / "nsys" / "power_iteration.sqlite"
+NCU = TRACES / "ncu" / "copy_blocked.csv"
+KINETO = TRACES / "kineto" / "triton_example_a100.json.gz"
 
 
 def _kernel(**kw: Any) -> dict[str, Any]:
@@ -472,7 +472,7 @@ def test_a_parallel_load_cleans_up_after_a_killed_one(
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     stale = tmp_path / f"{kineto.TEMP_PREFIX}{_dead_pid()}-left"
     stale.mkdir()
-    trace = load_trace(DATA / "kineto" / "sampled_4streams.json.gz", workers=1)
+    trace = load_trace(TRACES / "kineto" / "sampled_4streams.json.gz", workers=1)
     assert len(trace) > 0
     assert not stale.exists()
     assert not list(tmp_path.glob(f"{kineto.TEMP_PREFIX}*"))  # its own is gone too
@@ -561,7 +561,7 @@ def test_cli_progress_never_in_json_output(
     monkeypatch.setattr(_progress, "UPDATE_EVERY_S", 0.0)
     monkeypatch.setattr(_kineto_fast, "PIECE_SIZE", 4096)  # many slices: many updates
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    trace = DATA / "kineto" / "alexnet_a100.json.gz"
+    trace = TRACES / "kineto" / "alexnet_a100.json.gz"
     args = ["trace", "summary", str(trace), "--workers", "0"]
     assert main(args + (["--json"] if json_output else [])) == 0
     out, err = capsys.readouterr()
@@ -683,7 +683,7 @@ def test_malformed_text_in_a_parallel_load_is_not_streamed_again(
 ) -> None:
     """Broken text stops every reader: found by this process or by its helper, it goes
     straight to the whole-file check (one pass of the text, no decoded events held)."""
-    text = gzip.decompress((DATA / "kineto" / "sampled_4streams.json.gz").read_bytes())
+    text = gzip.decompress((TRACES / "kineto" / "sampled_4streams.json.gz").read_bytes())
     at = text.rfind(b'"ph"', 0, len(text) * 3 // 4)
     path = tmp_path / "broken.json"
     path.write_bytes(text[:at] + b'"ph";' + text[at + 5 :])

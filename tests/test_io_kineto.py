@@ -17,16 +17,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from data_paths import TRACES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trace_reference import DATA, assert_close, kineto_reference
+from trace_reference import assert_close, kineto_reference
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import load_trace
 from perflab.io.kineto import decode, fast, load, loads_kineto
 from perflab.model.trace import EventKind, Trace
 
-KINETO = sorted((DATA / "kineto").glob("*.json.gz")) if (DATA / "kineto").is_dir() else []
+KINETO = sorted((TRACES / "kineto").glob("*.json.gz")) if (TRACES / "kineto").is_dir() else []
 
 
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
@@ -43,7 +44,7 @@ def test_summary_matches_independent_computation(path: Path) -> None:
 
 
 def test_nccl_trace_has_comm_overlap_and_kernel_attributes() -> None:
-    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    trace = load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
     s = trace.summary().to_dict()
     assert s["comm"]["count"] == 21
     assert 0 < s["comm"]["overlapped_us"] < s["comm"]["total_us"]
@@ -204,7 +205,7 @@ def test_mutated_real_traces_only_raise_perflab_errors(
     if piece:
         monkeypatch.setattr(fast, "PIECE_SIZE", piece)
         monkeypatch.setattr(fast, "READ_SIZE", 64)
-    source = DATA / "kineto" / "triton_example_a100.json.gz"
+    source = TRACES / "kineto" / "triton_example_a100.json.gz"
     text = gzip.decompress(source.read_bytes())
     rng = random.Random(1234)
     path = tmp_path / "m.json"
@@ -237,7 +238,7 @@ def test_mutated_real_traces_only_raise_perflab_errors(
 
 
 def test_save_load_round_trip_of_a_real_trace(tmp_path: Path) -> None:
-    trace = load_trace(DATA / "kineto" / "sampled_4streams.json.gz")
+    trace = load_trace(TRACES / "kineto" / "sampled_4streams.json.gz")
     out = trace.save(tmp_path / "t.npz")
     again = load_trace(out)
     assert again.summary().to_dict() == trace.summary().to_dict()
@@ -597,7 +598,7 @@ def test_streaming_property_same_trace_as_whole_decode(
 def test_zlib_inflates_like_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the isal wheel is missing, zlib inflates the stream: same trace, and corrupt
     data still ends in a perflab error."""
-    path = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
+    path = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"
     with_isal = load_trace(path)
     monkeypatch.setattr(fast, "_zlib", zlib)
     monkeypatch.setattr(fast, "_INFLATE_ERROR", zlib.error)

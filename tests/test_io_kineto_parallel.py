@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from data_paths import TRACES
 from test_io_kineto import KINETO, _event, _tricky_doc
-from trace_reference import DATA
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import _parallel, load_trace
@@ -172,7 +172,7 @@ def test_mutated_files_load_the_same_through_helpers_or_fail_cleanly(
     """Byte flips and cuts of a real trace: through helper ranges, each either gives the very
     trace one process gives, or the same perflab error."""
     monkeypatch.setattr(fast, "PIECE_SIZE", 2048)
-    text = gzip.decompress((DATA / "kineto" / "triton_example_a100.json.gz").read_bytes())
+    text = gzip.decompress((TRACES / "kineto" / "triton_example_a100.json.gz").read_bytes())
     rng = random.Random(99)
     path = tmp_path / "m.json"
     outcomes = {"same": 0, "error": 0}

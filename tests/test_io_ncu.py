@@ -7,12 +7,12 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.errors import InputError
 from perflab.io import load_ncu, load_trace
 
-CSV = DATA / "ncu" / "copy_blocked.csv"
+CSV = TRACES / "ncu" / "copy_blocked.csv"
 
 
 def test_reads_every_metric_and_rule() -> None:

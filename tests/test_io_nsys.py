@@ -8,13 +8,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import load_trace
 from perflab.model.trace import EventKind
 
-NSYS = DATA / "nsys" / "power_iteration.sqlite"
+NSYS = TRACES / "nsys" / "power_iteration.sqlite"
 
 
 def _sql(query: str) -> list[tuple[int, ...]]:

@@ -24,7 +24,6 @@ from perflab.io.job import load_job, run_helper
 from perflab.model.job import Job
 from perflab.render.job import summary_bundle, summary_text
 
-ROOT = Path(__file__).resolve().parents[1]
 STRAGGLER = 2
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
+from data_paths import TRACES
 from test_io_kineto_parallel import assert_identical, helper_in_process  # noqa: F401
-from trace_reference import DATA
 
 from perflab.errors import InputError, SchemaError
 from perflab.io import load_trace
@@ -85,7 +85,7 @@ PATHS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
 
 
 def test_real_trace_keeps_kinetos_thread_and_process_names() -> None:
-    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    trace = load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
     threads, processes = trace.meta["thread_names"], trace.meta["process_names"]
     # the trace names thread 2919752 twice; the last name wins, as in trace viewers
     assert threads["2910249:2919752"] == "thread 2919752 (pt_autograd_0)"
@@ -148,7 +148,7 @@ def test_names_of_text_pids_use_the_tracks_numbers(tmp_path: Path) -> None:
 
 
 def test_saved_traces_keep_names_and_refuse_bad_ones(tmp_path: Path) -> None:
-    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    trace = load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
     saved = trace.save(tmp_path / "t.npz")
     again = Trace.load(saved)
     assert again.meta["thread_names"] == trace.meta["thread_names"]
@@ -321,7 +321,7 @@ def test_joining_column_parts_keeps_every_row_in_order(
 ) -> None:
     """Slices' parts are joined into blocks as a load goes (to keep the heap small): with
     blocks of two slices the trace is the very one read with the default blocks."""
-    path = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
+    path = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"
     monkeypatch.setattr(fast, "PIECE_SIZE", 4096)
     default = load_trace(path)
     monkeypatch.setattr(columns, "SMALL_PARTS", 2)
@@ -330,7 +330,7 @@ def test_joining_column_parts_keeps_every_row_in_order(
 
 
 def test_nccl_kernels_keep_their_process_group_and_seq(tmp_path: Path) -> None:
-    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    trace = load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
     args = trace.meta["collective_args"]
     assert len(args["correlation"]) == 21  # every NCCL kernel, none of the others
     assert set(args["group"]) == {"0"} and set(args["seq"]) == {-1}  # no Seq in this trace
@@ -356,7 +356,7 @@ def test_nccl_kernels_keep_their_process_group_and_seq(tmp_path: Path) -> None:
     ],
 )
 def test_saved_collective_args_are_checked(tmp_path: Path, bad: Any) -> None:
-    trace = load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    trace = load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
     saved = trace.save(tmp_path / "t.npz")
     names = [f"{t}.{c}" for t in ("events", "tracks", "kernels", "memcpy", "ops")
              for c in getattr(trace, t).columns]  # fmt: skip

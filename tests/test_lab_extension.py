@@ -22,8 +22,6 @@ from perflab.model import listeners
 from perflab.model.serialize import load_json
 from perflab.model.timing import TimingResult
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def result(name: str, scale: float = 1.0, n: int = 30) -> TimingResult:
     rng = np.random.default_rng(abs(hash(name)) % 2**32)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from data_paths import PTX as PTX_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,10 +11,9 @@ from perflab.analysis.ptx import line_kind, parse_files, parse_ptx
 from perflab.analysis.sass import opcode_of, parse_ptxas_resources, parse_res_usage, parse_sass
 from perflab.errors import PerflabError
 
-DATA = Path(__file__).parent / "data" / "ptx"
-PTX = (DATA / "kernels.ptx").read_text()
-SASS = (DATA / "kernels.sass").read_text()
-SOURCE = (DATA / "kernels.cu").read_text().splitlines()
+PTX = (PTX_DATA / "kernels.ptx").read_text()
+SASS = (PTX_DATA / "kernels.sass").read_text()
+SOURCE = (PTX_DATA / "kernels.cu").read_text().splitlines()
 USER = parse_files(PTX)[1]  # the scratch path nvcc saw for kernels.cu
 ENTRIES = {
     "_Z5copy4PK6float4PS_i",
@@ -140,13 +138,13 @@ def test_sass_ptx_lines_point_at_matching_ptx() -> None:
 
 
 def test_ptxas_and_res_usage_golden() -> None:
-    res = parse_ptxas_resources((DATA / "ptxas.log").read_text())
+    res = parse_ptxas_resources((PTX_DATA / "ptxas.log").read_text())
     assert set(res) == ENTRIES
     assert res["_Z9block_sumPKfPf"].shared_static == 1024
     assert res["_Z9block_sumPKfPf"].barriers == 1
     assert res["_Z5copy4PK6float4PS_i"].registers == 14
     assert not any(r.spills for r in res.values())
-    usage = parse_res_usage((DATA / "res_usage.txt").read_text())
+    usage = parse_res_usage((PTX_DATA / "res_usage.txt").read_text())
     assert set(usage) == ENTRIES
     assert usage["_Z5copy4PK6float4PS_i"]["REG"] == 14
     assert usage["_Z5copy4PK6float4PS_i"]["CONSTANT[0]"] > 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_paths import TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,6 @@ from perflab.cli import main as cli
 from perflab.errors import InputError
 from perflab.model.timing import TimingResult
 
-DATA = Path(__file__).resolve().parent / "data" / "traces"
 ROOF = Roof("toy", {"fp32": 100e12, "bf16_tensor": 1000e12}, {"hbm": 2e12, "l2": 8e12}, "toy")
 
 
@@ -102,7 +102,7 @@ def test_measured_ceilings_replace_the_spec_sheet(
 
 
 def test_hierarchical_points_from_ncu() -> None:
-    path = DATA / "ncu" / "copy_blocked.csv"
+    path = TRACES / "ncu" / "copy_blocked.csv"
     from perflab.io import load_ncu
     from perflab.render.roofline import points_from_ncu, roofline
 

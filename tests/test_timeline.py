@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from bench_scripts import load_script
+from data_paths import TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,6 @@ from perflab.analysis import lod
 from perflab.cli import main as cli
 from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, EventKind, Table, Trace
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data" / "traces"
 PAYLOAD = '<img src=x onerror="window.__pwned=1">'
 
 
@@ -172,7 +171,7 @@ def test_pyramid_rejects_bad_lanes() -> None:
 
 
 def kineto(name: str) -> Path:
-    path = DATA / "kineto" / name
+    path = TRACES / "kineto" / name
     return path
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from data_paths import TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_trace_model import small_trace
-from trace_reference import DATA
 
 from perflab.analysis.categories import DEFAULT_RULES, categorize, category_names
 from perflab.analysis.trace_intervals import intersection_length, merge, union_length
@@ -114,7 +114,7 @@ def test_mfu_and_bandwidth() -> None:
         mfu(1.0, 0.0, 1.0)
 
 
-NCCL = DATA / "kineto" / "nccl_2ranks_a100.json.gz"
+NCCL = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"
 
 
 def test_launch_stats_match_a_plain_python_join() -> None:

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.cli import main
 from perflab.io import load_trace
 from perflab.model.trace import EventKind
 
-TRACE = DATA / "kineto" / "sampled_4streams.json.gz"
+TRACE = TRACES / "kineto" / "sampled_4streams.json.gz"
 
 
 def test_summary_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:

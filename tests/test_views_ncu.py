@@ -5,13 +5,13 @@ from __future__ import annotations
 import html
 import re
 
-from trace_reference import DATA
+from data_paths import TRACES
 
 from perflab.io import load_ncu
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.render.tables import TEXT_WIDTH
 
-CSV = DATA / "ncu" / "copy_blocked.csv"
+CSV = TRACES / "ncu" / "copy_blocked.csv"
 
 
 def _words(text: str) -> list[str]:

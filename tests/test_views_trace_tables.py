@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 import pytest
+from data_paths import TRACES
 from test_timeline import PAYLOAD, small_trace
-from trace_reference import DATA
 
 from perflab.analysis.trace_stats import idle_breakdown, idle_gaps, stream_utilisation
 from perflab.io import load_trace
@@ -20,7 +20,7 @@ RAW_FLOAT = re.compile(r"\d+\.\d{5,}")  # e.g. 333033.64600000076
 
 @pytest.fixture(scope="module")
 def nccl():  # type: ignore[no-untyped-def]
-    return load_trace(DATA / "kineto" / "nccl_2ranks_a100.json.gz")
+    return load_trace(TRACES / "kineto" / "nccl_2ranks_a100.json.gz")
 
 
 def test_idle_breakdown_prints_times_with_units(nccl) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data" / "traces"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
