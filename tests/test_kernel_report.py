@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from data_paths import PTX as PTX_DATA
 
 import perflab.analysis.kernel_report as kr
 from perflab.analysis.kernel_report import kernel_report, kernel_reports, resolve_block_size
@@ -22,21 +23,7 @@ SCALE = """__global__ void scale(float* x, float a, int n) {
 }
 """
 
-HEAVY = """
-__global__ void heavy(const float* __restrict__ in, float* __restrict__ out) {
-  float acc[64];
-  #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = in[threadIdx.x + i * 128];
-  #pragma unroll
-  for (int r = 0; r < 8; ++r)
-    #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = acc[i] * acc[(i + r + 1) % 64] + 1.0f;
-  float s = 0.f;
-  #pragma unroll
-  for (int i = 0; i < 64; ++i) s += acc[i];
-  out[threadIdx.x] = s;
-}
-"""
+HEAVY = (PTX_DATA / "spilly.cu").read_text()  # spills under -maxrregcount=32
 
 
 @pytest.fixture(scope="module")

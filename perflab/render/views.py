@@ -4,104 +4,133 @@
 the MIME bundle a notebook displays (``text/plain`` plus ``text/html`` and, for charts, a static
 ``image/svg+xml``). Model and analysis results reach these only through the
 :class:`perflab.model.display.Shown` mixin, so a new result type needs three things: inherit
-``Shown``, write its text/HTML functions in a render module, and register them below.
+``Shown``, write its text/HTML functions in a render module, and add a line to :data:`VIEWS`
+(or call :func:`register`).
+
+The registry is keyed by class name and names the render module that holds each view, imported
+when an object of that type is first shown (as IPython's ``for_type_by_name`` does): printing a
+trace summary loads the summary's table code, not the timeline, the compile view and every
+result type besides.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from functools import singledispatch
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from perflab.analysis.job import JobSummary
-from perflab.analysis.trace_stats import Frame, IdleBreakdown
-from perflab.analysis.trace_summary import TraceSummary
-from perflab.analysis.trace_summary import summarize as trace_summary
-from perflab.model.ceilings import Ceilings
-from perflab.model.kernel import CompileResult
-from perflab.model.machine import BenchResult, CollectiveResult, Topology
-from perflab.model.ncu import NcuReport
-from perflab.model.optable import OpTable
-from perflab.model.timing import TimingResult
-from perflab.model.trace import Trace
-from perflab.render import job, machine_view, ptx_view, tables, timing
-from perflab.render.html import esc, wrap
-from perflab.render.timeline import Timeline, timeline
+if TYPE_CHECKING:
+    from perflab.analysis.trace_summary import TraceSummary as TraceSummary
+    from perflab.model.trace import Trace
+    from perflab.render.timeline import Timeline as Timeline
 
-T = TypeVar("T")
 
-__all__ = [
-    "Timeline",
-    "TraceSummary",
-    "register",
-    "to_bundle",
-    "to_text",
-    "trace_summary",
-    "trace_timeline",
-]
+@dataclass(frozen=True)
+class View:
+    """How one type is shown: functions of ``module`` by name, the text view and either the
+    HTML shown beside it or a whole bundle (charts build their own, with a static picture)."""
+
+    module: str
+    text: str
+    html: str | None = None
+    bundle: str | None = None
+
+
+_TABLES, _MACHINE = "perflab.render.tables", "perflab.render.machine_view"
+VIEWS: dict[str, View] = {
+    "perflab.model.trace.Trace": View("perflab.render.views", "trace_text", "trace_html"),
+    "perflab.analysis.trace_summary.TraceSummary": View(
+        _TABLES, "trace_summary_text", "trace_summary_html"
+    ),
+    "perflab.analysis.trace_stats.Frame": View(_TABLES, "frame_text", "frame_html"),
+    "perflab.analysis.trace_stats.IdleBreakdown": View(
+        _TABLES, "idle_breakdown_text", "idle_breakdown_html"
+    ),
+    "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
+    "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
+    "perflab.analysis.job.JobSummary": View(
+        "perflab.render.job", "summary_text", bundle="summary_bundle"
+    ),
+    "perflab.model.timing.TimingResult": View(
+        "perflab.render.timing", "timing_text", bundle="timing_bundle"
+    ),
+    "perflab.model.kernel.CompileResult": View(
+        "perflab.render.ptx_view", "compile_text", bundle="compile_bundle"
+    ),
+    "perflab.model.machine.BenchResult": View(_MACHINE, "bench_text", bundle="bench_bundle"),
+    "perflab.model.machine.CollectiveResult": View(
+        _MACHINE, "collectives_text", bundle="collectives_bundle"
+    ),
+    "perflab.model.ceilings.Ceilings": View(_MACHINE, "ceilings_text", bundle="ceilings_bundle"),
+    "perflab.model.machine.Topology": View(_MACHINE, "topology_text"),
+}
+
+
+def register(cls: type, view: View) -> None:
+    """Show ``cls`` (and its subclasses without a view of their own) with ``view``."""
+    VIEWS[type_name(cls)] = view
+
+
+def type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def to_text(obj: object) -> str:
+    """The plain-text view of a perflab result."""
+    view = view_of(type(obj))
+    text: str = _function(view.module, view.text)(obj)
+    return text
+
+
+def to_bundle(obj: object) -> dict[str, Any]:
+    """The MIME bundle of a perflab result (what a notebook displays)."""
+    view = view_of(type(obj))
+    if view.bundle is not None:
+        bundle: dict[str, Any] = _function(view.module, view.bundle)(obj)
+        return bundle
+    shown: dict[str, Any] = {"text/plain": to_text(obj)}
+    if view.html is not None:
+        shown["text/html"] = _function(view.module, view.html)(obj)
+    return shown
+
+
+def view_of(cls: type) -> View:
+    """The view of ``cls`` or of its nearest base class that has one."""
+    for base in cls.__mro__:
+        view = VIEWS.get(type_name(base))
+        if view is not None:
+            return view
+    raise TypeError(f"perflab.render has no view of {cls.__name__}")
+
+
+def _function(module: str, name: str) -> Callable[[Any], Any]:
+    found: Callable[[Any], Any] = getattr(importlib.import_module(module), name)
+    return found
+
+
+# -- the trace's own views, and what Trace.summary() / Trace.timeline() return ---------------
+
+
+def trace_text(trace: Trace) -> str:
+    return trace.describe()
+
+
+def trace_html(trace: Trace) -> str:
+    from perflab.render.html import esc, wrap
+
+    return wrap(f"<div>{esc(trace.describe())}</div>")
+
+
+def trace_summary(trace: Trace) -> TraceSummary:
+    """``Trace.summary()``: :func:`perflab.analysis.trace_summary.summarize`."""
+    from perflab.analysis.trace_summary import summarize
+
+    return summarize(trace)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:
     """``Trace.timeline()``: the interactive timeline (:func:`perflab.render.timeline.timeline`)."""
+    from perflab.render.timeline import timeline
+
     return timeline(trace, **options)
-
-
-@singledispatch
-def to_text(obj: object) -> str:
-    """The plain-text view of a perflab result."""
-    raise TypeError(f"perflab.render has no view of {type(obj).__name__}")
-
-
-@singledispatch
-def to_bundle(obj: object) -> dict[str, Any]:
-    """The MIME bundle of a perflab result (what a notebook displays)."""
-    raise TypeError(f"perflab.render has no view of {type(obj).__name__}")
-
-
-def register(
-    cls: type[T],
-    text: Callable[[T], str],
-    html: Callable[[T], str] | None = None,
-    bundle: Callable[[T], dict[str, Any]] | None = None,
-) -> None:
-    """Show ``cls`` as ``text``; in notebooks as ``bundle`` (charts with a static image build
-    their own), else ``text`` beside ``html``, else ``text`` alone."""
-    to_text.register(cls)(text)
-    if bundle is None:
-        bundle = _text_and_html(text, html)
-    to_bundle.register(cls)(bundle)
-
-
-def _text_and_html(
-    text: Callable[[T], str], html: Callable[[T], str] | None
-) -> Callable[[T], dict[str, Any]]:
-    def bundle(obj: T) -> dict[str, Any]:
-        shown = {"text/plain": text(obj)}
-        if html is not None:
-            shown["text/html"] = html(obj)
-        return shown
-
-    return bundle
-
-
-def _trace_text(trace: Trace) -> str:
-    return trace.describe()
-
-
-def _trace_html(trace: Trace) -> str:
-    return wrap(f"<div>{esc(trace.describe())}</div>")
-
-
-register(Trace, _trace_text, _trace_html)
-register(TraceSummary, tables.trace_summary_text, tables.trace_summary_html)
-register(Frame, tables.frame_text, tables.frame_html)
-register(IdleBreakdown, tables.idle_breakdown_text, tables.idle_breakdown_html)
-register(OpTable, tables.optable_text, tables.optable_html)
-register(NcuReport, tables.ncu_text, tables.ncu_html)
-register(JobSummary, job.summary_text, bundle=job.summary_bundle)
-register(TimingResult, timing.timing_text, bundle=timing.timing_bundle)
-register(CompileResult, ptx_view.compile_text, bundle=ptx_view.compile_bundle)
-register(BenchResult, machine_view.bench_text, bundle=machine_view.bench_bundle)
-register(CollectiveResult, machine_view.collectives_text, bundle=machine_view.collectives_bundle)
-register(Ceilings, machine_view.ceilings_text, bundle=machine_view.ceilings_bundle)
-register(Topology, machine_view.topology_text)
