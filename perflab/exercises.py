@@ -39,10 +39,10 @@ import numbers
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from perflab.errors import InputError
-from perflab.render.html import esc
+from perflab.model.display import Shown
 
 Check = Callable[[Any], tuple[bool, str]]
 
@@ -226,7 +226,7 @@ def kernel_check(
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Shown):
     """What :meth:`Exercise.answer` says: ``state`` is "right", "wrong", "unreadable" or
     "unanswered"; ``reason`` says why. ``bool(verdict)`` is true only when right."""
 
@@ -234,64 +234,23 @@ class Verdict:
     state: str
     reason: str
 
-    _MARK: ClassVar[dict[str, str]] = {
-        "right": "✔ Right",
-        "wrong": "✘ Not quite",
-        "unreadable": "? Unreadable answer",
-    }
-    _COLOUR: ClassVar[dict[str, str]] = {
-        "right": "#1a7f37",
-        "wrong": "#b3261e",
-        "unreadable": "#9a6700",
-    }
-
     def __bool__(self) -> bool:
         return self.state == "right"
 
-    def __repr__(self) -> str:
-        return f"{self._MARK.get(self.state, '… Not answered yet')}: {self.reason}"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        colour = self._COLOUR.get(self.state, "#57606a")
-        mark = esc(self._MARK.get(self.state, "… Not answered yet"))
-        html = (
-            f'<div class="perflab-exercise-verdict" data-key="{esc(self.key)}" '
-            f'style="border-left:4px solid {colour};padding:4px 10px;margin:4px 0">'
-            f'<b style="color:{colour}">{mark}</b> {esc(self.reason)}</div>'
-        )
-        return {"text/html": html, "text/plain": repr(self)}
+    __repr__ = Shown.__str__
 
 
 @dataclass(frozen=True)
-class _Solution:
+class _Solution(Shown):
     key: str
     text: str
     worked: Verdict | None = None  # the check's verdict on the solution's own answer
 
-    def __repr__(self) -> str:
-        checked = (
-            f"\n(the check on this solution: {self.worked!r})" if self.worked is not None else ""
-        )
-        return f"Solution ({self.key}):\n{self.text}{checked}"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        paragraphs = "".join(
-            f'<p style="margin:4px 0">{esc(p)}</p>' for p in self.text.split("\n\n") if p.strip()
-        )
-        checked = ""
-        if self.worked is not None:
-            worked = self.worked._repr_mimebundle_()["text/html"]
-            checked = f'<p style="margin:4px 0">The check on this solution:</p>{worked}'
-        html = (
-            f'<details class="perflab-exercise-solution" data-key="{esc(self.key)}" '
-            'style="margin:4px 0"><summary style="cursor:pointer">'
-            f"Solution (click to open)</summary>{paragraphs}{checked}</details>"
-        )
-        return {"text/html": html, "text/plain": repr(self)}
+    __repr__ = Shown.__str__
 
 
 @dataclass(frozen=True)
-class Exercise:
+class Exercise(Shown):
     """A question with a check and a solution (see the module docstring)."""
 
     key: str
@@ -316,13 +275,4 @@ class Exercise:
         verdict = None if worked is None else self.answer(worked)
         return _Solution(self.key, self.solution_text, verdict)
 
-    def __repr__(self) -> str:
-        return f"Exercise {self.key}: {self.question}"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        html = (
-            f'<div class="perflab-exercise" data-key="{esc(self.key)}" '
-            'style="border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:4px 0">'
-            f"<b>Exercise ({esc(self.key)})</b>: {esc(self.question)}</div>"
-        )
-        return {"text/html": html, "text/plain": repr(self)}
+    __repr__ = Shown.__str__

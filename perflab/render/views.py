@@ -38,6 +38,7 @@ class View:
 
 
 _TABLES, _MACHINE = "perflab.render.tables", "perflab.render.machine_view"
+_EXERCISES = "perflab.render.exercise_view"
 VIEWS: dict[str, View] = {
     "perflab.model.trace.Trace": View("perflab.render.views", "trace_text", "trace_html"),
     "perflab.analysis.trace_summary.TraceSummary": View(
@@ -64,6 +65,9 @@ VIEWS: dict[str, View] = {
     ),
     "perflab.model.ceilings.Ceilings": View(_MACHINE, "ceilings_text", bundle="ceilings_bundle"),
     "perflab.model.machine.Topology": View(_MACHINE, "topology_text"),
+    "perflab.exercises.Exercise": View(_EXERCISES, "exercise_text", "exercise_html"),
+    "perflab.exercises.Verdict": View(_EXERCISES, "verdict_text", "verdict_html"),
+    "perflab.exercises._Solution": View(_EXERCISES, "solution_text", "solution_html"),
 }
 
 
