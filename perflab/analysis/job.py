@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,9 @@ from perflab.analysis.trace_summary import TraceSummary, summarize
 from perflab.model.display import Shown
 from perflab.model.job import Job, RankTrace
 from perflab.model.trace import EventKind, TrackKind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEYS = ("ranks", "collectives", "stragglers", "clock", "warnings")
 RANK_KEYS = ("busy_us", "idle_us", "span_us", "kernels", "comm", "memcpy")
@@ -155,7 +158,7 @@ class JobSummary(Shown):
     def to_dict(self) -> dict[str, Any]:
         return self.doc
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """One row per rank: busy/idle/span (us), kernels, comm count/time/overlap."""
         import pandas as pd
 

@@ -5,7 +5,7 @@ utilisation, launch statistics, kernel tables, MFU and achieved bandwidth. Pure 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,9 @@ from perflab.model.optable import OpTable
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
 from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
 from perflab.model.units import format_ns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GAP_CAUSES = ("host launch delay", "synchronization", "data transfer", "other")
 
@@ -44,7 +47,7 @@ class Frame(Shown):
     def to_dict(self) -> dict[str, list[Any]]:
         return {k: np.asarray(v).tolist() for k, v in self.columns.items()}
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(self.columns)

@@ -18,7 +18,7 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,9 @@ from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
 # device_pairs is public here too (analyses that key devices by (rank, device) import it)
 from perflab.model.trace_keys import device_pairs as device_pairs
 from perflab.model.trace_keys import event_device_pairs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories")
 
@@ -95,7 +98,7 @@ class TraceSummary(Shown):
         """The document of :data:`KEYS`: plain ints, floats and strings only."""
         return {key: _plain(getattr(self, key)) for key in KEYS}
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """One row per device: busy/span/idle (us), utilisation, kernels."""
         import pandas as pd
 

@@ -9,9 +9,10 @@ timelines: read them with :func:`load_ncu`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from pathlib import Path
 
 from perflab.errors import InputError
+from perflab.model.ncu import NcuReport
 from perflab.model.trace import Trace
 
 __all__ = ["detect_format", "export_chrome", "load_ncu", "load_trace"]
@@ -81,15 +82,15 @@ def load_trace(
     )
 
 
-def load_ncu(path: str | os.PathLike[str]) -> Any:
+def load_ncu(path: str | os.PathLike[str]) -> NcuReport:
     """Read Nsight Compute results (``ncu --csv`` output or ``.ncu-rep``) into an NcuReport."""
     from perflab.io.ncu import load_ncu as load
 
     return load(path)
 
 
-def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Any:
-    """Write ``trace`` as Chrome/Perfetto JSON (opens in ui.perfetto.dev)."""
+def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` as Chrome/Perfetto JSON (opens in ui.perfetto.dev); the file written."""
     from perflab.io.chrome import export_chrome as export
 
     return export(trace, path)

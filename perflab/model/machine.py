@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,9 @@ from perflab.model.display import Shown
 from perflab.model.fields import MAX_INT, Fields
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BENCH_KIND = "BenchResult"
 COLLECTIVES_KIND = "CollectiveResult"
@@ -237,7 +240,7 @@ class BenchResult(Shown, _Provenance):
             series=[Series.from_dict(s, source, place) for place, s in _items(f, "series")],
         )
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """One row per point: series, x, y and extra columns."""
         import pandas as pd
 
@@ -361,7 +364,7 @@ class CollectiveResult(Shown, _Provenance):
             fits={str(k): AlphaBetaFit.from_dict(v, source, f"fits.{k}") for k, v in fits.items()},
         )
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([r.to_dict() for r in self.rows])

@@ -5,9 +5,12 @@ device, compute capability), every metric (section, name, unit, value) and the r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.model.display import Shown
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -44,7 +47,7 @@ class NcuReport(Shown):
                 return m
         raise KeyError(f"no metric {name!r} for kernel {kernel}")
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """One row per metric: kernel, section, name, unit, value (float or NaN), text."""
         import pandas as pd
 
@@ -53,7 +56,7 @@ class NcuReport(Shown):
             columns=["kernel", "section", "name", "unit", "value", "text"],
         )
 
-    def rules_to_pandas(self) -> Any:
+    def rules_to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([r.__dict__ for r in self.rules], columns=list(NcuRule.__annotations__))

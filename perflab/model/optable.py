@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.model.display import Shown
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -74,7 +77,7 @@ class OpTable(Shown):
             [_row(r, i) for i, r in enumerate(rows)], kind=str(doc.get("kind", "kernel"))
         )
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(

@@ -80,6 +80,8 @@ from perflab.model.serialize import (
 )
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from perflab.model.display import Timeline, TraceSummary
 
 KIND = "trace"
@@ -212,7 +214,7 @@ class Table:
             return cls(schema)
         return cls(schema, {k: np.concatenate([p[k] for p in parts]) for k in schema})
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(dict(self.columns))
@@ -339,7 +341,7 @@ class Trace(Shown):
         )
 
     # -- pandas --------------------------------------------------------------------------
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """The events as a DataFrame with decoded ``name``, ``kind`` and ``track`` labels."""
         import pandas as pd
 

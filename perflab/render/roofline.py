@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.analysis.roofline import Point, Roof, Verdict, assess_all
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
@@ -21,6 +21,9 @@ from perflab.errors import InputError
 from perflab.model.units import format_ns
 from perflab.render.html import esc, table, text_table, wrap
 from perflab.render.labels import LabelPlacer, log_ticks
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MIN_INTENSITY = 1e-3  # where points with no FLOPs are drawn (log axes cannot show 0)
 LEVEL_ALIASES = {
@@ -241,7 +244,7 @@ class Roofline:
     def to_dict(self) -> dict[str, Any]:
         return {"roof": self.roof.to_dict(), "points": [v.to_dict() for v in self.verdicts]}
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame([v.to_dict() for v in self.verdicts])
