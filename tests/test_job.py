@@ -578,3 +578,28 @@ def test_job_timeline_without_collectives_or_with_a_silent_rank(tmp_path: Path) 
         kept = np.array([not n.startswith("nccl") for n in r.trace.names_of()])
         job.ranks[r.rank] = dataclasses.replace(r, trace=r.trace.select(kept))
     assert "collectives: none matched across ranks" in job_timeline(job).text
+
+
+def test_job_benchmark_checks_the_timeline_goals_it_measured() -> None:
+    goals = bench_job()._goals(
+        {
+            "perflab timeline": {
+                "seconds": 4.0,
+                "result": {"output_bytes": 7_000_000},
+                "first_paint_ms": 1600.0,
+            }
+        }
+    )
+    assert goals["timeline_seconds"]["met"] is True
+    assert goals["timeline_bytes"]["met"] is False
+    assert goals["timeline_first_paint_ms"] == {"value": 1600, "goal": 1500.0, "met": False}
+    no_paint = bench_job()._goals(
+        {
+            "perflab timeline": {
+                "seconds": 4.0,
+                "result": {"output_bytes": 1},
+                "first_paint_ms": None,
+            }
+        }
+    )
+    assert "timeline_first_paint_ms" not in no_paint  # no Chromium: not measured, not "met"
