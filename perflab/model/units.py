@@ -18,6 +18,16 @@ def format_ns(ns: float, digits: int = 3) -> str:
     return f"{ns:.{digits}g} ns"
 
 
+def format_us(us: float) -> str:
+    """Microseconds, as :func:`format_ns` shows times (traces and summaries keep us)."""
+    return format_ns(us * 1e3)
+
+
+def shorten(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters, the last one "…" where it was longer."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
 def format_bytes(n: float) -> str:
     for scale, unit in _SIZE_UNITS:
         if abs(n) >= scale:

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from perflab.analysis.job import Collectives, JobSummary, match_collectives, stragglers
 from perflab.model.job import Job
 from perflab.model.trace import Trace
-from perflab.model.units import format_ns
+from perflab.model.units import format_ns, format_us, shorten
 from perflab.render.html import esc, static_text, table, text_table, wrap
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ STRAGGLER_HEADERS = ["rank", "last", "mean lateness", "others' wait"]
 
 
 def _time(us: float | None) -> str:
-    return "n/a" if us is None else format_ns(us * 1e3)
+    return "n/a" if us is None else format_us(us)
 
 
 def _share(part: float, whole: float) -> str:
@@ -119,7 +119,7 @@ def kernel_text(rows: list[dict[str, Any]]) -> str:
     """The job's kernel rows (rank, name, calls, total_ns), as a text table."""
     cells = [
         [
-            r["name"] if len(r["name"]) <= 80 else r["name"][:79] + "…",
+            shorten(r["name"], 80),
             str(r["rank"]),
             str(r["calls"]),
             format_ns(r["total_ns"]),

@@ -65,15 +65,20 @@ class LabelPlacer:
     right: float = RIGHT_PX  # more when a legend sits outside the plot
     taken: list[Box] = field(default_factory=list)
 
+    @property
+    def plot_size(self) -> tuple[float, float]:
+        """Width and height of the plot area in pixels: the figure less the axes' space."""
+        return self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
+
     def px(self, x: float, y: float) -> tuple[float, float]:
         (x0, x1), (y0, y1) = self.x_range, self.y_range
-        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
+        w, h = self.plot_size
         fx = (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
         fy = (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0))
         return fx * w, fy * h
 
     def inside(self, box: Box) -> bool:
-        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
+        w, h = self.plot_size
         return box[0] >= 0 and box[1] >= 0 and box[2] <= w and box[3] <= h
 
     def take_marker(self, x: float, y: float, radius: float = 6) -> None:
@@ -94,7 +99,7 @@ class LabelPlacer:
     def _within(self, box: Box, dx: float, dy: float) -> tuple[float, float]:
         """Offsets moved just enough that ``box`` lies inside the plot area (a label by the
         last point of a series would otherwise run past the edge and be cut off)."""
-        w, h = self.width - LEFT_PX - self.right, self.height - BOTTOM_PX - TOP_PX
+        w, h = self.plot_size
         return dx + _shift_into(box[0], box[2], w), dy + _shift_into(box[1], box[3], h)
 
     def place(

@@ -12,7 +12,7 @@ import numpy as np
 
 from perflab.model.ceilings import Ceilings
 from perflab.model.machine import BenchResult, CollectiveResult, Series, Topology
-from perflab.model.units import format_bytes, format_ns
+from perflab.model.units import format_bytes, format_ns, format_us
 from perflab.render.html import esc, table, text_table, wrap
 
 RATE_LABEL = {"GBps": "GB/s", "GFLOPs": "GFLOP/s"}
@@ -25,7 +25,7 @@ def format_value(value: float, unit: str) -> str:
     if unit == "ns":
         return format_ns(value)
     if unit == "us":
-        return format_ns(value * 1e3)
+        return format_us(value)
     return f"{value:.4g} {RATE_LABEL.get(unit, unit)}"
 
 
@@ -172,7 +172,7 @@ def _collective_rows(r: CollectiveResult) -> list[list[str]]:
             row.op,
             format_bytes(row.bytes),
             str(row.world_size),
-            format_ns(row.time_us * 1e3),
+            format_us(row.time_us),
             f"{row.algbw_GBps:.4g}",
             f"{row.busbw_GBps:.4g}",
             "yes" if row.verified else "NO",

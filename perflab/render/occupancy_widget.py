@@ -50,9 +50,9 @@ def occupancy_slider(
     if not result.kernels:
         raise InputError("the occupancy slider needs a kernel: this result has none")
     chosen = result.kernel(kernel) if kernel else result.kernels[0]
-    from perflab.render.ptx_view import ViewOptions, block_size
+    from perflab.analysis.kernel_report import resolve_block_size
 
-    start = min(max(WARP, block_size(result, ViewOptions())), MAX_BLOCK)
+    start = min(max(WARP, resolve_block_size(result)), MAX_BLOCK)
     slider = widgets.IntSlider(
         value=start - start % WARP,
         min=WARP,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perflab.analysis.insights import Insight, KernelDiff
-from perflab.analysis.kernel_report import KernelReport, kernel_reports, resolve_block_size
+from perflab.analysis.kernel_report import KernelReport, kernel_reports
 from perflab.analysis.ptx import line_kind
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts
@@ -87,11 +87,6 @@ def parse_show(text: str, lang: str) -> tuple[str, ...]:
     if bad or not parts:
         raise InputError(f"--show: {', '.join(bad) or 'nothing'} not one of {', '.join(allowed)}")
     return parts
-
-
-def block_size(result: CompileResult, opts: ViewOptions) -> int:
-    """The block size asked for; a Triton kernel's own (num_warps x 32) by default."""
-    return resolve_block_size(result, opts.block_size)
 
 
 def reports(result: CompileResult, opts: ViewOptions) -> tuple[KernelReport, ...]:

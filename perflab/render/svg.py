@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab.model.units import shorten
+
 MAX_SHAPES = 3000
 FONT = 'font-family="Helvetica,Arial,sans-serif"'
 GRID = "#e5e5e5"
@@ -604,7 +606,7 @@ def _axes(out: list[str], fig: Any, frame: Box, sx: Scale, sy: Scale) -> None:
         for t, label in _axis_ticks(axis, sy.start, sy.end, sy.log):
             py = float(sy([t])[0])
             out.append(f'<path d="M{_num(frame.x)} {_num(py)}H{_num(right)}" stroke="{GRID}"/>')
-            out.append(text_element(frame.x - 4, py, _fit(label, Y_LABEL_CHARS), tick_y))
+            out.append(text_element(frame.x - 4, py, shorten(label, Y_LABEL_CHARS), tick_y))
         if axis.axis_label:
             out.append(_axis_title(axis.axis_label, frame.ox + 12, frame.y + frame.h / 2, True))
 
@@ -635,12 +637,6 @@ def _longest_y_label(fig: Any) -> int:
         for value in (getattr(axis, "major_label_overrides", {}) or {}).values():
             longest = max(longest, min(len(str(value)), Y_LABEL_CHARS))
     return longest
-
-
-def _fit(text: str, chars: int) -> str:
-    """``text`` cut to ``chars`` characters, the last one "…" where it was longer (a lane
-    name longer than the margin would otherwise run off the picture's left edge)."""
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _outside_legends(fig: Any) -> list[Any]:

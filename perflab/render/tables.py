@@ -12,7 +12,7 @@ from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, Idle
 from perflab.analysis.trace_summary import Totals, TraceSummary
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
-from perflab.model.units import format_bytes, format_ns
+from perflab.model.units import format_bytes, format_ns, format_us, shorten
 from perflab.render.html import esc, table, text_table, wrap
 
 HEADERS = ("name", "calls", "total", "mean", "share")
@@ -20,7 +20,7 @@ MAX_NAME = 80
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+    return shorten(name, MAX_NAME)
 
 
 def _rows(t: OpTable) -> list[list[str]]:
@@ -193,13 +193,13 @@ def _idle_rows(idle: IdleBreakdown) -> tuple[str, Sequence[Sequence[str]]]:
     rows = [
         [
             cause,
-            format_ns(us * 1e3),
+            format_us(us),
             f"{100 * us / total_us:.1f}%" if total_us else "-",
             str(idle.gaps[cause]),
         ]
         for cause, us in idle.items()
     ]
-    return f"idle GPU time by cause: {format_ns(total_us * 1e3)} in {gaps} gaps", rows
+    return f"idle GPU time by cause: {format_us(total_us)} in {gaps} gaps", rows
 
 
 def idle_breakdown_text(idle: IdleBreakdown) -> str:
@@ -215,22 +215,22 @@ def idle_breakdown_html(idle: IdleBreakdown) -> str:
 def trace_summary_text(summary: TraceSummary) -> str:
     lines = [
         f"{summary.events} events read; {summary.kernels.count} kernels, "
-        f"{_us_text(summary.kernels.total_us)} of kernel time"
+        f"{format_us(summary.kernels.total_us)} of kernel time"
     ]
     for dev, v in summary.devices.items():
         lines.append(
-            f"{summary.gpu} {dev}: busy {_us_text(v.busy_us)} of {_us_text(v.span_us)} "
-            f"({100 * v.utilisation:.1f}%), idle {_us_text(v.idle_us)}, {v.kernels} kernels"
+            f"{summary.gpu} {dev}: busy {format_us(v.busy_us)} of {format_us(v.span_us)} "
+            f"({100 * v.utilisation:.1f}%), idle {format_us(v.idle_us)}, {v.kernels} kernels"
         )
     c, m = summary.comm, summary.memcpy
     if c.count:
         share = 100 * c.overlapped_us / c.total_us if c.total_us else 0.0
         lines.append(
-            f"communication: {c.count} NCCL kernels, {_us_text(c.total_us)}, "
+            f"communication: {c.count} NCCL kernels, {format_us(c.total_us)}, "
             f"{share:.1f}% overlapped with compute"
         )
     if m.count:
-        lines.append(f"memcpy: {m.count} copies, {_us_text(m.total_us)}, {format_bytes(m.bytes)}")
+        lines.append(f"memcpy: {m.count} copies, {format_us(m.total_us)}, {format_bytes(m.bytes)}")
     total = summary.kernels.total_us or 1.0
     shares = (f"{k} {100 * v.total_us / total:.1f}%" for k, v in _by_time(summary.categories))
     lines.append("categories: " + ", ".join(shares))
@@ -250,10 +250,6 @@ def trace_summary_html(summary: TraceSummary) -> str:
         + table(["category", "kernels", "total us"], cats)
         + "".join(f"<div>{esc(line)}</div>" for line in rest)
     )
-
-
-def _us_text(us: float) -> str:
-    return format_ns(us * 1e3)
 
 
 def _by_time(totals: dict[str, Totals]) -> list[tuple[str, Totals]]:

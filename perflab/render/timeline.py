@@ -44,7 +44,7 @@ from perflab.model.trace import (
     TrackKind,
     unique_rows,
 )
-from perflab.model.units import format_ns
+from perflab.model.units import format_ns, shorten
 from perflab.render.bokeh_embed import notebook_bundle, standalone_html
 from perflab.render.html import esc, static_text
 
@@ -188,7 +188,7 @@ def _detail_matrix(trace: Trace, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
+    return shorten(name, MAX_NAME)
 
 
 LINK_CAP = 64  # events of one launch link kept for highlighting (a graph launch has many)

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from perflab.io._common import StringTable
 from perflab.io.kineto.records import I64_MAX, I64_MIN, LANE_TEXT
 from perflab.model.trace import MAX_NAME_TEXT, MEMCPY_DIRECTIONS
+from perflab.model.units import shorten
 
 DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
 
@@ -62,7 +63,7 @@ def name_text(value: Any) -> str:
     if not isinstance(value, str):
         return ""
     text = value.strip()
-    return text if len(text) <= MAX_NAME_TEXT else text[: MAX_NAME_TEXT - 1] + "…"
+    return shorten(text, MAX_NAME_TEXT)
 
 
 def sequence_number(value: Any) -> int:
