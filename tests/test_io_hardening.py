@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -23,11 +22,20 @@ from typing import Any
 import numpy as np
 import pytest
 from data_paths import TRACES
+from test_io_kineto_parallel import InProcessHelper
 
 from perflab.analysis.trace_intervals import exact_sum
 from perflab.cli import main
 from perflab.errors import InputError, SchemaError
-from perflab.io import _common, _progress, _tempdirs, export_chrome, load_ncu, load_trace
+from perflab.io import (
+    _common,
+    _parallel,
+    _progress,
+    _tempdirs,
+    export_chrome,
+    load_ncu,
+    load_trace,
+)
 from perflab.io.kineto import fast as _kineto_fast
 from perflab.io.kineto import load as kineto
 from perflab.model import serialize
@@ -681,20 +689,19 @@ def test_kernel_launch_values_beyond_32_bits(tmp_path: Path, args: Any) -> None:
 def test_malformed_text_in_a_parallel_load_is_not_streamed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finder: str
 ) -> None:
-    """Broken text stops every reader: found by this process or by its helper, it goes
+    """Broken text stops every reader: found by this process or in a helper's chunk, it goes
     straight to the whole-file check (one pass of the text, no decoded events held)."""
     text = gzip.decompress((TRACES / "kineto" / "sampled_4streams.json.gz").read_bytes())
     at = text.rfind(b'"ph"', 0, len(text) * 3 // 4)
     path = tmp_path / "broken.json"
     path.write_bytes(text[:at] + b'"ph";' + text[at + 5 :])
-    if finder == "the helper":  # this process waits while the helper takes the ranges
-        own_ranges = kineto._own_ranges
-
-        def late(*args: Any) -> Any:
-            time.sleep(3)
-            return own_ranges(*args)
-
-        monkeypatch.setattr(kineto, "_own_ranges", late)
+    if finder == "the helper":  # free at once: every chunk offered is the helper's
+        monkeypatch.setattr(
+            _parallel.PipedHelper, "start", lambda m, job, log: InProcessHelper(job)
+        )
+        monkeypatch.setattr(kineto, "CHUNK_MIN", 4096)
+    else:  # no helper starts: this process reads it all
+        monkeypatch.setattr(_parallel.PipedHelper, "start", lambda m, job, log: None)
 
     def no_second_pass(*args: Any) -> None:
         raise AssertionError("streamed a second time")

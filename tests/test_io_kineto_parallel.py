@@ -1,9 +1,11 @@
-"""Parallel Kineto loading: helper processes decode ranges of the file; the result must be
-the very same trace (string ids included) as one process reads, whatever goes wrong."""
+"""Parallel Kineto loading: helper processes decode chunks of the text that the loading
+process hands them; the result must be the very same trace (string ids included) as one
+process reads, whatever goes wrong."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import random
@@ -37,36 +39,71 @@ def assert_identical(a: Trace, b: Trace) -> None:
     assert strip(a.meta) == strip(b.meta)
 
 
-class _Finished:
-    """What start_helper returns, for a helper that already ran in this process."""
+class InProcessHelper:
+    """A PipedHelper that serves every chunk at once, in this process, when it is given; a
+    chunk that does not decode ends it, as it ends a helper process."""
 
-    def __init__(self, status: int) -> None:
-        self.status = status
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.server = load._Server(job)
+        self.ready, self.gone = True, False
+        self.given = 0
+        self.status = 0
 
-    def wait(self, timeout: float | None = None) -> int:
-        return self.status
+    def poll(self) -> None:
+        pass
 
-    def poll(self) -> int:
+    def give(self, line: str) -> bool:
+        if self.gone:
+            return False
+        self.given += 1
+        try:
+            self.server.serve(line.encode())
+        except (fast.Unusual, InputError):
+            self.gone, self.status = True, _parallel.DATA_ERROR
+        return True
+
+    def finish(self, timeout: float) -> int:
         return self.status
 
     def kill(self) -> None:
-        raise AssertionError("a finished helper is not killed")
+        pass
+
+
+def fake_helpers(
+    monkeypatch: pytest.MonkeyPatch,
+    kind: type[InProcessHelper] = InProcessHelper,
+    chunk_max: int = 2500,
+    piece: int | None = None,
+) -> list[InProcessHelper]:
+    """Helpers of ``kind`` in place of processes, chunks as small as ``chunk_max`` bytes
+    (``piece``: slices of that size). The helpers made, with the jobs they were given."""
+    made: list[InProcessHelper] = []
+
+    def start(module: str, job: dict[str, Any], log: Path) -> InProcessHelper:
+        assert module == "perflab.io.kineto.helper"
+        made.append(kind(json.loads(json.dumps(job))))  # what the command line carries
+        return made[-1]
+
+    monkeypatch.setattr(_parallel.PipedHelper, "start", start)
+    monkeypatch.setattr(load, "CHUNK_MIN", 1)  # sizes as small as the text allows
+    monkeypatch.setattr(load, "CHUNK_MAX", chunk_max)
+    if piece is not None:
+        monkeypatch.setattr(fast, "PIECE_SIZE", piece)
+    return made
 
 
 @pytest.fixture
-def helper_in_process(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The helper runs at once, in this process, when started: it claims every range but
-    range 0, so that all of them travel through the result files. The jobs it was given."""
-    jobs: list[dict[str, Any]] = []
+def helper_in_process(monkeypatch: pytest.MonkeyPatch) -> list[InProcessHelper]:
+    """Helpers run in this process and are free at once: chunks as small as allowed here
+    are given whenever the stream offers one."""
+    return fake_helpers(monkeypatch)
 
-    def start(module: str, job: dict[str, Any], log: Path) -> _Finished:
-        assert module == "perflab.io.kineto.helper"
-        # what the command line carries; the helper's parent is this process's parent here
-        jobs.append({**json.loads(json.dumps(job)), "parent": os.getppid()})
-        return _Finished(load.run_helper(jobs[-1]))
 
-    monkeypatch.setattr(_parallel, "start_helper", start)
-    return jobs
+def _kernels_file(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "t.json"
+    events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(n)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
 
 
 def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -83,44 +120,94 @@ def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("python", [False, True], ids=["default", "python_functions"])
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
-def test_ranges_from_a_helper_give_the_same_trace(
+def test_chunks_from_a_helper_give_the_same_trace(
     path: Path,
     python: bool,
     monkeypatch: pytest.MonkeyPatch,
-    helper_in_process: list[dict[str, Any]],
+    helper_in_process: list[InProcessHelper],
 ) -> None:
-    monkeypatch.setattr(fast, "PIECE_SIZE", 4096)  # several slices per range
+    monkeypatch.setattr(fast, "PIECE_SIZE", 4096)  # several slices per chunk
+    monkeypatch.setattr(load, "CHUNK_MAX", 20000)
     loaded = _loaded_results(monkeypatch)
     parallel = load_trace(path, python=python, workers=1)
-    n_ranges = 2 * load.RANGES_PER_PROCESS
-    assert len(helper_in_process) == 1 and len(helper_in_process[0]["bounds"]) == n_ranges - 1
-    assert len(loaded) == n_ranges - 1  # every range but the first came from the helper
+    assert len(helper_in_process) == 1
+    assert len(loaded) >= 3  # chunks travelled through the helper's result files
     assert_identical(parallel, load_trace(path, python=python, workers=0))
 
 
-def test_a_helper_whose_parent_is_gone_stops(tmp_path: Path) -> None:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(50)]}))
-    job = {"path": str(path), "python": False, "bounds": [100, 200], "dir": str(tmp_path)}
-    assert load.run_helper({**job, "parent": os.getppid() + 1}) == 0
-    assert not list(tmp_path.glob("claim-*"))  # claimed nothing
-    assert load.run_helper({**job, "parent": os.getppid()}) == 0
-    assert len(list(tmp_path.glob("range-*.npz"))) == 3
+class LaggingHelper(InProcessHelper):
+    """Serves the chunks given in order, one every few polls, as a busy helper process
+    would: slots are written again while chunks are still waiting in others."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        super().__init__(job)
+        self.waiting: list[str] = []
+        self.polls = 0
+
+    def give(self, line: str) -> bool:
+        self.waiting.append(line)
+        self.given += 1
+        return True
+
+    def poll(self) -> None:
+        self.polls += 1
+        if self.waiting and self.polls % 3 == 0:
+            self.server.serve(self.waiting.pop(0).encode())
+
+    def finish(self, timeout: float) -> int:
+        while self.waiting:
+            self.server.serve(self.waiting.pop(0).encode())
+        return 0
 
 
-@pytest.mark.parametrize("per_process", [1, 3, 40])
+def test_a_lagging_helper_decodes_each_chunk_from_its_own_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helpers = fake_helpers(monkeypatch, LaggingHelper, chunk_max=3000, piece=2048)
+    path = _kernels_file(tmp_path, 3000)
+    trace = load_trace(path, workers=1)
+    assert helpers[0].given > 20
+    assert_identical(trace, load_trace(path, workers=0))
+
+
+def test_a_helper_serves_chunks_until_its_work_ends(tmp_path: Path) -> None:
+    """READY first; then each chunk's result is saved and its number written back; the end
+    of the work is the end of the helper."""
+    events = [_event(ts=float(i), name=f"k{i % 3}") for i in range(40)]
+    text = json.dumps(events)[1:-1].encode()  # whole elements, as a stream cuts them
+    (tmp_path / "helper-5-slot-1.json").write_bytes(text + b"stale bytes after it")
+    job = {"dir": str(tmp_path), "source": "t.json", "python": False, "helper": 5}
+    said = io.BytesIO()
+    status = load.run_helper(job, io.BytesIO(b"7 1 %d\n" % len(text)), said)
+    assert (status, said.getvalue()) == (0, b"ready\n")
+    arrays, meta = _parallel.load_result(load.result_path(tmp_path, 7))
+    assert meta["events_read"] == meta["kept"] == 40
+    np.testing.assert_array_equal(arrays["start_ns"], np.arange(40) * 1000)
+
+
+def test_a_helper_refuses_a_chunk_that_is_not_whole_elements(tmp_path: Path) -> None:
+    events = [_event(ts=float(i)) for i in range(40)]
+    text = json.dumps(events)[1:-30].encode()  # ends inside an element
+    (tmp_path / "helper-0-slot-0.json").write_bytes(text)
+    job = {"dir": str(tmp_path), "source": "t.json", "python": False, "helper": 0}
+    line = b"0 0 %d\n" % len(text)
+    assert load.run_helper(job, io.BytesIO(line), io.BytesIO()) == _parallel.DATA_ERROR
+    assert not load.result_path(tmp_path, 0).exists()
+
+
+@pytest.mark.parametrize("chunk", [1, 700, 5000])
 @pytest.mark.parametrize("indent", [None, 2])
-def test_range_bounds_anywhere_in_tricky_text(
+def test_chunk_ends_anywhere_in_tricky_text(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    helper_in_process: list[dict[str, Any]],
-    per_process: int,
+    helper_in_process: list[InProcessHelper],
+    chunk: int,
     indent: int | None,
 ) -> None:
-    """Bounds land inside strings and nested objects that hold "}," and "}, {": the trace is
-    still the one a single process reads (through the ranges or, when they cannot be
-    trusted, by reading again in one process)."""
-    monkeypatch.setattr(load, "RANGES_PER_PROCESS", per_process)
+    """Chunks end at "}, {" inside strings and nested objects: the trace is still the one a
+    single process reads (through the chunks or, when they cannot be trusted, by reading
+    again in one process)."""
+    monkeypatch.setattr(load, "CHUNK_MAX", chunk)
     monkeypatch.setattr(fast, "PIECE_SIZE", 300)
     monkeypatch.setattr(fast, "READ_SIZE", 64)
     doc = _tricky_doc(60)
@@ -132,11 +219,11 @@ def test_range_bounds_anywhere_in_tricky_text(
     assert_identical(load_trace(path, workers=1), load_trace(path, workers=0))
 
 
-def test_flows_link_missing_correlations_across_ranges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+def test_flows_link_missing_correlations_across_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[InProcessHelper]
 ) -> None:
     """Launches and kernels without a correlation id: the flows that bind them are read in a
-    second pass, after the ranges were merged."""
+    second pass, after the chunks were merged."""
     events: list[dict[str, Any]] = []
     for i in range(1500):
         launch = _event(cat="cuda_runtime", name="cudaLaunchKernel", pid=1, tid=2, ts=10.0 * i)
@@ -161,15 +248,15 @@ def test_flows_link_missing_correlations_across_ranges(
     path.write_text(json.dumps({"traceEvents": events}))
     loaded = _loaded_results(monkeypatch)
     trace = load_trace(path, workers=1)
-    assert loaded  # merged from the helper's ranges
+    assert loaded  # merged from the helper's chunks
     assert sorted(trace.correlation.tolist()) == sorted([*range(1500), *range(1500)])
     assert_identical(trace, load_trace(path, workers=0))
 
 
 def test_mutated_files_load_the_same_through_helpers_or_fail_cleanly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[dict[str, Any]]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper_in_process: list[InProcessHelper]
 ) -> None:
-    """Byte flips and cuts of a real trace: through helper ranges, each either gives the very
+    """Byte flips and cuts of a real trace: through helper chunks, each either gives the very
     trace one process gives, or the same perflab error."""
     monkeypatch.setattr(fast, "PIECE_SIZE", 2048)
     text = gzip.decompress((TRACES / "kineto" / "triton_example_a100.json.gz").read_bytes())
@@ -204,8 +291,8 @@ def _outcome(path: Path, workers: int) -> Trace | str:
         return str(exc)
 
 
-def test_bad_input_in_a_helpers_range_names_the_event(
-    tmp_path: Path, helper_in_process: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+def test_bad_input_in_a_helpers_chunk_names_the_event(
+    tmp_path: Path, helper_in_process: list[InProcessHelper], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fast, "PIECE_SIZE", 2048)
     events = [_event(ts=float(i)) for i in range(2000)]
@@ -216,56 +303,73 @@ def test_bad_input_in_a_helpers_range_names_the_event(
         load_trace(path, workers=1)
 
 
+class _Broken(InProcessHelper):
+    """A helper that takes two chunks, saves nothing and dies."""
+
+    def give(self, line: str) -> bool:
+        if self.given == 2:
+            self.gone = True
+            return False
+        self.given += 1
+        return True
+
+    def finish(self, timeout: float) -> int:
+        log = Path(self.server.job["dir"], f"helper-{self.server.job['helper']}.log")
+        log.write_text("Traceback (most recent call last):\nMemoryError: boom\n")
+        return 1
+
+
 def test_a_failed_helper_is_reported_and_nothing_is_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_helper(module: str, job: dict[str, Any], log: Path) -> _Finished:
-        claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
-        assert claims.claim() == 1  # claimed, never delivered
-        log.write_text("Traceback (most recent call last):\nMemoryError: boom\n")
-        return _Finished(1)
-
-    monkeypatch.setattr(_parallel, "start_helper", broken_helper)
-    events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(3000)]
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
+    """The chunks a helper took and never answered are decoded here, from its slots."""
+    helpers = fake_helpers(monkeypatch, _Broken, chunk_max=20000, piece=4096)
+    path = _kernels_file(tmp_path, 3000)
     with pytest.warns(RuntimeWarning, match="MemoryError: boom"):
         trace = load_trace(path, workers=1)
+    assert helpers[0].given == 2  # both its slots held unanswered chunks: none given after
     assert_identical(trace, load_trace(path, workers=0))
 
 
-def test_an_unreadable_range_result_reads_the_file_in_one_process(
+class _Garbling(InProcessHelper):
+    def give(self, line: str) -> bool:
+        k = int(line.split()[0])
+        load.result_path(self.server.job["dir"], k).write_bytes(b"PK\x03\x04 not a zip")
+        self.given += 1
+        return True
+
+
+def test_an_unreadable_chunk_result_reads_the_file_in_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def garbling_helper(module: str, job: dict[str, Any], log: Path) -> _Finished:
-        claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
-        assert claims.claim() == 1
-        claims.result_path(1).write_bytes(b"PK\x03\x04 not a zip")
-        return _Finished(0)
-
-    monkeypatch.setattr(_parallel, "start_helper", garbling_helper)
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [_event(ts=float(i)) for i in range(3000)]}))
+    helpers = fake_helpers(monkeypatch, _Garbling, chunk_max=20000, piece=4096)
+    path = _kernels_file(tmp_path, 3000)
     assert_identical(load_trace(path, workers=1), load_trace(path, workers=0))
+    assert helpers[0].given == 1  # the first result was refused: one process read it all
 
 
 def test_a_real_helper_process_shares_the_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The helper is a real ``python -m`` process; this process waits in its first range
-    until the helper has delivered one, so that both really take part."""
+    """The helper is a real ``python -m`` process; this process waits, at its first
+    offer, until the helper is ready, so that both really take part."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(load, "CHUNK_MIN", 1)
+    monkeypatch.setattr(load, "CHUNK_MAX", 30000)
+    monkeypatch.setattr(fast, "PIECE_SIZE", 4096)
     loaded = _loaded_results(monkeypatch)
-    original: Callable[..., Any] = load._range_result
+    original: Callable[..., int] = load._Team.offer
 
-    def first_range_waits(*args: Any) -> Any:
-        deadline = time.monotonic() + 30
-        while not list(tmp_path.glob("perflab-load-*/range-*.npz")):
-            assert time.monotonic() < deadline, "the helper never delivered a range"
-            time.sleep(0.02)
-        return original(*args)
+    def offer_once_ready(team: load._Team, pos: int) -> int:
+        deadline = time.monotonic() + 60
+        for helper in team.helpers.values():
+            while not helper.ready and not helper.gone:
+                assert time.monotonic() < deadline, "the helper never became ready"
+                helper.poll()
+                time.sleep(0.01)
+        return original(team, pos)
 
-    monkeypatch.setattr(load, "_range_result", first_range_waits)
+    monkeypatch.setattr(load._Team, "offer", offer_once_ready)
     events = [_event(ts=float(i), name=f"k{i % 7}") for i in range(4000)]
     doc = {
         "traceEvents": events,
@@ -275,11 +379,57 @@ def test_a_real_helper_process_shares_the_work(
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     trace = load_trace(path, workers=1)
-    assert loaded  # the helper's ranges were merged
-    monkeypatch.setattr(load, "_range_result", original)
+    assert loaded  # the helper's chunks were merged
     assert_identical(trace, load_trace(path, workers=0))
     assert trace.meta["rank"] == 3 and trace.meta["base_time_ns"] == 1700000000000000000
     assert not list(tmp_path.glob("perflab-load-*"))  # the private directory is gone
+
+
+def test_a_piped_helper_is_ready_then_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """READY once started; the lines given reach it; once it ends, giving fails."""
+    (tmp_path / "probe_dir").mkdir()
+    (tmp_path / "probe_dir" / "perflab_probe_lines.py").write_text(
+        "import json, sys\n"
+        "print('ready', flush=True)\n"
+        "out = open(json.loads(sys.argv[1])['out'], 'w')\n"
+        "for line in sys.stdin:\n"
+        "    out.write(line)\n"
+        "    if line.strip() == 'stop':\n"
+        "        sys.exit(3)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "probe_dir"))
+    out = tmp_path / "out.txt"
+    helper = _parallel.PipedHelper.start("perflab_probe_lines", {"out": str(out)}, tmp_path / "l")
+    assert helper is not None
+    try:
+        deadline = time.monotonic() + 60
+        while not helper.ready and time.monotonic() < deadline:
+            helper.poll()
+            time.sleep(0.01)
+        assert helper.ready and not helper.gone
+        assert helper.give("1 0 5") and helper.give("stop")
+        assert helper.process.wait(timeout=60) == 3
+        while helper.give("more") and time.monotonic() < deadline:
+            time.sleep(0.01)  # the pipe's buffer may take a line or two first
+        assert helper.gone
+        assert helper.finish(timeout=60) == 3
+        assert out.read_text() == "1 0 5\nstop\n"
+    finally:
+        helper.kill()
+
+
+def test_a_helper_that_never_starts_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "probe_dir").mkdir()
+    (tmp_path / "probe_dir" / "perflab_probe_dies.py").write_text("raise SystemExit(1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "probe_dir"))
+    helper = _parallel.PipedHelper.start("perflab_probe_dies", {}, tmp_path / "log")
+    assert helper is not None
+    assert helper.process.wait(timeout=60) == 1
+    helper.poll()
+    assert helper.gone and not helper.ready
+    assert helper.finish(timeout=60) == 1
 
 
 def test_a_helper_sees_this_interpreters_search_path(
@@ -297,15 +447,6 @@ def test_a_helper_sees_this_interpreters_search_path(
     assert helper is not None
     assert _parallel.finish_helpers([helper], timeout=60) == [0]
     assert out.read_text() == "started"
-
-
-def test_ranges_tile_only_when_they_abut() -> None:
-    assert load._ranges_tile([(10, 20), [21, 30], None, None])
-    assert load._ranges_tile([(10, 20), (21, 20), (21, 40)])  # an empty range between
-    assert not load._ranges_tile([(10, 20), (22, 30)])  # a gap
-    assert not load._ranges_tile([(10, 20), (20, 30)])  # an overlap
-    assert not load._ranges_tile([(10, 20), None, (21, 30)])  # text after the end
-    assert not load._ranges_tile([None])
 
 
 def test_claims_hand_out_each_range_once_in_increasing_order(tmp_path: Path) -> None:

@@ -1,11 +1,18 @@
-"""Helper processes for loading one large file on several cores.
+"""Helper processes that share a load's work on spare cores.
 
-The file is split into ranges that the processes claim one at a time, in increasing order, so
-that a process that starts late or runs slow simply takes fewer of them. A claim is the atomic
-creation of a file named after the range in a private directory (``O_CREAT | O_EXCL``: one
-process wins on every operating system, with no lock and no shared memory). A helper writes
-each range's result next to the claims as ``.npz`` arrays plus a JSON header (no pickle), and
-the caller reads them back in range order.
+Two ways of handing out work:
+
+- :class:`Claims`: the work is numbered (the files of a job); the processes claim numbers one
+  at a time, in increasing order, so that a process that starts late or runs slow simply takes
+  fewer of them. A claim is the atomic creation of a file named after the number in a private
+  directory (``O_CREAT | O_EXCL``: one process wins on every operating system, with no lock
+  and no shared memory).
+- :class:`PipedHelper`: the caller hands out each piece of work as it goes (the chunks of one
+  large file that it decompresses) by a line on the helper's standard input, and the helper
+  answers with a line on its standard output when the result is saved.
+
+Either way a result is saved in the private directory as ``.npz`` arrays plus a JSON header
+(no pickle), and the caller reads them back in order.
 
 Helpers are ``python -m <module> JOB`` subprocesses (an argument list, no shell): unlike
 ``multiprocessing`` they neither fork a process that may hold threads (a Jupyter kernel does)
@@ -14,6 +21,7 @@ nor import the caller's ``__main__`` again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -58,7 +66,7 @@ class Claims:
         return None
 
     def result_path(self, k: int) -> Path:
-        return self.directory / f"range-{k}.npz"
+        return self.directory / f"result-{k}.npz"
 
 
 def save_result(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
@@ -70,21 +78,24 @@ def load_result(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]
     return arrays, meta
 
 
-def start_helper(module: str, job: dict[str, Any], log: Path) -> subprocess.Popen[bytes] | None:
-    """``python -m module JOB`` with this interpreter's module search path; None when no
-    Python can be started."""
+def start_helper(
+    module: str, job: dict[str, Any], log: Path, *, piped: bool = False
+) -> subprocess.Popen[bytes] | None:
+    """``python -m module JOB`` with this interpreter's module search path (``piped``: with
+    pipes to its standard input and output); None when no Python can be started."""
     if not sys.executable:
         return None
     # this interpreter's search path, in its order: the helper imports the same perflab (and
     # numpy) even when sys.path was changed at run time, as notebooks often do
     search = [str(Path(p).resolve()) for p in sys.path if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(search)}
+    stdio = subprocess.PIPE if piped else subprocess.DEVNULL
     try:
         with open(log, "wb") as err:
             return subprocess.Popen(
                 [sys.executable, "-m", module, json.dumps(job)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdin=stdio,
+                stdout=stdio,
                 stderr=err,
                 env=env,
                 start_new_session=True,  # own process group: a terminal's Ctrl-C is ours
@@ -93,8 +104,67 @@ def start_helper(module: str, job: dict[str, Any], log: Path) -> subprocess.Pope
         return None
 
 
+READY = b"ready\n"  # a piped helper's first line, once it can take work
+
+
+class PipedHelper:
+    """A helper process that takes work as lines on its standard input (and says READY on its
+    standard output once it has started). The caller never blocks on it while it hands out
+    work; results come back as files."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        if process.stdin is None or process.stdout is None:
+            raise ValueError("a piped helper needs pipes to its standard input and output")
+        self.process = process
+        self.work, self.said = process.stdin, process.stdout
+        self.ready = False
+        self.gone = False  # it ended, or its pipe broke
+        os.set_blocking(self.said.fileno(), False)
+
+    @classmethod
+    def start(cls, module: str, job: dict[str, Any], log: Path) -> PipedHelper | None:
+        process = start_helper(module, job, log, piped=True)
+        return cls(process) if process is not None else None
+
+    def poll(self) -> None:
+        """Whether it is ready, or gone, by now (without waiting)."""
+        if self.ready or self.gone:
+            return
+        try:
+            said = os.read(self.said.fileno(), len(READY))
+        except BlockingIOError:
+            return
+        self.ready, self.gone = said == READY, said != READY
+
+    def give(self, line: str) -> bool:
+        """Send a line of work; False when the helper is gone."""
+        try:
+            self.work.write(line.encode() + b"\n")
+            self.work.flush()
+        except (BrokenPipeError, ValueError):
+            self.gone = True
+            return False
+        return True
+
+    def finish(self, timeout: float) -> int:
+        """No more work: wait until the helper has done what it was given and ended (killed
+        after ``timeout`` seconds). Its exit status."""
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            self.work.close()  # end of the work: the helper exits when done
+        status = finish_helpers([self.process], timeout)[0]
+        self.kill()
+        return status
+
+    def kill(self) -> None:
+        """End the helper now, if it still runs, and close its pipes."""
+        stop_helpers([self.process])
+        for pipe in (self.work, self.said):
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
+
+
 def finish_helpers(helpers: list[subprocess.Popen[bytes]], timeout: float) -> list[int]:
-    """Wait for the helpers (each is busy with one range at most by now); those still
+    """Wait for the helpers (each is busy with one piece of work at most by now); those still
     running after ``timeout`` seconds are killed. Their exit statuses."""
     deadline = time.monotonic() + timeout
     # polled every millisecond: Popen.wait(timeout) sleeps up to 50 ms past the exit

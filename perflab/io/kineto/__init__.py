@@ -9,8 +9,8 @@ that do not fit their columns, nesting too deep to decode.
 The modules, each with one job:
 
 - :mod:`.load`: reading a file (:func:`load_kineto`, :func:`loads_kineto`): streamed, in
-  ranges shared with helper processes (:func:`run_helper`), or decoded whole;
-- :mod:`.fast`: cutting the decompressed text into slices (and ranges) of ``traceEvents``;
+  chunks of it shared with helper processes (:func:`run_helper`), or decoded whole;
+- :mod:`.fast`: cutting the decompressed text into slices (and chunks) of ``traceEvents``;
 - :mod:`.helper`: the helper process's entry point (``python -m perflab.io.kineto.helper``);
 - :mod:`.decode`: text -> typed records, and malformed text -> errors;
 - :mod:`.records`: the typed records themselves, the fields that are read and their ranges;

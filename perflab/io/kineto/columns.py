@@ -2,7 +2,7 @@
 
 :class:`Columns` turns each slice of records into column parts at once (no dict per event),
 keeps only the kept events' parts between slices, and builds the Trace's events, tracks and
-kernel, memcpy and CPU-op tables at the end. The columns of a range that a helper process
+kernel, memcpy and CPU-op tables at the end. The columns of a chunk that a helper process
 read are exported and absorbed as if this process had read them. ``ac2g`` flow events fill in
 a missing launch<->kernel correlation and are then dropped; ``python_function`` events are
 skipped unless ``python=True``. Metadata events that name threads and processes become
@@ -204,7 +204,7 @@ class Columns:
         """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
         The columns are handed over: this reader lets go of its parts at once, since it
         lives until the paused collector runs (its key table's describe method refers back
-        to it), and a load exports one reader per range."""
+        to it), and a load exports one reader per chunk."""
         arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
         self.parts, self.small_parts = {}, {}
         meta = {

@@ -22,11 +22,13 @@ Slices are small (half a MB of text, ~2.5k events) so that the decoded records a
 the CPU cache when they are turned into columns: about 15% faster than 8 MB slices. A slice is
 decoded where it lies in the text buffer: the separators on either side stand in as brackets.
 
-For parallel loading the array is also split into ranges, each ending at the first ``},``
-followed by ``{`` after a given offset; every process finds the same ends. A range's pieces are
-cut and checked as above, except that its last piece must end at the range's end. The caller
-accepts the ranges only when every piece decoded and their texts abut, comma by comma, so the
-argument above still holds; otherwise it reads the file in one process.
+For parallel loading the stream also hands out chunks: whole elements, undecoded, each
+ending at the first ``},`` followed by ``{`` after a size of text that the caller asks for
+(see :meth:`EventStream.shared`). A helper process decodes a chunk's pieces as above, except
+that its last piece must end at the chunk's end (:func:`chunk_events`). The chunks and the
+slices between them follow one another comma by comma, so the argument above still holds;
+a chunk end that fell inside a string makes its decode or the next slice's fail, and the
+file is then read by one stream.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from perflab.model.serialize import open_regular, regular_size
@@ -55,9 +58,9 @@ HEAD_LIMIT = 64 << 20  # a head larger than this is not a Kineto layout we strea
 CUT_RETRIES = 8  # earlier cut points tried when a cut lands inside an element
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = b"},"
-# where ranges for parallel loading end: "}," before the next element's "{", which skips the
+# where chunks for helper processes end: "}," before the next element's "{", which skips the
 # "}," of an object followed by another key inside an element
-_RANGE_CUT = re.compile(rb"},\s*\{")
+_CHUNK_END = re.compile(rb"},\s*\{")
 
 
 class Unusual(Exception):
@@ -65,8 +68,8 @@ class Unusual(Exception):
 
 
 class RangeLayout(Unusual):
-    """The file's ranges cannot be cut for parallel loading (one stream may still read it);
-    every other Unusual would stop a single stream just the same."""
+    """The file cannot be cut into chunks for helper processes (one stream may still read
+    it); every other Unusual would stop a single stream just the same."""
 
 
 class Truncated(Exception):
@@ -227,110 +230,23 @@ class _Cursor:
         return memoryview(self.buf)[start - self.base : stop - self.base]
 
 
-class EventStream:
-    """Decodes the events of a Kineto file slice by slice.
+@dataclass(frozen=True)
+class Chunk:
+    """Whole elements of ``traceEvents``, undecoded, for a helper process: text[start:stop]
+    (from an element's "{" to just past an element's "}"). ``text`` is valid until the
+    stream is read on."""
 
-    Iterating yields every event (the tail's included). For parallel loading, ``bounds``
-    (set once ``array_start`` is known: increasing offsets into the decompressed text) splits
-    ``traceEvents`` into ranges: range k ends at the first ``},`` before a ``{`` at or after
-    ``bounds[k]``, and the next one starts after that comma; range 0 starts at the array, the
-    last one runs to the end of the file. ``ranges(claim)`` decodes the ranges that ``claim``
-    hands out, which must increase. ``head`` and ``tail`` hold the decoded top level around
-    the array (the head's own events excluded), each once a range that holds it was decoded."""
+    start: int
+    stop: int
+    text: memoryview
 
-    def __init__(
-        self,
-        blocks: Iterator[bytes],
-        decode_events: Callable[[memoryview], list[Any]],
-        decode_file: Callable[[bytes], Any],
-    ) -> None:
-        self.cursor = _Cursor(blocks)
+
+class _Pieces:
+    """Decoding pieces of the text in a cursor's window (see :meth:`_decode_piece`)."""
+
+    def __init__(self, cursor: _Cursor, decode_events: Callable[[memoryview], list[Any]]) -> None:
+        self.cursor = cursor
         self.decode_events = decode_events
-        self.decode_file = decode_file
-        self.bounds: list[int] = []
-        self.head: Any = None
-        self.tail: Any = None
-        # text offsets of the last range decoded: from its first byte to past its last "}"
-        # (to the end for the tail); None when the events ended before it
-        self.span: tuple[int, int] | None = None
-        self.key_start, self.array_start = self._find_array()
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        return self._range_events(self.array_start, None)
-
-    def ranges(self, claim: Callable[[], int | None]) -> Iterator[tuple[int, Iterator[list[Any]]]]:
-        """(k, events of range k) for every range that ``claim`` gives; each range's events
-        must be consumed before the next is asked for."""
-        while (k := claim()) is not None:
-            yield k, self._range(k)
-
-    def _find_array(self) -> tuple[int, int]:
-        cursor = self.cursor
-        while True:
-            found = _EVENTS_KEY.search(cursor.buf)
-            if found:
-                return found.start(), found.end()
-            if cursor.eof or cursor.end > HEAD_LIMIT:
-                raise Unusual("no traceEvents array near the start")
-            cursor.fill(cursor.end + 1, 0)
-
-    def _range(self, k: int) -> Iterator[list[Any]]:
-        self.span = None
-        bound = self.bounds[k] if k < len(self.bounds) else None
-        if k == 0:
-            return self._range_events(self.array_start, bound)
-        cut = self._cut_at(self.bounds[k - 1], self.bounds[k - 1])
-        if cut < 0:
-            return iter(())  # the events ended before this range
-        return self._range_events(cut + 2, bound)
-
-    def _cut_at(self, bound: int, keep_from: int) -> int:
-        cut = self.cursor.find(_RANGE_CUT, bound, keep_from)
-        if 0 <= cut < self.array_start:
-            raise RangeLayout("a range bound before the events")
-        return cut
-
-    def _range_events(self, start: int, bound: int | None) -> Iterator[list[Any]]:
-        """Events of the elements from text offset ``start`` to the range end after
-        ``bound`` (None: to the end of the file, whose last part is decoded as the tail)."""
-        if start == self.array_start:
-            self._decode_head()
-        pos, window = start, PIECE_SIZE
-        while True:
-            if bound is not None and pos + window >= bound:
-                stop = self._cut_at(bound, pos - 1)
-                if stop >= 0:
-                    if stop >= pos:  # else the range is empty: one element spans it
-                        yield self._last_piece(pos, stop + 1)
-                    self.span = (start, stop + 1)
-                    return
-                bound = None  # no cut after the bound: this range runs to the end
-            if not self.cursor.fill(pos + window, pos - 1):  # with the separator before
-                rest = self.cursor.text(pos, self.cursor.end)
-                self.tail = self.decode_file(b"".join([b'{"traceEvents":[', rest]))
-                self.span = (start, self.cursor.end)
-                yield self.tail.traceEvents
-                return
-            events, cut = self._cut(pos, pos + window)
-            if cut < 0:
-                window += PIECE_SIZE  # no cut decoded: an element longer than the window
-                if window > HEAD_LIMIT:  # not an event: the whole-file path, size-capped
-                    raise Unusual("an element longer than HEAD_LIMIT")
-                continue
-            pos, window = cut + 2, PIECE_SIZE
-            yield events
-
-    def _decode_head(self) -> None:
-        if self.cursor.base > 0:
-            raise RangeLayout("the head was passed already")
-        head = self.cursor.text(0, self.key_start)
-        self.head = self.decode_file(b"".join([head, b'"traceEvents":[]}']))
-
-    def _last_piece(self, start: int, stop: int) -> list[Any]:
-        try:
-            return self._decode_piece(start, stop)
-        except Truncated:  # the range's end is fixed: no earlier cut to fall back on
-            raise RangeLayout("a range ends inside an element") from None
 
     def _decode_piece(self, start: int, stop: int) -> list[Any]:
         """Decode text[start:stop] as a JSON array without copying it: the separators on
@@ -358,3 +274,114 @@ class EventStream:
             except Truncated:
                 end = base + cut  # the cut fell inside an element; try the one before
         return [], -1
+
+    def _elements(self, start: int, stop: int) -> Iterator[list[Any]]:
+        """Events of text[start:stop], which must be whole elements (a chunk): slices of
+        about PIECE_SIZE, the last one ending at ``stop``; RangeLayout when it does not."""
+        pos, window = start, PIECE_SIZE
+        while stop - pos > window:
+            events, cut = self._cut(pos, pos + window)
+            if cut < 0:
+                window += PIECE_SIZE  # an element longer than the window
+                continue
+            yield events
+            pos, window = cut + 2, PIECE_SIZE
+        if pos < stop:
+            try:
+                yield self._decode_piece(pos, stop)
+            except Truncated:  # the chunk's end is fixed: no earlier cut to fall back on
+                raise RangeLayout("a chunk ends inside an element") from None
+
+
+def chunk_events(
+    buf: bytearray, length: int, decode_events: Callable[[memoryview], list[Any]]
+) -> Iterator[list[Any]]:
+    """The events of a :class:`Chunk`'s text, slice by slice, as the stream that cut it would
+    have decoded them; RangeLayout when the text is not whole elements. The text is
+    ``buf[1 : 1 + length]``: the bytes on either side stand in as brackets (the buffer may be
+    longer, to be used again)."""
+    if len(buf) < length + 2:
+        raise ValueError("a chunk's buffer needs a spare byte on either side of the text")
+    cursor = _Cursor(iter(()))
+    cursor.buf, cursor.base, cursor.eof = buf, -1, True
+    return _Pieces(cursor, decode_events)._elements(0, length)
+
+
+class EventStream(_Pieces):
+    """Decodes the events of a Kineto file slice by slice.
+
+    Iterating yields every event (the tail's included). ``shared(offer)`` also hands out
+    chunks of whole elements, undecoded, for helper processes: whenever ``offer`` asks for
+    some. ``head`` and ``tail`` hold the decoded top level around the array (the head's own
+    events excluded)."""
+
+    def __init__(
+        self,
+        blocks: Iterator[bytes],
+        decode_events: Callable[[memoryview], list[Any]],
+        decode_file: Callable[[bytes], Any],
+    ) -> None:
+        super().__init__(_Cursor(blocks), decode_events)
+        self.decode_file = decode_file
+        self.head: Any = None
+        self.tail: Any = None
+        self.key_start, self.array_start = self._find_array()
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        for item in self.shared(lambda pos: 0):
+            assert not isinstance(item, Chunk)  # none was asked for
+            yield item
+
+    def shared(self, offer: Callable[[int], int]) -> Iterator[list[Any] | Chunk]:
+        """Slices of decoded events and, wherever ``offer(offset)`` (asked before each slice
+        with the text offset reached) names a size of text, a Chunk that ends at the first
+        element boundary after that many bytes, in text order. A chunk ends at ``},`` before
+        a ``{``: should that lie inside a string, the chunk's decode or the slice after it
+        fails with RangeLayout, and the file is read by one stream instead."""
+        self._decode_head()
+        pos, window, cut_here = self.array_start, PIECE_SIZE, False
+        while True:
+            size = offer(pos) if window == PIECE_SIZE else 0
+            if size > 0:
+                self.cursor.fill(pos + size + PIECE_SIZE, pos - 1)  # one join, not one a piece
+                stop = self.cursor.find(_CHUNK_END, pos + size, pos - 1)
+                if stop >= pos:
+                    yield Chunk(pos, stop + 1, self.cursor.text(pos, stop + 1))
+                    pos, cut_here = stop + 2, True
+                    continue
+                offer = lambda pos: 0  # noqa: E731  too little text left to share
+            try:
+                if not self.cursor.fill(pos + window, pos - 1):  # with the separator before
+                    self.tail = self._decode_tail(pos)
+                    yield self.tail.traceEvents
+                    return
+                events, cut = self._cut(pos, pos + window)
+            except Unusual:
+                if cut_here:  # the chunk's end may have been inside a string
+                    raise RangeLayout("the text after a chunk does not decode") from None
+                raise
+            if cut < 0:
+                window += PIECE_SIZE  # no cut decoded: an element longer than the window
+                if window > HEAD_LIMIT:  # not an event: the whole-file path, size-capped
+                    raise (RangeLayout if cut_here else Unusual)("an element over HEAD_LIMIT")
+                continue
+            pos, window, cut_here = cut + 2, PIECE_SIZE, False
+            yield events
+
+    def _find_array(self) -> tuple[int, int]:
+        cursor = self.cursor
+        while True:
+            found = _EVENTS_KEY.search(cursor.buf)
+            if found:
+                return found.start(), found.end()
+            if cursor.eof or cursor.end > HEAD_LIMIT:
+                raise Unusual("no traceEvents array near the start")
+            cursor.fill(cursor.end + 1, 0)
+
+    def _decode_head(self) -> None:
+        head = self.cursor.text(0, self.key_start)
+        self.head = self.decode_file(b"".join([head, b'"traceEvents":[]}']))
+
+    def _decode_tail(self, pos: int) -> Any:
+        rest = self.cursor.text(pos, self.cursor.end)
+        return self.decode_file(b"".join([b'{"traceEvents":[', rest]))

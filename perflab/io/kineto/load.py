@@ -1,11 +1,12 @@
-"""Reading a Kineto file: streamed in one process, in ranges shared with helper processes, or
-decoded whole.
+"""Reading a Kineto file: streamed in one process, streamed with chunks shared out to helper
+processes, or decoded whole.
 
 Large files are streamed: decompressed and decoded a slice of ``traceEvents`` at a time, so
 memory stays a small multiple of the columns (see :mod:`.fast`); files with an unusual layout
-are decoded whole. Files of 64 MB of JSON or more are shared out in ranges with helper
-processes on spare cores (see :mod:`perflab.io._parallel`), whose columns are merged into the
-very trace one process builds. A file read whole is first checked for JSON syntax by a pass
+are decoded whole. For files of 64 MB of JSON or more, helper processes on spare cores decode
+chunks of the text that this process decompresses and gives them whenever one is free (see
+:mod:`perflab.io._parallel`); their columns are merged, in text order, into the very trace
+one process builds. A file read whole is first checked for JSON syntax by a pass
 that keeps no events, and a gzip file read whole may expand at most 64-fold (see
 :func:`perflab.io._common.text_limit`). A load that takes more than about two seconds shows
 its progress (:mod:`perflab.io._progress`).
@@ -13,15 +14,15 @@ its progress (:mod:`perflab.io._progress`).
 
 from __future__ import annotations
 
-import contextlib
 import os
+import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from itertools import pairwise
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy.typing as npt
 
@@ -31,15 +32,19 @@ from perflab.io import _parallel, _progress, _tempdirs
 from perflab.io._common import read_bytes
 from perflab.io.kineto import fast
 from perflab.io.kineto.columns import Columns, build, return_freed_memory
-from perflab.io.kineto.decode import check_syntax, decode_file, doc_of, event_stream, reread
+from perflab.io.kineto.decode import (
+    check_syntax,
+    decode_file,
+    decode_slice,
+    doc_of,
+    event_stream,
+    reread,
+)
 from perflab.model.trace import Trace
 
 PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
-RANGES_PER_PROCESS = 16  # ranges are claimed one at a time: a slow process takes fewer
 _HELPER_MODULE = "perflab.io.kineto.helper"
-MALFORMED_EXIT = 4  # a helper's exit status for text that no stream can read
 TEMP_PREFIX = "perflab-load-"  # + owner pid: see perflab.io._tempdirs
-_TOP_LEVEL = ("deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
 def load_kineto(
@@ -96,7 +101,10 @@ def _load_streaming(
     return columns.finish(doc, lambda: reread(path))
 
 
-# -- parallel loading: the file's ranges shared with helper processes (see io._parallel) ---
+# -- parallel loading: chunks of the text shared with helper processes (see io._parallel) -----
+
+CHUNK_MIN, CHUNK_MAX = 1 << 20, 8 << 20  # text per chunk; smaller towards the end of the file
+CHUNKS_AHEAD = 2  # chunks given to a helper and not yet answered: one in work, one waiting
 
 
 def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
@@ -110,6 +118,166 @@ def _helper_count(path: str | os.PathLike[str], workers: int | None) -> int:
     return max(0, min(spare, size // PARALLEL_MIN_TEXT))
 
 
+def slot_path(directory: str | os.PathLike[str], helper: int, slot: int) -> Path:
+    """The file through which a helper receives its chunks' text: each helper has
+    CHUNKS_AHEAD of them, used in turn, so that their pages are written again rather than
+    allocated for every chunk."""
+    return Path(directory, f"helper-{helper}-slot-{slot}.json")
+
+
+def result_path(directory: str | os.PathLike[str], k: int) -> Path:
+    return Path(directory, f"chunk-{k}.npz")
+
+
+@dataclass(frozen=True)
+class _Given:
+    """Where a chunk's text went: the helper, its slot, the text's length."""
+
+    helper: int
+    slot: int
+    length: int
+
+
+Exported = tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]  # see Columns.export
+
+
+class _Team:
+    """The helpers of one load: which one takes the next chunk, and the chunks' results.
+
+    Each helper has CHUNKS_AHEAD slots (one chunk in work, the next waiting); a slot is
+    written again only once the result of the chunk in it is saved."""
+
+    def __init__(
+        self, helpers: dict[int, _parallel.PipedHelper], job: dict[str, Any], text_size: int
+    ) -> None:
+        self.helpers = helpers  # by the number in their job
+        self.job = job
+        self.directory = job["dir"]
+        self.text_size = text_size
+        self.given: list[_Given] = []  # per chunk
+        self.in_slot: dict[tuple[int, int], int] = {}  # (helper, slot) -> chunk not yet done
+        self.taker: tuple[int, int] | None = None  # the helper and slot that offer chose
+        self.failed: list[int] = []  # exit statuses of helpers that broke down
+
+    def offer(self, pos: int) -> int:
+        """How much text, from offset ``pos`` on, to give a helper now (0: none)."""
+        left = self.text_size - pos
+        size = min(CHUNK_MAX, max(CHUNK_MIN, left // (4 * (len(self.helpers) + 1))))
+        if left < 2 * size:  # the end of the file stays here: no one waits for a helper
+            return 0
+        self.taker = next(self._free_slots(), None)
+        return size if self.taker else 0
+
+    def _free_slots(self) -> Iterator[tuple[int, int]]:
+        for i, helper in self.helpers.items():
+            helper.poll()
+            if helper.ready and not helper.gone:
+                for slot in range(CHUNKS_AHEAD):
+                    k = self.in_slot.get((i, slot))
+                    if k is None or self.answered(k):
+                        yield i, slot
+
+    def give(self, chunk: fast.Chunk) -> int:
+        """Write the chunk's text to the slot that ``offer`` chose; the chunk's number.
+        Should the helper be gone, this process decodes the chunk at the end."""
+        assert self.taker is not None, "give() follows an offer()"
+        (i, slot), k = self.taker, len(self.given)
+        # written over from the start (not truncated: the pages are used again); the
+        # helper reads ``length`` bytes
+        fd = os.open(slot_path(self.directory, i, slot), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(fd, chunk.text, 0)
+        finally:
+            os.close(fd)
+        self.given.append(_Given(i, slot, len(chunk.text)))
+        self.in_slot[i, slot] = k
+        self.helpers[i].give(f"{k} {slot} {len(chunk.text)}")  # if it is gone, see result()
+        return k
+
+    def answered(self, k: int) -> bool:
+        """Whether chunk k's result is saved (or was taken in already: k is -1)."""
+        return k < 0 or result_path(self.directory, k).exists()
+
+    def result(self, k: int) -> Exported:
+        """Chunk k's columns as its helper saved them, else (the helper broke down first)
+        decoded here from its slot, which nothing has written since."""
+        saved, given = result_path(self.directory, k), self.given[k]
+        if saved.exists():
+            try:
+                arrays, meta = _parallel.load_result(saved)
+            except InputError:  # unreadable; its slot may hold another chunk by now
+                raise fast.RangeLayout("a chunk's result is unreadable") from None
+            saved.unlink()
+        else:
+            buf = bytearray(given.length + 2)
+            with open(slot_path(self.directory, given.helper, given.slot), "rb") as fh:
+                if fh.readinto(memoryview(buf)[1:-1]) != given.length:
+                    raise fast.RangeLayout("a chunk's text was lost")  # one process reads again
+            arrays, meta = chunk_columns(buf, given.length, self.job)
+        if self.in_slot[given.helper, given.slot] == k:  # else a later chunk is in it
+            self.in_slot[given.helper, given.slot] = -1  # done: the slot is free
+        return arrays, meta
+
+    def finish(self, timeout: float) -> None:
+        """No more chunks: wait for the helpers to save their results and end."""
+        for helper in self.helpers.values():
+            status = helper.finish(timeout)
+            if status not in (0, _parallel.DATA_ERROR):
+                self.failed.append(status)
+
+    def kill(self) -> None:
+        for helper in self.helpers.values():
+            helper.kill()
+
+    def warn_if_failed(self) -> None:
+        if not self.failed:
+            return
+        logs = sorted(Path(self.directory).glob("helper-*.log"))
+        last = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+        warnings.warn(
+            "a helper process of the parallel trace load failed"
+            + (f" ({last[-1]})" if last else "")
+            + "; this process decoded its share instead",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+
+class _InOrder:
+    """Columns absorbed in text order as they become ready: this process's own slices
+    between the chunks, and the chunks' results once their helpers have saved them."""
+
+    def __init__(self, base: Columns, team: _Team) -> None:
+        self.base = base  # the whole trace's columns
+        self.current = base  # where this process's slices go
+        self.team = team
+        self.waiting: deque[Exported | int] = deque()  # chunk numbers and exported columns
+
+    def add(self, events: list[Any]) -> None:
+        self.current.add(events)
+
+    def chunk_given(self, k: int) -> None:
+        if self.current is not self.base:
+            self.waiting.append(self.current.export())
+        self.waiting.append(k)
+        self.current = Columns(self.base.source, self.base.python)
+
+    def absorb_ready(self, *, final: bool = False) -> None:
+        """Absorb what is ready from the front (``final``: everything, the helpers being
+        done)."""
+        while self.waiting:
+            front = self.waiting[0]
+            if isinstance(front, int):
+                if not (final or self.team.answered(front)):
+                    return
+                front = self.team.result(front)
+            self.base.absorb(*front)
+            self.waiting.popleft()
+        if self.current is not self.base:  # all before it absorbed: it goes on in base
+            self.base.absorb(*self.current.export())
+            self.current = self.base
+
+
 def _load_parallel(
     path: str | os.PathLike[str],
     source: str,
@@ -117,157 +285,83 @@ def _load_parallel(
     helpers: int,
     shown: _progress.Progress,
 ) -> Trace | None:
-    """This process and ``helpers`` helper processes decode the file's ranges; None when the
-    file must be read in one process after all (bad input, which that path explains, or a
-    helper that failed)."""
-    n_ranges = RANGES_PER_PROCESS * (helpers + 1)
+    """This process decompresses the file and gives chunks of its text to ``helpers``
+    helper processes as they are free, decoding the rest itself; None when the file must be
+    read by one stream after all (bad input, which that path explains)."""
+    began = time.perf_counter()
     with _tempdirs.owned_temp_dir(TEMP_PREFIX) as tmp, event_stream(path) as stream:
-        start, size = stream.array_start, fast.text_size(path)
-        stream.bounds = [start + (size - start) * k // n_ranges for k in range(1, n_ranges)]
-        claims = _parallel.Claims(tmp, n_ranges)
-        first = [claims.claim()]  # range 0 (the head) stays here
-        job = {
-            "path": os.fspath(path),
-            "python": python,
-            "bounds": stream.bounds,
-            "dir": tmp,
-            "parent": os.getpid(),
-        }
-        started = [
-            _parallel.start_helper(_HELPER_MODULE, job, Path(tmp, f"helper-{i}.log"))
+        job = {"dir": tmp, "source": source, "python": python}
+        started = {
+            i: _parallel.PipedHelper.start(
+                _HELPER_MODULE, {**job, "helper": i}, Path(tmp, f"helper-{i}.log")
+            )
             for i in range(helpers)
-        ]
-        running = [h for h in started if h is not None]
+        }
+        running = {i: h for i, h in started.items() if h is not None}
+        team = _Team(running, job, fast.text_size(path))
+        merged = _InOrder(Columns(source, python), team)
         try:
-            claim = lambda: first.pop() if first else claims.claim()  # noqa: E731
-            own, slowest = _own_ranges(stream, claim, source, python, shown)
-            statuses = _parallel.finish_helpers(running, _parallel.HELPER_START_S + 10 * slowest)
+            for item in stream.shared(team.offer):
+                if isinstance(item, fast.Chunk):
+                    merged.chunk_given(team.give(item))
+                else:
+                    merged.add(item)
+                merged.absorb_ready()
+                shown.update(stream.cursor.end)
+            team.finish(_parallel.HELPER_START_S + 10 * (time.perf_counter() - began))
+            merged.absorb_ready(final=True)
         except (InputError, fast.RangeLayout):
             return None  # one process reads it again (and names the bad event, if any)
         finally:
-            _parallel.stop_helpers(running)
-        # any other Unusual (malformed text) stops one stream too: the caller goes straight
-        # to the whole-file check instead of streaming the file a second time
-        if MALFORMED_EXIT in statuses:
-            raise fast.Unusual("a helper found malformed text")
-        results = (
-            own.pop(k, None) or _helper_result(claims, k, statuses, tmp) for k in range(n_ranges)
-        )
-        merged = _merge_ranges(results, Columns(source, python), stream.tail)
-        if merged is None or stream.head is None:
-            return None
-        columns, tail = merged
-        return columns.finish(doc_of(stream.head, tail, events=()), lambda: reread(path))
+            team.kill()
+        team.warn_if_failed()
+        doc = doc_of(stream.head, stream.tail, events=())
+        return merged.base.finish(doc, lambda: reread(path))
 
 
-def _merge_ranges(
-    results: Iterator[tuple[dict[str, npt.NDArray[Any]], dict[str, Any]] | None],
-    columns: Columns,
-    tail: Any,
-) -> tuple[Columns, Any] | None:
-    """All ranges' results absorbed in order, and the file's tail; None when one is missing
-    or their texts do not tile the events array."""
-    spans = []
-    for result in results:  # one at a time: each is freed once absorbed
-        if result is None:
-            return None
-        arrays, meta = result
-        columns.absorb(arrays, meta)
-        spans.append(meta["span"])
-        tail = SimpleNamespace(**meta["tail"]) if meta.get("tail") else tail
-    return (columns, tail) if tail is not None and _ranges_tile(spans) else None
+def chunk_columns(buf: bytearray, length: int, job: dict[str, Any]) -> Exported:
+    """A chunk's events as exported columns (see Columns.export); its text is
+    ``buf[1 : 1 + length]`` (see fast.chunk_events)."""
+    columns = Columns(job["source"], job["python"])
+    for events in fast.chunk_events(buf, length, decode_slice):
+        columns.add(events)
+    return columns.export()
 
 
-def _own_ranges(
-    stream: fast.EventStream,
-    claim: Callable[[], int | None],
-    source: str,
-    python: bool,
-    shown: _progress.Progress,
-) -> tuple[dict[int, Any], float]:
-    """This process's share: exported columns per range, and the longest time a range took.
-    Ranges are claimed in file order, so the text offset reached is the load's progress."""
-    own: dict[int, Any] = {}
-    slowest = 0.0
-    for k, events in stream.ranges(claim):
-        began = time.perf_counter()
-        own[k] = _range_result(events, stream, source, python)
-        slowest = max(slowest, time.perf_counter() - began)
-        shown.update(stream.cursor.end)
-    return own, slowest
+class _Server:
+    """A helper's side: chunks read from its slots into one buffer, used again."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.buf = bytearray()
+
+    def serve(self, line: bytes) -> None:
+        """Chunk ``k slot length``: its columns saved."""
+        k, slot, length = map(int, line.split())
+        if len(self.buf) < length + 2:
+            self.buf = bytearray(length + 2)
+        with open(slot_path(self.job["dir"], self.job["helper"], slot), "rb") as fh:
+            if fh.readinto(memoryview(self.buf)[1 : 1 + length]) != length:
+                raise fast.RangeLayout("a chunk's text is shorter than said")
+        arrays, meta = chunk_columns(self.buf, length, self.job)
+        _parallel.save_result(result_path(self.job["dir"], k), arrays, meta)
+        del arrays
+        return_freed_memory()
 
 
-def _range_result(
-    events: Iterable[list[Any]], stream: fast.EventStream, source: str, python: bool
-) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-    """One range's columns, exported, with the span of text it covered."""
-    columns = Columns(source, python)
-    for piece in events:
-        columns.add(piece)
-    arrays, meta = columns.export()
-    meta["span"] = stream.span
-    return arrays, meta
-
-
-def _ranges_tile(spans: list[Any]) -> bool:
-    """Whether the ranges' texts follow one another exactly, a comma apart; only ranges
-    after the end of the events cover nothing."""
-    n = next((i for i, span in enumerate(spans) if span is None), len(spans))
-    covered = [tuple(span) for span in spans[:n]]
-    return (
-        n > 0
-        and all(span is None for span in spans[n:])
-        and all(b[0] == a[1] + 1 for a, b in pairwise(covered))
-    )
-
-
-def _helper_result(
-    claims: _parallel.Claims, k: int, statuses: list[int], tmp: str
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Range k as a helper saved it; None (with a warning when the helper broke down rather
-    than found bad input) when it did not."""
-    result = claims.result_path(k)
-    if result.exists():
-        with contextlib.suppress(InputError):
-            return _parallel.load_result(result)  # else unreadable: read in one process
-    if any(status not in (0, _parallel.DATA_ERROR) for status in statuses):
-        logs = sorted(Path(tmp).glob("helper-*.log"))
-        last = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
-        warnings.warn(
-            "a helper process of the parallel trace load failed"
-            + (f" ({last[-1]})" if last else "")
-            + "; reading the file in one process instead",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-    return None
-
-
-def run_helper(job: dict[str, Any]) -> int:
-    """A helper process's work (``python -m perflab.io.kineto.helper JOB``): claim ranges
-    of the file, decode them, save their columns. Its exit status."""
-    claims = _parallel.Claims(job["dir"], len(job["bounds"]) + 1)
+def run_helper(job: dict[str, Any], work: BinaryIO, said: BinaryIO) -> int:
+    """A helper process (``python -m perflab.io.kineto.helper JOB``): READY on ``said``, then
+    for every chunk given on ``work`` (a line ``k slot length``), its columns saved (which
+    the caller sees). Its exit status: DATA_ERROR when a chunk does not decode (the caller's
+    own reading explains it)."""
+    said.write(_parallel.READY)
+    said.flush()
+    server = _Server(job)
     with gc_paused():
-        try:
-            with event_stream(job["path"]) as stream:
-                stream.bounds = job["bounds"]
-                for k, events in stream.ranges(lambda: _claim_for(job, claims)):
-                    arrays, meta = _range_result(events, stream, job["path"], job["python"])
-                    if stream.tail is not None:
-                        meta["tail"] = {name: getattr(stream.tail, name) for name in _TOP_LEVEL}
-                        stream.tail = None  # sent once
-                    _parallel.save_result(claims.result_path(k), arrays, meta)
-                    del arrays
-                    return_freed_memory()
-        except fast.RangeLayout:
-            return _parallel.DATA_ERROR
-        except fast.Unusual:
-            return MALFORMED_EXIT
-        except InputError:
-            return _parallel.DATA_ERROR
+        for line in work:
+            try:
+                server.serve(line)
+            except (fast.Unusual, InputError) as exc:
+                print(f"chunk {line.decode(errors='replace').strip()}: {exc!r}", file=sys.stderr)
+                return _parallel.DATA_ERROR
     return 0
-
-
-def _claim_for(job: dict[str, Any], claims: _parallel.Claims) -> int | None:
-    """The next range for a helper; none once the process that started it is gone."""
-    return claims.claim() if os.getppid() == job["parent"] else None
