@@ -480,7 +480,7 @@ def test_text_is_checked_as_utf8_across_block_borders(tmp_path: Path, small_slic
 def test_the_text_cursor_checks_utf8(blocks: list[bytes], valid: bool) -> None:
     cursor = fast._Cursor(iter(blocks))
     if valid:
-        assert not cursor.fill(10**6, 0) and bytes(cursor.buf) == b"".join(blocks)
+        assert not cursor.fill(10**6, 0) and bytes(cursor.text(0, cursor.end)) == b"".join(blocks)
     else:
         with pytest.raises(fast.Unusual, match="not UTF-8"):
             cursor.fill(10**6, 0)
@@ -657,3 +657,22 @@ def test_a_phase_that_is_not_text_is_a_clean_error(tmp_path: Path, small_slices:
     events[4]["ph"] = 5
     with pytest.raises(InputError, match=re.escape("traceEvents[4].ph")):
         load_trace(_write(tmp_path, {"traceEvents": events}))
+
+
+def test_the_text_cursor_writes_over_its_buffers_only_when_nothing_views_them() -> None:
+    """Two buffers take turns; one that a decoded value still views (msgspec.Raw) is left
+    alone, and the window always reads as the text."""
+    blocks = [bytes([65 + i % 26]) * 1000 for i in range(40)]
+    cursor = fast._Cursor(iter(blocks))
+    assert cursor.fill(3000, 0)
+    first = cursor.buf
+    view = memoryview(first)  # a value decoded from the first window still refers to it
+    assert cursor.fill(6000, 2500) and cursor.buf is not first
+    assert cursor.fill(9000, 5500) and cursor.buf is not first  # viewed: not written over
+    assert bytes(view[:3]) == b"AAA"
+    view.release()
+    buffers = {id(cursor.buf), id(cursor.spare)}
+    for upto in range(12000, 40001, 3000):
+        assert cursor.fill(upto, upto - 3500)
+        assert bytes(cursor.text(upto - 3500, upto)) == b"".join(blocks)[upto - 3500 : upto]
+    assert {id(cursor.buf), id(cursor.spare)} == buffers  # the same two, written over

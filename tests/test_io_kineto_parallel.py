@@ -62,8 +62,11 @@ class InProcessHelper:
             self.gone, self.status = True, _parallel.DATA_ERROR
         return True
 
-    def finish(self, timeout: float) -> int:
-        return self.status
+    def no_more_work(self) -> None:
+        pass
+
+    def ended(self) -> bool:
+        return self.gone
 
     def kill(self) -> None:
         pass
@@ -108,13 +111,13 @@ def _kernels_file(tmp_path: Path, n: int) -> Path:
 
 def _loaded_results(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
-    original = _parallel.load_result
+    original = _parallel.load_columns
 
     def spy(path: Path) -> Any:
         names.append(path.name)
         return original(path)
 
-    monkeypatch.setattr(_parallel, "load_result", spy)
+    monkeypatch.setattr(_parallel, "load_columns", spy)
     return names
 
 
@@ -154,10 +157,9 @@ class LaggingHelper(InProcessHelper):
         if self.waiting and self.polls % 3 == 0:
             self.server.serve(self.waiting.pop(0).encode())
 
-    def finish(self, timeout: float) -> int:
+    def no_more_work(self) -> None:
         while self.waiting:
             self.server.serve(self.waiting.pop(0).encode())
-        return 0
 
 
 def test_a_lagging_helper_decodes_each_chunk_from_its_own_text(
@@ -180,7 +182,7 @@ def test_a_helper_serves_chunks_until_its_work_ends(tmp_path: Path) -> None:
     said = io.BytesIO()
     status = load.run_helper(job, io.BytesIO(b"7 1 %d\n" % len(text)), said)
     assert (status, said.getvalue()) == (0, b"ready\n")
-    arrays, meta = _parallel.load_result(load.result_path(tmp_path, 7))
+    arrays, meta = _parallel.load_columns(load.result_path(tmp_path, 7))
     assert meta["events_read"] == meta["kept"] == 40
     np.testing.assert_array_equal(arrays["start_ns"], np.arange(40) * 1000)
 
@@ -313,10 +315,10 @@ class _Broken(InProcessHelper):
         self.given += 1
         return True
 
-    def finish(self, timeout: float) -> int:
+    def ended(self) -> bool:
         log = Path(self.server.job["dir"], f"helper-{self.server.job['helper']}.log")
         log.write_text("Traceback (most recent call last):\nMemoryError: boom\n")
-        return 1
+        return True
 
 
 def test_a_failed_helper_is_reported_and_nothing_is_lost(
@@ -325,7 +327,7 @@ def test_a_failed_helper_is_reported_and_nothing_is_lost(
     """The chunks a helper took and never answered are decoded here, from its slots."""
     helpers = fake_helpers(monkeypatch, _Broken, chunk_max=20000, piece=4096)
     path = _kernels_file(tmp_path, 3000)
-    with pytest.warns(RuntimeWarning, match="MemoryError: boom"):
+    with pytest.warns(RuntimeWarning, match=r"MemoryError: boom.*its 2 chunk"):
         trace = load_trace(path, workers=1)
     assert helpers[0].given == 2  # both its slots held unanswered chunks: none given after
     assert_identical(trace, load_trace(path, workers=0))
@@ -411,8 +413,7 @@ def test_a_piped_helper_is_ready_then_gone(tmp_path: Path, monkeypatch: pytest.M
         assert helper.process.wait(timeout=60) == 3
         while helper.give("more") and time.monotonic() < deadline:
             time.sleep(0.01)  # the pipe's buffer may take a line or two first
-        assert helper.gone
-        assert helper.finish(timeout=60) == 3
+        assert helper.gone and helper.ended()
         assert out.read_text() == "1 0 5\nstop\n"
     finally:
         helper.kill()
@@ -428,8 +429,8 @@ def test_a_helper_that_never_starts_is_gone(
     assert helper is not None
     assert helper.process.wait(timeout=60) == 1
     helper.poll()
-    assert helper.gone and not helper.ready
-    assert helper.finish(timeout=60) == 1
+    assert helper.gone and not helper.ready and helper.ended()
+    helper.kill()
 
 
 def test_a_helper_sees_this_interpreters_search_path(
@@ -490,3 +491,38 @@ def test_text_size_of_plain_and_gzip(tmp_path: Path) -> None:
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text))
     assert fast.text_size(plain) == fast.text_size(packed) == len(text)
+
+
+def test_columns_files_round_trip_and_refuse_damage(tmp_path: Path) -> None:
+    arrays = {
+        "a": np.arange(5, dtype=np.int64),
+        "b": np.array([True, False, True]),
+        "c": np.array([1.5, np.nan], dtype=np.float64),
+        "d": np.arange(3, dtype=np.int32),
+        "e": np.zeros(0, dtype=np.int8),
+    }
+    path = tmp_path / "r.columns"
+    _parallel.save_columns(path, arrays, {"kept": 5, "keys": [["X", "k"]]})
+    back, meta = _parallel.load_columns(path)
+    assert meta == {"kept": 5, "keys": [["X", "k"]]}
+    assert list(back) == list(arrays)
+    for name, values in arrays.items():
+        np.testing.assert_array_equal(back[name], values)
+        assert back[name].dtype == values.dtype
+    good = path.read_bytes()
+    header_at = good.index(b"{")
+    damaged = {
+        "magic": b"x" + good[1:],
+        "cut": good[:-3],
+        "longer": good + b"\0" * 8,
+        "object dtype": good.replace(b'"<i4"', b'"|O8"'),
+        "negative count": good.replace(b'"<i4", 3]', b'"<i4",-3]'),
+        "header size": good[: header_at - 8] + (10**9).to_bytes(8, "little") + good[header_at:],
+        "not json": good[:header_at] + b"[" + good[header_at + 1 :],
+    }
+    for what, data in damaged.items():
+        assert data != good, what
+        path.write_bytes(data)
+        with pytest.raises(InputError) as info:
+            _parallel.load_columns(path)
+        assert str(path) in str(info.value), what

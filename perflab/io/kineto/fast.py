@@ -52,8 +52,11 @@ except ImportError:  # pragma: no cover - platforms without isal wheels
 _INFLATE_ERROR: type[Exception] = _zlib.error
 
 GZIP_MAGIC = b"\x1f\x8b"
-READ_SIZE = 1 << 20  # compressed bytes read at a time
+READ_SIZE = 64 << 10  # compressed bytes read at a time (the unconsumed rest is copied per block)
 PIECE_SIZE = 512 << 10  # decompressed bytes per decoded slice: ~2.5k events, ~1.3 MB decoded
+# decompressed bytes per block: below malloc's mmap threshold (128 KiB), so that the blocks
+# reuse the same heap memory instead of each mapping (and faulting in) fresh pages
+BLOCK_SIZE = 64 << 10
 HEAD_LIMIT = 64 << 20  # a head larger than this is not a Kineto layout we stream
 CUT_RETRIES = 8  # earlier cut points tried when a cut lands inside an element
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -80,7 +83,7 @@ class Truncated(Exception):
 
 
 class _BlockReader:
-    """Yields the file's bytes (gunzipped when gzip) in blocks of about PIECE_SIZE."""
+    """Yields the file's bytes (gunzipped when gzip) in blocks of at most BLOCK_SIZE."""
 
     def __init__(self, fh: BinaryIO) -> None:
         self.fh = fh
@@ -101,28 +104,25 @@ class _BlockReader:
 
     def _next_plain(self) -> bytes:
         block, self.pending = self.pending, b""
-        return block or self.fh.read(PIECE_SIZE)
+        return block or self.fh.read(BLOCK_SIZE)
 
     def _next_gzip(self) -> bytes:
-        out: list[bytes] = []
-        size = 0
-        while size < PIECE_SIZE:
+        while True:
             if not self.pending:
                 self.pending = self.fh.read(READ_SIZE)
                 if not self.pending:
                     if not self.inflate.eof:
                         raise Unusual("truncated gzip")
-                    break
+                    return b""
             try:
-                chunk = self.inflate.decompress(self.pending, PIECE_SIZE - size)
+                block: bytes = self.inflate.decompress(self.pending, BLOCK_SIZE)
             except _INFLATE_ERROR as exc:
                 raise Unusual(f"corrupt gzip: {exc}") from None
             self.pending = self.inflate.unconsumed_tail
             if self.inflate.eof:
                 self._next_member()
-            out.append(chunk)
-            size += len(chunk)
-        return b"".join(out)
+            if block:
+                return block
 
     def _next_member(self) -> None:
         """gzip files may hold several members back to back; trailing zeros are allowed."""
@@ -164,18 +164,25 @@ def text_size(path: str | os.PathLike[str]) -> int:
 
 class _Cursor:
     """A forward-only window on the decompressed text, addressed by offsets from its start.
-    The text is checked to be UTF-8 as it arrives (msgspec does not check inside strings)."""
+    The text is checked to be UTF-8 as it arrives (msgspec does not check inside strings).
+
+    The window is ``buf[:size]``: two buffers take turns, each written over rather than
+    allocated again, so that the text does not cost fresh pages (page faults) for every
+    window. A buffer that decoded values still refer to (msgspec.Raw fields are views of it)
+    is replaced instead of written over."""
 
     def __init__(self, blocks: Iterator[bytes]) -> None:
         self.blocks = blocks
         self.buf = bytearray()  # writable: pieces borrow their brackets (see _decode_piece)
+        self.size = 0
+        self.spare = bytearray()
         self.base = 0  # offset of buf[0]
         self.eof = False
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
 
     @property
     def end(self) -> int:
-        return self.base + len(self.buf)
+        return self.base + self.size
 
     def fill(self, upto: int, keep_from: int) -> bool:
         """Read until the window reaches ``upto`` (False when the text ends first), keeping
@@ -183,9 +190,8 @@ class _Cursor:
         if self.end >= upto:
             return True
         keep = max(keep_from, self.base)
-        parts = [memoryview(self.buf)[keep - self.base :]]
-        self.base = keep
-        end = self.end
+        parts = [memoryview(self.buf)[keep - self.base : self.size]]
+        end = self.base + self.size
         while end < upto:
             block = next(self.blocks, None)
             if block is None:
@@ -195,8 +201,22 @@ class _Cursor:
             self._check_utf8(block)
             parts.append(memoryview(block))
             end += len(block)
-        self.buf = bytearray().join(parts)
+        self._refill(parts, end - keep)
+        self.base = keep
         return end >= upto
+
+    def _refill(self, parts: list[memoryview], size: int) -> None:
+        """The window becomes ``parts``, copied into the spare buffer (one byte longer, for
+        the bracket after a piece), which then swaps with the current one."""
+        target = self.spare
+        if len(target) <= size or not _unshared(target):
+            target = bytearray(size + size // 4 + PIECE_SIZE)
+        at = 0
+        for part in parts:
+            target[at : at + len(part)] = part
+            at += len(part)
+        parts.clear()  # the views of the old buffer go before it is kept as the spare
+        self.spare, self.buf, self.size = self.buf, target, size
 
     def _check_utf8(self, block: bytes, final: bool = False) -> None:
         if block.isascii() and not final and not self.utf8.getstate()[0]:
@@ -211,23 +231,34 @@ class _Cursor:
         ``start``, -1 when there is none; reads on as needed, keeping the bytes from
         ``keep_from`` on."""
         while True:
-            found = pattern.search(self.buf, max(start - self.base, 0))
+            found = pattern.search(self.buf, max(start - self.base, 0), self.size)
             if found:
                 return self.base + found.start()
             if not self.fill(self.end + PIECE_SIZE, min(keep_from, self._match_may_begin())):
-                found = pattern.search(self.buf, max(start - self.base, 0))
+                found = pattern.search(self.buf, max(start - self.base, 0), self.size)
                 return self.base + found.start() if found else -1
 
     def _match_may_begin(self) -> int:
         """Where a "},"-match not found yet may still begin once more text arrives: at a
         final "}," followed by nothing but whitespace, or at the last byte."""
-        last = self.buf.rfind(_CUT)
-        if last >= 0 and not self.buf[last + 2 :].strip():
+        last = self.buf.rfind(_CUT, 0, self.size)
+        if last >= 0 and not self.buf[last + 2 : self.size].strip():
             return self.base + last
-        return self.base + max(len(self.buf) - 1, 0)
+        return self.base + max(self.size - 1, 0)
 
     def text(self, start: int, stop: int) -> memoryview:
         return memoryview(self.buf)[start - self.base : stop - self.base]
+
+
+def _unshared(buf: bytearray) -> bool:
+    """Whether nothing holds a view of ``buf`` (so that writing over it changes nothing
+    that is still read)."""
+    try:
+        buf.append(0)  # a resize: refused while a view exists
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
 
 
 @dataclass(frozen=True)
@@ -303,7 +334,7 @@ def chunk_events(
     if len(buf) < length + 2:
         raise ValueError("a chunk's buffer needs a spare byte on either side of the text")
     cursor = _Cursor(iter(()))
-    cursor.buf, cursor.base, cursor.eof = buf, -1, True
+    cursor.buf, cursor.size, cursor.base, cursor.eof = buf, length + 2, -1, True
     return _Pieces(cursor, decode_events)._elements(0, length)
 
 
@@ -371,7 +402,7 @@ class EventStream(_Pieces):
     def _find_array(self) -> tuple[int, int]:
         cursor = self.cursor
         while True:
-            found = _EVENTS_KEY.search(cursor.buf)
+            found = _EVENTS_KEY.search(cursor.buf, 0, cursor.size)
             if found:
                 return found.start(), found.end()
             if cursor.eof or cursor.end > HEAD_LIMIT:

@@ -126,7 +126,7 @@ def slot_path(directory: str | os.PathLike[str], helper: int, slot: int) -> Path
 
 
 def result_path(directory: str | os.PathLike[str], k: int) -> Path:
-    return Path(directory, f"chunk-{k}.npz")
+    return Path(directory, f"chunk-{k}.columns")
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class _Team:
         self.given: list[_Given] = []  # per chunk
         self.in_slot: dict[tuple[int, int], int] = {}  # (helper, slot) -> chunk not yet done
         self.taker: tuple[int, int] | None = None  # the helper and slot that offer chose
-        self.failed: list[int] = []  # exit statuses of helpers that broke down
+        self.decoded_here = 0  # chunks given to helpers that ended without their result
 
     def offer(self, pos: int) -> int:
         """How much text, from offset ``pos`` on, to give a helper now (0: none)."""
@@ -204,7 +204,7 @@ class _Team:
         saved, given = result_path(self.directory, k), self.given[k]
         if saved.exists():
             try:
-                arrays, meta = _parallel.load_result(saved)
+                arrays, meta = _parallel.load_columns(saved)
             except InputError:  # unreadable; its slot may hold another chunk by now
                 raise fast.RangeLayout("a chunk's result is unreadable") from None
             saved.unlink()
@@ -214,30 +214,40 @@ class _Team:
                 if fh.readinto(memoryview(buf)[1:-1]) != given.length:
                     raise fast.RangeLayout("a chunk's text was lost")  # one process reads again
             arrays, meta = chunk_columns(buf, given.length, self.job)
+            self.decoded_here += 1
         if self.in_slot[given.helper, given.slot] == k:  # else a later chunk is in it
             self.in_slot[given.helper, given.slot] = -1  # done: the slot is free
         return arrays, meta
 
-    def finish(self, timeout: float) -> None:
-        """No more chunks: wait for the helpers to save their results and end."""
+    def no_more_chunks(self) -> None:
         for helper in self.helpers.values():
-            status = helper.finish(timeout)
-            if status not in (0, _parallel.DATA_ERROR):
-                self.failed.append(status)
+            helper.no_more_work()
+
+    def wait_for(self, k: int, deadline: float) -> None:
+        """Until chunk k's result is saved, or its helper has ended without it (it is then
+        decoded here) or has not saved it by ``deadline`` (it is then stopped)."""
+        helper = self.helpers.get(self.given[k].helper)
+        while not self.answered(k) and helper is not None and not helper.ended():
+            if time.monotonic() > deadline:
+                helper.kill()
+                return
+            time.sleep(0.001)
 
     def kill(self) -> None:
         for helper in self.helpers.values():
             helper.kill()
 
     def warn_if_failed(self) -> None:
-        if not self.failed:
+        """A helper that broke down (this process then decoded its chunks) is reported with
+        the last line it wrote."""
+        if not self.decoded_here:
             return
         logs = sorted(Path(self.directory).glob("helper-*.log"))
         last = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
         warnings.warn(
             "a helper process of the parallel trace load failed"
             + (f" ({last[-1]})" if last else "")
-            + "; this process decoded its share instead",
+            + f"; this process decoded its {self.decoded_here} chunk(s) instead",
             RuntimeWarning,
             stacklevel=5,
         )
@@ -262,13 +272,15 @@ class _InOrder:
         self.waiting.append(k)
         self.current = Columns(self.base.source, self.base.python)
 
-    def absorb_ready(self, *, final: bool = False) -> None:
-        """Absorb what is ready from the front (``final``: everything, the helpers being
-        done)."""
+    def absorb_ready(self, *, deadline: float | None = None) -> None:
+        """Absorb what is ready from the front; with a ``deadline``, everything, waiting
+        for the helpers' results (see _Team.wait_for)."""
         while self.waiting:
             front = self.waiting[0]
             if isinstance(front, int):
-                if not (final or self.team.answered(front)):
+                if deadline is not None:
+                    self.team.wait_for(front, deadline)
+                elif not self.team.answered(front):
                     return
                 front = self.team.result(front)
             self.base.absorb(*front)
@@ -288,7 +300,7 @@ def _load_parallel(
     """This process decompresses the file and gives chunks of its text to ``helpers``
     helper processes as they are free, decoding the rest itself; None when the file must be
     read by one stream after all (bad input, which that path explains)."""
-    began = time.perf_counter()
+    began = time.monotonic()
     with _tempdirs.owned_temp_dir(TEMP_PREFIX) as tmp, event_stream(path) as stream:
         job = {"dir": tmp, "source": source, "python": python}
         started = {
@@ -308,8 +320,9 @@ def _load_parallel(
                     merged.add(item)
                 merged.absorb_ready()
                 shown.update(stream.cursor.end)
-            team.finish(_parallel.HELPER_START_S + 10 * (time.perf_counter() - began))
-            merged.absorb_ready(final=True)
+            team.no_more_chunks()
+            patience = _parallel.HELPER_START_S + 10 * (time.monotonic() - began)
+            merged.absorb_ready(deadline=time.monotonic() + patience)
         except (InputError, fast.RangeLayout):
             return None  # one process reads it again (and names the bad event, if any)
         finally:
@@ -344,7 +357,7 @@ class _Server:
             if fh.readinto(memoryview(self.buf)[1 : 1 + length]) != length:
                 raise fast.RangeLayout("a chunk's text is shorter than said")
         arrays, meta = chunk_columns(self.buf, length, self.job)
-        _parallel.save_result(result_path(self.job["dir"], k), arrays, meta)
+        _parallel.save_columns(result_path(self.job["dir"], k), arrays, meta)
         del arrays
         return_freed_memory()
 
