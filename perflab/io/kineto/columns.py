@@ -102,8 +102,6 @@ _ARGS = attrgetter("args")
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")  # one numpy pass each beats one of pairs
 _FLOW = attrgetter("pid", "tid", "ts")
 # read on args; grid and block are interned (few distinct values)
-_ARG_IDS = attrgetter("correlation", "external_id")
-_ARG_IDS_DTYPE = np.dtype([("correlation", np.int64), ("external_id", np.int64)])
 _GRID, _BLOCK = attrgetter("grid"), attrgetter("block")
 _OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
 _COMM_ARGS = attrgetter("group", "seq")  # on kernels: NCCL collective metadata
@@ -296,15 +294,15 @@ class Columns:
         kept, code, position = self._kept(events)
         start_ns, dur_ns = self._times(kept, lambda k: offset + position(k))
         args = list(map(_ARGS, kept))
-        ids = np.fromiter(map(_ARG_IDS, args), _ARG_IDS_DTYPE, count=len(args))
         kind = table["kind"][code].astype(np.int8)
         self._add_side_tables(args, kind)
         self._put(
             code=code,
             start_ns=start_ns,
             dur_ns=dur_ns,
-            correlation=ids["correlation"],
-            external_id=ids["external_id"],
+            # one plain pass per field: a structured fromiter of pairs measured slower
+            correlation=_numbers(args, "correlation"),
+            external_id=_numbers(args, "external_id"),
             **self._gpu_lanes(args, table["gpu_cat"][code]),
         )
         self.kept += len(kept)
