@@ -526,3 +526,20 @@ def test_columns_files_round_trip_and_refuse_damage(tmp_path: Path) -> None:
         with pytest.raises(InputError) as info:
             _parallel.load_columns(path)
         assert str(path) in str(info.value), what
+
+
+def test_a_chunk_past_the_last_event_reads_the_file_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long key after the events makes the text look long enough for a chunk that no
+    element boundary ends: one stream reads the file instead."""
+    helpers = fake_helpers(monkeypatch, chunk_max=20000, piece=1024)
+    doc = {"traceEvents": [_event(ts=float(i)) for i in range(60)], "notes": "x" * 50000}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    streams: list[Any] = []
+    one_stream = load._load_streaming
+    monkeypatch.setattr(load, "_load_streaming", lambda *a: streams.append(a) or one_stream(*a))
+    parallel = load_trace(path, workers=1)
+    assert helpers and len(streams) == 1  # the chunks were given up for one stream
+    assert_identical(parallel, load_trace(path, workers=0))

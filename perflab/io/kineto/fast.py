@@ -263,13 +263,13 @@ def _unshared(buf: bytearray) -> bool:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Whole elements of ``traceEvents``, undecoded, for a helper process: text[start:stop]
-    (from an element's "{" to just past an element's "}"). ``text`` is valid until the
-    stream is read on."""
+    """A part of a chunk's text: whole elements of ``traceEvents``, undecoded, for a helper
+    process. A chunk comes in parts, in order, so that the window never holds much more than
+    a slice of it; ``last``: the chunk ends with this part (just past an element's "}").
+    ``text`` is valid until the stream is read on."""
 
-    start: int
-    stop: int
     text: memoryview
+    last: bool
 
 
 class _Pieces:
@@ -365,22 +365,18 @@ class EventStream(_Pieces):
 
     def shared(self, offer: Callable[[int], int]) -> Iterator[list[Any] | Chunk]:
         """Slices of decoded events and, wherever ``offer(offset)`` (asked before each slice
-        with the text offset reached) names a size of text, a Chunk that ends at the first
-        element boundary after that many bytes, in text order. A chunk ends at ``},`` before
-        a ``{``: should that lie inside a string, the chunk's decode or the slice after it
-        fails with RangeLayout, and the file is read by one stream instead."""
+        with the text offset reached) names a size of text, a chunk (in Chunk parts) that
+        ends at the first element boundary after that many bytes, in text order. A chunk ends
+        at ``},`` before a ``{``: should that lie inside a string, the chunk's decode or the
+        slice after it fails with RangeLayout, and the file is read by one stream instead."""
         self._decode_head()
         pos, window, cut_here = self.array_start, PIECE_SIZE, False
         while True:
             size = offer(pos) if window == PIECE_SIZE else 0
             if size > 0:
-                self.cursor.fill(pos + size + PIECE_SIZE, pos - 1)  # one join, not one a piece
-                stop = self.cursor.find(_CHUNK_END, pos + size, pos - 1)
-                if stop >= pos:
-                    yield Chunk(pos, stop + 1, self.cursor.text(pos, stop + 1))
-                    pos, cut_here = stop + 2, True
-                    continue
-                offer = lambda pos: 0  # noqa: E731  too little text left to share
+                pos = yield from self._chunk(pos, pos + size)
+                cut_here = True
+                continue
             try:
                 if not self.cursor.fill(pos + window, pos - 1):  # with the separator before
                     self.tail = self._decode_tail(pos)
@@ -398,6 +394,23 @@ class EventStream(_Pieces):
                 continue
             pos, window, cut_here = cut + 2, PIECE_SIZE, False
             yield events
+
+    def _chunk(self, start: int, size_end: int) -> Generator[Chunk, None, int]:
+        """The text from ``start`` to the first element boundary at or after ``size_end``, in
+        parts; the offset after the boundary's comma. RangeLayout when there is none (the
+        events end first: an estimate of the text's size was wrong)."""
+        cursor, written = self.cursor, start
+        while cursor.end <= size_end:  # all of it is the chunk's: hand it on as it comes
+            if cursor.end > written:
+                yield Chunk(cursor.text(written, cursor.end), last=False)
+                written = cursor.end
+            if not cursor.fill(min(size_end + 1, cursor.end + PIECE_SIZE), written):
+                raise RangeLayout("the text ends inside a chunk")
+        stop = cursor.find(_CHUNK_END, size_end, written)
+        if stop < 0:
+            raise RangeLayout("no element boundary after a chunk's size")
+        yield Chunk(cursor.text(written, stop + 1), last=True)
+        return stop + 2
 
     def _find_array(self) -> tuple[int, int]:
         cursor = self.cursor

@@ -157,6 +157,7 @@ class _Team:
         self.given: list[_Given] = []  # per chunk
         self.in_slot: dict[tuple[int, int], int] = {}  # (helper, slot) -> chunk not yet done
         self.taker: tuple[int, int] | None = None  # the helper and slot that offer chose
+        self.writing: tuple[int, int] | None = None  # the slot's file and bytes written
         self.decoded_here = 0  # chunks given to helpers that ended without their result
 
     def offer(self, pos: int) -> int:
@@ -177,22 +178,32 @@ class _Team:
                     if k is None or self.answered(k):
                         yield i, slot
 
-    def give(self, chunk: fast.Chunk) -> int:
-        """Write the chunk's text to the slot that ``offer`` chose; the chunk's number.
-        Should the helper be gone, this process decodes the chunk at the end."""
+    def give(self, part: fast.Chunk) -> int | None:
+        """Write a part of a chunk's text to the slot that ``offer`` chose (over what was
+        there: its pages are used again); once its last part is written, the helper is told,
+        and the chunk's number is returned. Should the helper be gone, this process decodes
+        the chunk at the end."""
         assert self.taker is not None, "give() follows an offer()"
-        (i, slot), k = self.taker, len(self.given)
-        # written over from the start (not truncated: the pages are used again); the
-        # helper reads ``length`` bytes
-        fd = os.open(slot_path(self.directory, i, slot), os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.pwrite(fd, chunk.text, 0)
-        finally:
-            os.close(fd)
-        self.given.append(_Given(i, slot, len(chunk.text)))
+        i, slot = self.taker
+        if self.writing is None:
+            flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            self.writing = os.open(slot_path(self.directory, i, slot), flags, 0o600), 0
+        fd, length = self.writing
+        os.pwrite(fd, part.text, length)
+        self.writing = fd, length + len(part.text)
+        if not part.last:
+            return None
+        self.close_slot()
+        k = len(self.given)
+        self.given.append(_Given(i, slot, length + len(part.text)))
         self.in_slot[i, slot] = k
-        self.helpers[i].give(f"{k} {slot} {len(chunk.text)}")  # if it is gone, see result()
+        self.helpers[i].give(f"{k} {slot} {self.given[k].length}")  # if gone, see result()
         return k
+
+    def close_slot(self) -> None:
+        if self.writing is not None:
+            os.close(self.writing[0])
+            self.writing = None
 
     def answered(self, k: int) -> bool:
         """Whether chunk k's result is saved (or was taken in already: k is -1)."""
@@ -234,6 +245,7 @@ class _Team:
             time.sleep(0.001)
 
     def kill(self) -> None:
+        self.close_slot()
         for helper in self.helpers.values():
             helper.kill()
 
@@ -315,7 +327,8 @@ def _load_parallel(
         try:
             for item in stream.shared(team.offer):
                 if isinstance(item, fast.Chunk):
-                    merged.chunk_given(team.give(item))
+                    if (k := team.give(item)) is not None:
+                        merged.chunk_given(k)
                 else:
                     merged.add(item)
                 merged.absorb_ready()
