@@ -47,7 +47,7 @@ class InProcessHelper:
         self.server = load._Server(job)
         self.ready, self.gone = True, False
         self.given = 0
-        self.status = 0
+        self.done: set[int] = set()
 
     def poll(self) -> None:
         pass
@@ -57,9 +57,9 @@ class InProcessHelper:
             return False
         self.given += 1
         try:
-            self.server.serve(line.encode())
+            self.done.add(self.server.serve(line.encode()))
         except (fast.Unusual, InputError):
-            self.gone, self.status = True, _parallel.DATA_ERROR
+            self.gone = True  # as a helper process ends
         return True
 
     def no_more_work(self) -> None:
@@ -155,11 +155,11 @@ class LaggingHelper(InProcessHelper):
     def poll(self) -> None:
         self.polls += 1
         if self.waiting and self.polls % 3 == 0:
-            self.server.serve(self.waiting.pop(0).encode())
+            self.done.add(self.server.serve(self.waiting.pop(0).encode()))
 
     def no_more_work(self) -> None:
         while self.waiting:
-            self.server.serve(self.waiting.pop(0).encode())
+            self.done.add(self.server.serve(self.waiting.pop(0).encode()))
 
 
 def test_a_lagging_helper_decodes_each_chunk_from_its_own_text(
@@ -181,7 +181,7 @@ def test_a_helper_serves_chunks_until_its_work_ends(tmp_path: Path) -> None:
     job = {"dir": str(tmp_path), "source": "t.json", "python": False, "helper": 5}
     said = io.BytesIO()
     status = load.run_helper(job, io.BytesIO(b"7 1 %d\n" % len(text)), said)
-    assert (status, said.getvalue()) == (0, b"ready\n")
+    assert (status, said.getvalue()) == (0, b"ready\n7\n")
     arrays, meta = _parallel.load_columns(load.result_path(tmp_path, 7))
     assert meta["events_read"] == meta["kept"] == 40
     np.testing.assert_array_equal(arrays["start_ns"], np.arange(40) * 1000)
@@ -338,6 +338,7 @@ class _Garbling(InProcessHelper):
         k = int(line.split()[0])
         load.result_path(self.server.job["dir"], k).write_bytes(b"PK\x03\x04 not a zip")
         self.given += 1
+        self.done.add(k)
         return True
 
 

@@ -19,6 +19,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    kind_mask,
     unique_rows,
 )
 
@@ -179,3 +180,12 @@ def test_optable_from_dict_round_trip_and_bad_rows() -> None:
     for row in bad_rows:
         with pytest.raises(ValueError, match="row 0"):
             OpTable.from_dict({"rows": [row]})
+
+
+def test_kind_mask_is_isin_for_every_kind_value() -> None:
+    values = np.arange(-128, 128, dtype=np.int8)
+    for kinds in ([], [0], [1, 2, 3, 7], [-1, 127, -128], list(EventKind)):
+        expected = np.isin(values, np.array([int(k) for k in kinds], dtype=np.int8))
+        np.testing.assert_array_equal(kind_mask(values, kinds), expected)
+    wide = np.array([1, 2, 7], dtype=np.int64)  # any integer dtype holding kinds
+    np.testing.assert_array_equal(kind_mask(wide, [7]), [False, False, True])

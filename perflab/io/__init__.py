@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perflab.errors import InputError
-from perflab.model.ncu import NcuReport
 from perflab.model.trace import Trace
+
+if TYPE_CHECKING:  # the Nsight Compute model is imported when a report is read
+    from perflab.model.ncu import NcuReport
 
 __all__ = ["detect_format", "export_chrome", "load_ncu", "load_trace"]
 

@@ -169,13 +169,13 @@ def start_helper(
         return None
 
 
-READY = b"ready\n"  # a piped helper's first line, once it can take work
+READY = b"ready"  # a piped helper's first line, once it can take work
 
 
 class PipedHelper:
-    """A helper process that takes work as lines on its standard input (and says READY on its
-    standard output once it has started). The caller never blocks on it while it hands out
-    work; results come back as files."""
+    """A helper process that takes work as lines on its standard input, says READY on its
+    standard output once it has started and then answers a line for every piece of work
+    done (the piece's number). The caller never blocks on it while it hands out work."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         if process.stdin is None or process.stdout is None:
@@ -184,6 +184,8 @@ class PipedHelper:
         self.work, self.said = process.stdin, process.stdout
         self.ready = False
         self.gone = False  # it ended, or its pipe broke
+        self.done: set[int] = set()  # the numbers it answered
+        self._partial = b""
         os.set_blocking(self.said.fileno(), False)
 
     @classmethod
@@ -192,14 +194,23 @@ class PipedHelper:
         return cls(process) if process is not None else None
 
     def poll(self) -> None:
-        """Whether it is ready, or gone, by now (without waiting)."""
-        if self.ready or self.gone:
-            return
-        try:
-            said = os.read(self.said.fileno(), len(READY))
-        except BlockingIOError:
-            return
-        self.ready, self.gone = said == READY, said != READY
+        """Take in what it has said by now, without waiting."""
+        while not self.gone:
+            try:
+                said = os.read(self.said.fileno(), 1 << 16)
+            except BlockingIOError:
+                return
+            except (OSError, ValueError):  # closed here
+                said = b""
+            if not said:
+                self.gone = True
+                return
+            *lines, self._partial = (self._partial + said).split(b"\n")
+            for line in lines:
+                if line == READY:
+                    self.ready = True
+                elif line.isdigit():
+                    self.done.add(int(line))
 
     def give(self, line: str) -> bool:
         """Send a line of work; False when the helper is gone."""

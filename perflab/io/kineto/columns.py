@@ -64,6 +64,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    kind_mask,
     unique_rows,
 )
 
@@ -84,6 +85,7 @@ SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 _OTHER = (EventKind.OTHER, False)
 _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
 SMALL_PARTS = 256  # slices' column parts joined into one block (see Columns._put)
+SMALL_PART_BYTES = 64 << 10  # parts this large are left as they are
 RETURN_FREED_BYTES = 4 << 20  # see return_freed_memory
 
 
@@ -179,8 +181,10 @@ class Columns:
             parts.append(values)
             # a slice's parts are small heap blocks; joined a few hundred at a time into one
             # large (mmapped) block, the heap's holes are reused instead of growing with the
-            # file (a 3M-event load peaked at 255 MB instead of 344 MB)
-            small = self.small_parts.get(key, 0) + 1
+            # file (a 3M-event load peaked at 255 MB instead of 344 MB). Large parts (a
+            # helper's chunk) are blocks of their own already: joining them would only copy
+            # (a 10M-event load spent a second on it)
+            small = self.small_parts.get(key, 0) + 1 if values.nbytes < SMALL_PART_BYTES else 0
             if small >= SMALL_PARTS:
                 parts[-small:] = [np.concatenate(parts[-small:])]
                 small = 0
@@ -581,8 +585,10 @@ class Columns:
     ) -> None:
         """Fill missing correlations of launches and GPU work from ``ac2g`` flow events,
         whose endpoints sit on (pid, tid, ts) of the events they bind to."""
-        missing = np.flatnonzero(np.isin(kind, _LINKABLE) & (correlation < 0))
-        if len(missing) == 0 or self.maybe_flows == 0:
+        if self.maybe_flows == 0:
+            return
+        missing = np.flatnonzero(kind_mask(kind, _LINKABLE) & (correlation < 0))
+        if len(missing) == 0:
             return
         ends = self._flow_ends(reread())
         pid, tid = self.events["pid"][code], self.events["tid"][code]

@@ -206,8 +206,14 @@ class _Team:
             self.writing = None
 
     def answered(self, k: int) -> bool:
-        """Whether chunk k's result is saved (or was taken in already: k is -1)."""
-        return k < 0 or result_path(self.directory, k).exists()
+        """Whether chunk k's result is saved (or was taken in already: k is -1). A helper
+        says so once the result file is in place."""
+        if k < 0:
+            return True
+        helper = self.helpers[self.given[k].helper]
+        if k not in helper.done:
+            helper.poll()
+        return k in helper.done
 
     def result(self, k: int) -> Exported:
         """Chunk k's columns as its helper saved them, else (the helper broke down first)
@@ -237,8 +243,8 @@ class _Team:
     def wait_for(self, k: int, deadline: float) -> None:
         """Until chunk k's result is saved, or its helper has ended without it (it is then
         decoded here) or has not saved it by ``deadline`` (it is then stopped)."""
-        helper = self.helpers.get(self.given[k].helper)
-        while not self.answered(k) and helper is not None and not helper.ended():
+        helper = self.helpers[self.given[k].helper]
+        while not self.answered(k) and not helper.ended():
             if time.monotonic() > deadline:
                 helper.kill()
                 return
@@ -361,8 +367,8 @@ class _Server:
         self.job = job
         self.buf = bytearray()
 
-    def serve(self, line: bytes) -> None:
-        """Chunk ``k slot length``: its columns saved."""
+    def serve(self, line: bytes) -> int:
+        """Chunk ``k slot length``: its columns saved; k."""
         k, slot, length = map(int, line.split())
         if len(self.buf) < length + 2:
             self.buf = bytearray(length + 2)
@@ -373,21 +379,24 @@ class _Server:
         _parallel.save_columns(result_path(self.job["dir"], k), arrays, meta)
         del arrays
         return_freed_memory()
+        return k
 
 
 def run_helper(job: dict[str, Any], work: BinaryIO, said: BinaryIO) -> int:
     """A helper process (``python -m perflab.io.kineto.helper JOB``): READY on ``said``, then
-    for every chunk given on ``work`` (a line ``k slot length``), its columns saved (which
-    the caller sees). Its exit status: DATA_ERROR when a chunk does not decode (the caller's
-    own reading explains it)."""
-    said.write(_parallel.READY)
+    for every chunk given on ``work`` (a line ``k slot length``), its columns saved and k
+    said. Its exit status: DATA_ERROR when a chunk does not decode (the caller's own
+    reading explains it)."""
+    said.write(_parallel.READY + b"\n")
     said.flush()
     server = _Server(job)
     with gc_paused():
         for line in work:
             try:
-                server.serve(line)
+                k = server.serve(line)
             except (fast.Unusual, InputError) as exc:
                 print(f"chunk {line.decode(errors='replace').strip()}: {exc!r}", file=sys.stderr)
                 return _parallel.DATA_ERROR
+            said.write(b"%d\n" % k)
+            said.flush()
     return 0
