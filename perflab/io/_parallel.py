@@ -104,28 +104,29 @@ def save_columns(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str
 
 
 def load_columns(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-    """What :func:`save_columns` wrote: the arrays view one buffer. InputError for anything
-    else."""
-    data = path.read_bytes()
-    start = len(_COLUMNS_MAGIC) + 8
-    size = int.from_bytes(data[len(_COLUMNS_MAGIC) : start], "little")
-    if not data.startswith(_COLUMNS_MAGIC) or start + size > len(data):
-        raise InputError("not a columns file", source=str(path))
-    doc = parse_json(data[start : start + size], str(path), error=InputError)
-    listed = doc.get("arrays") if isinstance(doc, dict) else None
-    if not isinstance(listed, list) or not isinstance(doc.get("meta"), dict):
-        raise InputError("not a columns file", source=str(path))
-    arrays: dict[str, npt.NDArray[Any]] = {}
-    at = start + size
-    for entry in listed:
-        name, dtype, count = _column_entry(entry, path)
-        width = np.dtype(dtype).itemsize * count
-        if at + width > len(data):
-            raise InputError(f"column {name!r} is cut short", source=str(path))
-        arrays[name] = np.frombuffer(data, dtype, count, at)
-        at += width + (-width % _ALIGN)
-    if at != len(data):
-        raise InputError("not a columns file: bytes after the columns", source=str(path))
+    """What :func:`save_columns` wrote, each array read into its own memory (so that each
+    is freed on its own). InputError for anything else."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(_COLUMNS_MAGIC) + 8)
+        size = int.from_bytes(head[len(_COLUMNS_MAGIC) :], "little")
+        total = os.fstat(fh.fileno()).st_size
+        if not head.startswith(_COLUMNS_MAGIC) or len(head) + size > total:
+            raise InputError("not a columns file", source=str(path))
+        doc = parse_json(fh.read(size), str(path), error=InputError)
+        listed = doc.get("arrays") if isinstance(doc, dict) else None
+        if not isinstance(listed, list) or not isinstance(doc.get("meta"), dict):
+            raise InputError("not a columns file", source=str(path))
+        arrays: dict[str, npt.NDArray[Any]] = {}
+        for entry in listed:
+            name, dtype, count = _column_entry(entry, path)
+            values = np.empty(count, dtype)
+            width = values.nbytes
+            if fh.readinto(values.view(np.uint8).data) != width:
+                raise InputError(f"column {name!r} is cut short", source=str(path))
+            fh.seek(-width % _ALIGN, os.SEEK_CUR)
+            arrays[name] = values
+        if fh.tell() != total:
+            raise InputError("not a columns file: bytes after the columns", source=str(path))
     return arrays, doc["meta"]
 
 
