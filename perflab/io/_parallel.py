@@ -11,8 +11,9 @@ Two ways of handing out work:
   large file that it decompresses) by a line on the helper's standard input, and the helper
   answers with a line on its standard output when the result is saved.
 
-Either way a result is saved in the private directory as ``.npz`` arrays plus a JSON header
-(no pickle), and the caller reads them back in order.
+Either way a result is saved in the private directory as numeric arrays plus a JSON header
+(no pickle): a job's traces as ``.npz`` files, a chunk's columns as a plain columns file
+(:func:`save_columns`); the caller reads them back in order.
 
 Helpers are ``python -m <module> JOB`` subprocesses (an argument list, no shell): unlike
 ``multiprocessing`` they neither fork a process that may hold threads (a Jupyter kernel does)
@@ -81,8 +82,8 @@ def load_result(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]
 
 
 # Columns that a helper hands back to the process that reads them at once, on this machine:
-# raw arrays after a JSON header, read with one read and used in place (an .npz costs a zip
-# directory, a CRC and a copy per array). The header is checked all the same.
+# raw arrays after a JSON header, each read straight into its own array (an .npz costs a zip
+# directory and a CRC per array). The header is checked all the same.
 _COLUMNS_MAGIC = b"perflab columns 1\n"
 _COLUMN_TYPES = frozenset({"|b1", "|i1", "<i4", "<i8", "<f8"})
 _ALIGN = 8

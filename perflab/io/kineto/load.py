@@ -125,6 +125,18 @@ def slot_path(directory: str | os.PathLike[str], helper: int, slot: int) -> Path
     return Path(directory, f"helper-{helper}-slot-{slot}.json")
 
 
+def read_slot(path: Path, length: int, buf: bytearray | None = None) -> bytearray:
+    """A chunk's text, ``length`` bytes from the start of its slot file, as
+    ``buf[1 : 1 + length]`` (a byte on either side for brackets: see fast.chunk_events);
+    ``buf`` is used again when it is large enough. RangeLayout when the file holds less."""
+    if buf is None or len(buf) < length + 2:
+        buf = bytearray(length + 2)
+    with open(path, "rb") as fh:
+        if fh.readinto(memoryview(buf)[1 : 1 + length]) != length:
+            raise fast.RangeLayout("a chunk's text is shorter than said")
+    return buf
+
+
 def result_path(directory: str | os.PathLike[str], k: int) -> Path:
     return Path(directory, f"chunk-{k}.columns")
 
@@ -225,12 +237,9 @@ class _Team:
             except InputError:  # unreadable; its slot may hold another chunk by now
                 raise fast.RangeLayout("a chunk's result is unreadable") from None
             saved.unlink()
-        else:
-            buf = bytearray(given.length + 2)
-            with open(slot_path(self.directory, given.helper, given.slot), "rb") as fh:
-                if fh.readinto(memoryview(buf)[1:-1]) != given.length:
-                    raise fast.RangeLayout("a chunk's text was lost")  # one process reads again
-            arrays, meta = chunk_columns(buf, given.length, self.job)
+        else:  # a short slot is a RangeLayout: one process reads the file again
+            slot = slot_path(self.directory, given.helper, given.slot)
+            arrays, meta = chunk_columns(read_slot(slot, given.length), given.length, self.job)
             self.decoded_here += 1
         if self.in_slot[given.helper, given.slot] == k:  # else a later chunk is in it
             self.in_slot[given.helper, given.slot] = -1  # done: the slot is free
@@ -370,11 +379,7 @@ class _Server:
     def serve(self, line: bytes) -> int:
         """Chunk ``k slot length``: its columns saved; k."""
         k, slot, length = map(int, line.split())
-        if len(self.buf) < length + 2:
-            self.buf = bytearray(length + 2)
-        with open(slot_path(self.job["dir"], self.job["helper"], slot), "rb") as fh:
-            if fh.readinto(memoryview(self.buf)[1 : 1 + length]) != length:
-                raise fast.RangeLayout("a chunk's text is shorter than said")
+        self.buf = read_slot(slot_path(self.job["dir"], self.job["helper"], slot), length, self.buf)
         arrays, meta = chunk_columns(self.buf, length, self.job)
         _parallel.save_columns(result_path(self.job["dir"], k), arrays, meta)
         del arrays
