@@ -305,6 +305,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     bench = trace_benchmark()
+    bench.compile_bytecode()
     load_start = os.getloadavg()
     iterations = args.events // (args.ranks * EVENTS_PER_ITERATION)
     straggler = args.ranks * 5 // 8  # rank 5 of 8

@@ -2,7 +2,8 @@
 
 Contenders, each in a fresh subprocess (wall time from interpreter start to result, imports
 included; CPU time of the process and its children; peak memory: the process's peak RSS plus
-its largest child's, an upper bound when the two peaks did not coincide):
+its largest child's, an upper bound when the two peaks did not coincide). perflab's bytecode
+is compiled first, as an installed package's is:
 
 - ``perflab``: ``load_trace(path).summary()``; a file of 64 MB of JSON or more is decoded
   by this process and a helper process per spare core (one on a two-core machine)
@@ -34,6 +35,7 @@ benchmarks/results/trace.json (earlier results: its history).
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import gzip
 import json
@@ -282,6 +284,13 @@ print("RESULT " + json.dumps({
 """
 
 
+def compile_bytecode() -> None:
+    """perflab's modules compiled to bytecode, as an installed package's are (pip compiles
+    them): with PYTHONDONTWRITEBYTECODE set, every fresh process would otherwise compile
+    whatever changed since the last write, in this process and in each helper."""
+    compileall.compile_dir(ROOT / "perflab", quiet=1)
+
+
 def run_contender(python: str, name: str, path: Path, timeout: float) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
@@ -352,6 +361,7 @@ def main() -> int:
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
 
+    compile_bytecode()
     load_start = os.getloadavg()
     inputs = sorted(DATA.glob("*.json.gz")) if DATA.is_dir() else []
     names = ["perflab", "perflab (one process)", *FLOORS, "pandas"]

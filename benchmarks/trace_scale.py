@@ -140,6 +140,7 @@ def main() -> int:
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
     bench = trace_benchmark()
+    bench.compile_bytecode()
     files: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}

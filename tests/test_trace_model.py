@@ -19,6 +19,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    distinct,
     kind_mask,
     unique_rows,
 )
@@ -180,6 +181,21 @@ def test_optable_from_dict_round_trip_and_bad_rows() -> None:
     for row in bad_rows:
         with pytest.raises(ValueError, match="row 0"):
             OpTable.from_dict({"rows": [row]})
+
+
+def test_distinct_is_np_unique_for_integer_columns() -> None:
+    rng = np.random.default_rng(3)
+    for values in (
+        np.zeros(0, np.int64),
+        np.array([5], np.int32),
+        rng.integers(-50, 50, 1000),
+        rng.integers(-(2**62), 2**62, 300, dtype=np.int64),
+        np.full(7, -1, np.int8),
+    ):
+        got = distinct(values)
+        np.testing.assert_array_equal(got, np.unique(values))
+        assert got.dtype == values.dtype
+    np.testing.assert_array_equal(distinct(np.array([[3, 1], [1, 2]])), [1, 2, 3])
 
 
 def test_kind_mask_is_isin_for_every_kind_value() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.trace import EventKind, Trace
+from perflab.model.trace import EventKind, Trace, distinct
 
 OTHER = "other"
 
@@ -60,10 +60,10 @@ def kernel_categories(
     name_ids = trace.name[is_kernel]
     labels = category_names(rules)
     code_of = {c: i for i, c in enumerate(labels)}
-    distinct = np.unique(name_ids)
-    cats = categorize([trace.strings[i] for i in distinct.tolist()], rules)
+    names = distinct(name_ids)
+    cats = categorize([trace.strings[i] for i in names.tolist()], rules)
     lookup = np.zeros(len(trace.strings), dtype=np.int64)
-    lookup[distinct] = [code_of[c] for c in cats]
+    lookup[names] = [code_of[c] for c in cats]
     return lookup[name_ids], labels
 
 

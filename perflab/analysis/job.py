@@ -54,7 +54,7 @@ from perflab.analysis.trace_stats import kernel_table
 from perflab.analysis.trace_summary import TraceSummary, summarize
 from perflab.model.display import Shown
 from perflab.model.job import Job, RankTrace
-from perflab.model.trace import EventKind, TrackKind
+from perflab.model.trace import EventKind, TrackKind, distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -225,7 +225,7 @@ def comm_kernels(rank: RankTrace) -> CommKernels:
         zip(tracks["device"][track].tolist(), tracks["stream"][track].tolist(), strict=True)
     )
     names = trace.name[rows]
-    op_of_name = {n: _op(trace.strings[n]) for n in np.unique(names).tolist()}
+    op_of_name = {n: _op(trace.strings[n]) for n in distinct(names).tolist()}
     ops = [op_of_name[n] for n in names.tolist()]
     group, seq = _collective_args(trace.meta.get("collective_args"), trace.correlation[rows])
     return CommKernels(
@@ -300,7 +300,7 @@ def _matching(per_rank: dict[int, CommKernels]) -> str:
 
 def _streams(kernels: CommKernels) -> list[CommStream]:
     """A rank's NCCL kernels per GPU track, ordered by their first kernel."""
-    out = [kernels.part(np.flatnonzero(kernels.track == t)) for t in np.unique(kernels.track)]
+    out = [kernels.part(np.flatnonzero(kernels.track == t)) for t in distinct(kernels.track)]
     out.sort(key=lambda c: int(c.start[0]))
     return out
 

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
 from perflab.model.display import Shown
 from perflab.model.optable import OpTable
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
 from perflab.model.units import format_ns
 
@@ -134,7 +134,7 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
     cols: dict[str, list[Any]] = {
         k: [] for k in ("device", "start_ns", "dur_ns", "cause", "before", "after")
     }
-    for key in np.unique(dev_key[work]).tolist():
+    for key in distinct(dev_key[work]).tolist():
         rows = np.flatnonzero(work & (dev_key == key))
         rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
         s, e = trace.start_ns[rows], trace.end_ns[rows]

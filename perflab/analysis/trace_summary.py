@@ -26,7 +26,7 @@ import numpy.typing as npt
 from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kernel_categories
 from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
 from perflab.model.display import Shown
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
 
 # device_pairs is public here too (analyses that key devices by (rank, device) import it)
 from perflab.model.trace_keys import device_pairs as device_pairs
@@ -125,7 +125,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     devices: dict[str, DeviceTime] = {}
     comm_overlap = 0
     labels = _device_labels(trace)
-    for key in np.unique(device_key[gpu_work]).tolist():
+    for key in distinct(device_key[gpu_work]).tolist():
         on_dev = device_key == key
         work = gpu_work & on_dev
         busy = union_length(start[work], end[work])
@@ -162,7 +162,7 @@ def _device_labels(trace: Trace) -> dict[int, str]:
     """``"<device>"``, or ``"<rank>:<device>"`` when GPUs of several ranks are present."""
     pairs, pair_of_track = device_pairs(trace)
     gpu = trace.tracks["kind"] == TrackKind.GPU
-    used = np.unique(pair_of_track[gpu]).tolist()
+    used = distinct(pair_of_track[gpu]).tolist()
     ranks = {int(pairs[k, 0]) for k in used}
     return {k: f"{pairs[k, 0]}:{pairs[k, 1]}" if len(ranks) > 1 else str(pairs[k, 1]) for k in used}
 

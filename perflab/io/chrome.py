@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.model.serialize import json_safe
-from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind
+from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pairs
 
 _CAT = {
@@ -39,7 +39,7 @@ def track_pids(trace: Trace) -> npt.NDArray[np.int64]:
     host = set(tracks["device"][~is_gpu].tolist())
     free = (p for p in itertools.count(GPU_PID_BASE) if p not in host)
     _, pair_of_track = device_pairs(trace)
-    pid_of_pair = {pair: next(free) for pair in np.unique(pair_of_track[is_gpu]).tolist()}
+    pid_of_pair = {pair: next(free) for pair in distinct(pair_of_track[is_gpu]).tolist()}
     gpu_pid = [pid_of_pair.get(pair, -1) for pair in pair_of_track.tolist()]
     return np.where(is_gpu, np.array(gpu_pid, dtype=np.int64), tracks["device"])
 

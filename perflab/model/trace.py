@@ -220,6 +220,15 @@ class Table:
         return pd.DataFrame(dict(self.columns))
 
 
+def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The sorted distinct values of a 1-D integer column, as ``np.unique(values)``, which
+    imports ``numpy.ma`` on its first call (a twentieth of a 1M-event load's time)."""
+    ordered = np.sort(values.ravel())
+    if len(ordered) == 0:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def unique_rows(
     matrix: npt.NDArray[np.int64],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

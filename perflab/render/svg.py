@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab.model.trace import distinct
 from perflab.model.units import shorten
 
 MAX_SHAPES = 3000
@@ -496,7 +497,7 @@ def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
     ev = args["events"].data
     meta = args["meta"]
     kinds = np.asarray(args["labels"].data["kind"])
-    picked = np.unique(rows)
+    picked = distinct(rows)
     start = np.asarray(ev["start"], np.float64)[picked]
     lane = np.asarray(ev["lane"], np.float64)[picked]
     colors = list(meta["colors"])

@@ -42,6 +42,7 @@ from perflab.model.trace import (
     EventKind,
     Trace,
     TrackKind,
+    distinct,
     unique_rows,
 )
 from perflab.model.units import format_ns, shorten
@@ -219,7 +220,7 @@ def link_members(groups: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> npt.N
     """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
     belongs to: what a tap on one of them highlights."""
     linked = np.flatnonzero(groups >= 0)
-    wanted = np.unique(groups[rows])
+    wanted = distinct(groups[rows])
     wanted = wanted[wanted >= 0]
     if wanted.size == 0:
         return np.zeros(0, np.int64)
@@ -277,7 +278,7 @@ def busy_cells(busy: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.uint8]:
 
 def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
-    drawn = np.unique(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
+    drawn = distinct(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
     event_rows = np.union1d(drawn, link_members(groups, drawn)).astype(np.int64)
     offsets, busy = [], []
     levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}

@@ -64,6 +64,7 @@ from perflab.model.trace import (
     Table,
     Trace,
     TrackKind,
+    distinct,
     kind_mask,
     unique_rows,
 )
@@ -638,7 +639,7 @@ class Columns:
         name = self.events["name"][code[rows]]
         # direction per distinct name ("Memcpy HtoD (Pageable -> Device)"), then per row
         lookup = np.zeros(len(text), dtype=np.int8)
-        for n in np.unique(name).tolist():
+        for n in distinct(name).tolist():
             lookup[n] = memcpy_direction(text[n])
         direction = lookup[name]
         direction[self.events["kind"][code[rows]] == EventKind.MEMSET] = DIRECTION_CODE["memset"]
