@@ -96,6 +96,7 @@ def _load_streaming(
     with event_stream(path) as stream:
         for events in stream:
             columns.add(events)
+            del events  # freed before the next slice is decoded (see fast)
             shown.update(stream.cursor.end)
     doc = doc_of(stream.head, stream.tail, events=())
     return columns.finish(doc, lambda: reread(path))
@@ -346,6 +347,7 @@ def _load_parallel(
                         merged.chunk_given(k)
                 else:
                     merged.add(item)
+                del item  # freed before the next slice is decoded (see fast)
                 merged.absorb_ready()
                 shown.update(stream.cursor.end)
             team.no_more_chunks()
@@ -366,6 +368,7 @@ def chunk_columns(buf: bytearray, length: int, job: dict[str, Any]) -> Exported:
     columns = Columns(job["source"], job["python"])
     for events in fast.chunk_events(buf, length, decode_slice):
         columns.add(events)
+        del events  # freed before the next slice is decoded (see fast)
     return columns.export()
 
 
