@@ -298,6 +298,8 @@ def test_exact_ns_reads_the_digits(text: bytes, ns: int) -> None:
         [b"1700000000001234.5", b"1700000000001234.25", b"1700000000001234.999"],
         [b"1700000000001234.5", b"9999999999999999.999"],  # the last beyond the window
         [b"3.5", b"4.125", b"0.001"],
+        [b"1700000000001234.5"],  # one value: its row reaches past its comma
+        [b"0.125", b"9.5"],
         # anything else: the general pass
         [b"1700000000001234.5", b"170000000000123.25", b"1700000000001234"],
         [b"12.3445", b"12.3", b"-12.3"],

@@ -84,12 +84,13 @@ def _plain_ns(joined: bytes, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray
     """ns of the ``n`` comma-joined texts that read ``-?D{1,16}(.D+)?`` (and whether each
     does), computed on their bytes all at once: each digit times its power of ten, summed
     per text."""
-    buf = np.frombuffer(joined + b",", np.uint8)
+    padded = np.frombuffer(joined + b",\0\0\0", np.uint8)  # room for the last row of _aligned_ns
+    buf = padded[:-3]
     ends = np.flatnonzero(buf == _COMMA)
     if len(ends) != n:  # a comma inside some value: not numbers; one by one
         return np.zeros(n, np.int64), np.zeros(n, bool)
     starts = np.concatenate([[0], ends[:-1] + 1])
-    aligned = _aligned_ns(buf, starts, ends, joined.find(b"."))
+    aligned = _aligned_ns(padded, starts, ends, joined.find(b"."))
     if aligned is not None:
         return aligned
     of_byte = np.repeat(np.arange(n), ends - starts + 1)  # the text each byte belongs to
@@ -137,14 +138,18 @@ def _aligned_ns(
     """The layout of nearly every trace: every text has the same number of whole digits
     (``dot``, the first text's) and one to three decimals. The texts are read as rows of a
     digit matrix, weighted by one product, instead of the general pass's bookkeeping per
-    byte; None for any other layout, which the general pass reads."""
+    byte; None for any other layout, which the general pass reads. ``buf`` has three bytes
+    after the last text's comma, which its row may cover."""
     if not 1 <= dot <= _MAX_WHOLE_DIGITS:
         return None
     decimals = ends - starts - dot - 1
     if decimals.min() < 1 or decimals.max() > 3:
         return None
-    padded = np.concatenate([buf, np.zeros(3, np.uint8)])  # the last row may read past it
-    rows = np.lib.stride_tricks.sliding_window_view(padded, dot + 4)[starts]
+    width = dot + 4
+    # every run of ``width`` bytes, as a view (numpy's sliding_window_view costs more than
+    # the rest of this function on a slice's few thousand values)
+    windows = np.ndarray((len(buf) - width + 1, width), np.uint8, buf, 0, (1, 1))
+    rows = windows[starts]
     if (rows[:, dot] != _DOT).any():
         return None
     digits = rows - np.uint8(_ZERO)  # non-digits wrap around to more than 9
