@@ -221,8 +221,9 @@ class Table:
 
 
 def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """The sorted distinct values of a 1-D integer column, as ``np.unique(values)``, which
-    imports ``numpy.ma`` on its first call (a twentieth of a 1M-event load's time)."""
+    """The sorted distinct values of an integer column, as ``np.unique(values)``, by one
+    sort: numpy 2.4's unique imports ``numpy.ma`` on its first call (10-30 ms of a load
+    and summary) and hashes, which took 2.1 s on 3M values with 2M distinct (this: 0.24 s)."""
     ordered = np.sort(values.ravel())
     if len(ordered) == 0:
         return ordered
