@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
-from perflab.model.serialize import load_arrays, parse_json, save_arrays
+from perflab.model.serialize import parse_json, save_arrays
 
 MAX_HELPERS = 7
 HELPER_START_S = 60.0  # allowance for a helper's start-up in the wait below
@@ -50,8 +50,8 @@ def available_cores() -> int:
 
 
 class Claims:
-    """Range numbers 0..n-1 handed out once each, across processes, in increasing order
-    within each process."""
+    """Work numbers 0..n-1 (a job's files) handed out once each, across processes, in
+    increasing order within each process."""
 
     def __init__(self, directory: str | os.PathLike[str], n: int) -> None:
         self.directory = Path(directory)
@@ -74,11 +74,6 @@ class Claims:
 
 def save_result(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
     save_arrays(path, arrays, meta, compress=False)  # read back at once: not worth packing
-
-
-def load_result(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-    arrays, meta = load_arrays(path)
-    return arrays, meta
 
 
 # Columns that a helper hands back to the process that reads them at once, on this machine:

@@ -279,7 +279,7 @@ def busy_cells(busy: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.uint8]:
 def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
     drawn = distinct(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
-    event_rows = np.union1d(drawn, link_members(groups, drawn)).astype(np.int64)
+    event_rows = distinct(np.concatenate([drawn, link_members(groups, drawn)]).astype(np.int64))
     offsets, busy = [], []
     levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}
     row_base = busy_base = tile_base = 0
@@ -525,7 +525,8 @@ class LiveRefresh:
             return
         self.last = (v0, v1)
         win = self.index.window(v0 * 1e6, v1 * 1e6, glyphs=self.glyphs, bins=self.bins)
-        partners = np.setdiff1d(link_members(self.groups, win.rows), win.rows)
+        members = distinct(link_members(self.groups, win.rows))
+        partners = members[~np.isin(members, win.rows)]  # np.setdiff1d, by distinct's sort
         rows = np.concatenate([win.rows, partners])  # glyphs first, then link partners
         self.page.live.data = event_columns(
             self.trace,
