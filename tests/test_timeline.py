@@ -305,6 +305,26 @@ def test_every_drawable_linked_event_ships_with_its_partners() -> None:
     assert counts.min() == counts.max() == 2
 
 
+def test_levels_of_one_bin_count_share_their_busy_cells() -> None:
+    from perflab.render.timeline import assign_lanes, busy_cells, encode, launch_groups
+
+    trace = synthetic_trace(30_000)
+    lanes = assign_lanes(trace)
+    start = (trace.start_ns - trace.start_ns.min()).astype(float)
+    pyramid = lod.build_pyramid(
+        start, start + trace.dur_ns, lanes.of_event, 6, row_budget=20_000, max_per_tile=5
+    )
+    bins = [level.bins for level in pyramid.levels]
+    assert len(bins) > len(set(bins)) >= 2  # finer levels repeat the largest bin count
+    enc = encode(pyramid, launch_groups(trace))
+    # every level reads back its own busy fractions from where it points
+    for i, level in enumerate(pyramid.levels):
+        base, size = enc.levels["busy_base"][i], level.busy.size
+        assert enc.busy[base : base + size].tolist() == busy_cells(level.busy).ravel().tolist()
+    # each bin count stored once
+    assert enc.busy.size == sum(pyramid.levels[bins.index(b)].busy.size for b in set(bins))
+
+
 def test_live_refinement_sends_every_event_of_a_narrow_range() -> None:
     from perflab.render.timeline import timeline
 

@@ -282,7 +282,8 @@ def build_pyramid(
         )
         budget_left = max(0, budget_left - int(rows.size))
         bins = int(min(base_bins * factor**depth_i, max_bins))
-        busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
+        if not levels or levels[-1].bins != bins:  # else the same bins: the same fractions
+            busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
         levels.append(Level(tiles, offsets, rows, busy, per_tile))
         if complete:
             break  # every interval is drawn at this level: finer levels add nothing

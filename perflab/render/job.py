@@ -214,7 +214,8 @@ class CollectiveLinks:
         }
         cells: dict[str, npt.NDArray[Any]] = {
             "off": off[order].astype(np.float32).ravel(),
-            "lane": lane[order].astype(np.int16).ravel(),
+            # -1 where a rank takes no part, so signed: one byte while the lanes fit
+            "lane": lane[order].astype(np.int8 if lane.max(initial=0) < 128 else np.int16).ravel(),
         }
         skew = inst["skew"]
         meta: dict[str, Any] = {

@@ -282,16 +282,20 @@ def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     event_rows = distinct(np.concatenate([drawn, link_members(groups, drawn)]).astype(np.int64))
     offsets, busy = [], []
     levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}
-    row_base = busy_base = tile_base = 0
+    row_base = tile_base = 0
+    # the finer levels share one bin count (the pyramid's max_bins) and so one busy summary:
+    # stored once (two thirds of a large page's busy cells), every level pointing at it
+    busy_base_of: dict[int, int] = {}
     for level in pyramid.levels:
         offsets.append(level.offsets[:-1] + row_base)
-        cells = busy_cells(level.busy)
-        busy.append(cells.ravel())
-        for key, value in zip(levels, (level.tiles, tile_base, level.bins, busy_base), strict=True):
+        if level.bins not in busy_base_of:
+            busy_base_of[level.bins] = sum(b.size for b in busy)
+            busy.append(busy_cells(level.busy).ravel())
+        values = (level.tiles, tile_base, level.bins, busy_base_of[level.bins])
+        for key, value in zip(levels, values, strict=True):
             levels[key].append(value)
         tile_base += level.tiles
         row_base += int(level.rows.size)
-        busy_base += int(cells.size)
     offsets.append(np.array([row_base]))
     rows = np.searchsorted(event_rows, np.concatenate(level_rows)) if level_rows else drawn
     return Encoded(
