@@ -280,7 +280,8 @@ def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
     drawn = distinct(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
     event_rows = distinct(np.concatenate([drawn, link_members(groups, drawn)]).astype(np.int64))
-    offsets, busy = [], []
+    offsets: list[npt.NDArray[Any]] = []
+    busy: list[npt.NDArray[np.uint8]] = []
     levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}
     row_base = tile_base = 0
     # the finer levels share one bin count (the pyramid's max_bins) and so one busy summary:
