@@ -285,8 +285,9 @@ def test_long_names_in_hover_boxes_stay_in_the_window(browser: Any, tmp_path: Pa
 
 COVER = """() => {
   const doc = Bokeh.documents[0];
-  const cover = [...doc.all_models].find((m) => m.type === "ColumnDataSource"
-    && Object.keys(m.data).sort().join() === "bottom,left,right,top").data;
+  const patches = [...doc.all_models].filter((m) => m.type === "GlyphRenderer"
+    && m.glyph.type === "Patches");
+  const cover = patches.map((r) => r.data_source.data).find((d) => d.ys.length > 1);
   const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
   const frame = root.child_views[1].frame;
   return {cover, px: (frame.x_range.end - frame.x_range.start) / frame.bbox.width};
@@ -305,12 +306,18 @@ def test_a_lane_of_short_events_shows_marks(browser: Any, tmp_path: Path, trace_
     lane = assign_lanes(trace).labels.index(label)
     page, problems = open_page(browser, timeline(trace).save(tmp_path / "t.html"))
     got = page.evaluate(COVER)
-    c = got["cover"]
-    marks = [i for i, bottom in enumerate(c["bottom"]) if abs(bottom - (lane + 0.4)) < 1e-9]
-    assert marks and not any(lane == ln for ln in page.evaluate(SHOWN)["lane_i"])
-    for i in marks:
-        assert c["right"][i] - c["left"][i] >= got["px"] * 0.99
-        assert c["bottom"][i] - c["top"][i] >= 0.8 * 0.25 - 1e-9
+    # the lane's outline: along its baseline, a step up for each bin with work
+    baseline = lane + 0.4
+    xs, ys = next(
+        (x, y)
+        for x, y in zip(got["cover"]["xs"], got["cover"]["ys"], strict=True)
+        if abs(y[0] - baseline) < 1e-9
+    )
+    steps = [i for i in range(len(ys) - 1) if ys[i] == ys[i + 1] and abs(ys[i] - baseline) > 1e-9]
+    assert steps and not any(lane == ln for ln in page.evaluate(SHOWN)["lane_i"])
+    for i in steps:
+        assert xs[i + 1] - xs[i] >= got["px"] * 0.99
+        assert baseline - ys[i] >= 0.8 * 0.25 - 1e-9
     assert_safe(page, problems)
     page.close()
 

@@ -22,7 +22,7 @@ import html
 import math
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -353,6 +353,19 @@ def _multi_line(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
         out.add(f'<path d="{d}" {_stroke(c, i)}/>')
 
 
+def _patches(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+    fills, lines = c.style("fill"), c.style("line")
+    widths = c.num("line_width", 1.0)
+    for i, (xs, ys) in enumerate(zip(c.seq("xs"), c.seq("ys"), strict=False)):
+        if out.room <= 0:
+            return
+        x, y = sx(np.asarray(xs, float)), sy(np.asarray(ys, float))
+        ok = np.isfinite(x) & np.isfinite(y)
+        if np.count_nonzero(ok) >= 3:
+            d = _path(x[ok], y[ok]) + "Z"
+            out.add(f'<path d="{d}" {_paint(fills[i], lines[i], float(widths[i]))}/>')
+
+
 def _segment(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
     x0, x1, y0, y1 = sx(c.num("x0")), sx(c.num("x1")), sy(c.num("y0")), sy(c.num("y1"))
     ok = np.flatnonzero(np.isfinite(x0 + x1 + y0 + y1))[: out.room]
@@ -455,6 +468,7 @@ DRAW = {
     "Quad": _quad,
     "Line": _line,
     "MultiLine": _multi_line,
+    "Patches": _patches,
     "Segment": _segment,
     "Text": _text,
 }
@@ -515,16 +529,45 @@ def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
     base = int(lv["busy_base"][level])
     frac = cells[base : base + (nl + 1) * bins].astype(np.float64).reshape(nl + 1, bins) / 255
     edges = np.linspace(0, float(meta["span"]), bins + 1)
-    lane, at = np.nonzero(frac[:nl] > 0)  # any work in a bin shows, as on the page
-    cover = {
-        "left": edges[at],
-        "right": edges[at + 1],
-        "bottom": lane + 0.4,
-        "top": lane + 0.4 - 0.8 * np.maximum(frac[lane, at], 0.25),
-    }
-    busy = np.flatnonzero(frac[nl] > 0)
-    strip = {"left": edges[busy], "right": edges[busy + 1], "top": frac[nl, busy]}
+    cover = _outlines(
+        busy_outline(edges, frac[k], k + 0.4, k + 0.4 - 0.8 * np.maximum(frac[k], 0.25))
+        for k in range(nl)
+    )
+    strip = _outlines([busy_outline(edges, frac[nl], 0.0, frac[nl])])
     return {id(args["shown"]): bars, id(args["summary"]): strip, id(args["cover"]): cover}
+
+
+def _outlines(outlines: Iterable[tuple[list[float], list[float]]]) -> dict[str, list[list[float]]]:
+    """Patches columns of the outlines that hold any point."""
+    kept = [(xs, ys) for xs, ys in outlines if xs]
+    return {"xs": [xs for xs, _ in kept], "ys": [ys for _, ys in kept]}
+
+
+def busy_outline(
+    edges: Floats, frac: Floats, baseline: float, tops: Floats
+) -> tuple[list[float], list[float]]:
+    """Busy time as the page draws it (``timeline-refresh.js``): one outline along
+    ``baseline``, a step up to ``tops[i]`` for each bin ``i`` (``edges[i]`` to
+    ``edges[i + 1]``) with any work (``frac > 0``). Empty lists when no bin has work."""
+    xs: list[float] = []
+    ys: list[float] = []
+    end = -math.inf
+    busy = np.flatnonzero(frac > 0)
+    for i, top in zip(busy.tolist(), np.asarray(tops)[busy].tolist(), strict=True):
+        left, right = float(edges[i]), float(edges[i + 1])
+        if left > end:  # after a gap: down to the baseline, along it, up again
+            if xs:
+                xs.append(end)
+                ys.append(baseline)
+            xs.append(left)
+            ys.append(baseline)
+        xs += [left, right]
+        ys += [top, top]
+        end = right
+    if xs:
+        xs.append(end)
+        ys.append(baseline)
+    return xs, ys
 
 
 # --- one figure ----------------------------------------------------------------------------

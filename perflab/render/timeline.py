@@ -624,8 +624,8 @@ class PageSources:
         return cls(
             _empty(SHOWN_COLUMNS),
             _empty(LINK_COLUMNS),
-            _empty(("left", "right", "bottom", "top")),
-            _empty(("left", "right", "top")),
+            _empty(("xs", "ys")),
+            _empty(("xs", "ys")),
             _empty(("x0", "y0", "x1", "y1")),
             _empty(EVENT_FIELDS),
             _empty(("cells",)),
@@ -702,15 +702,8 @@ def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: f
         fill_color="#eef2f7",
         line_color=None,
     )
-    main.quad(
-        left="left",
-        right="right",
-        bottom="bottom",
-        top="top",
-        source=src.cover,
-        fill_color="#9db4cf",
-        fill_alpha=0.8,
-        line_color=None,
+    main.patches(  # one outline per lane (see timeline-refresh.js)
+        xs="xs", ys="ys", source=src.cover, fill_color="#9db4cf", fill_alpha=0.8, line_color=None
     )
 
 
@@ -777,15 +770,8 @@ def _strip_figure(lanes: Lanes, src: PageSources, x_range: Any, width: int) -> A
         toolbar_location=None,
         title=strip_title(lanes),
     )
-    strip.quad(
-        left="left",
-        right="right",
-        bottom=0,
-        top="top",
-        source=src.summary,
-        fill_color="#4c78a8",
-        line_color=None,
-    )
+    # one outline (see timeline-refresh.js)
+    strip.patches(xs="xs", ys="ys", source=src.summary, fill_color="#4c78a8", line_color=None)
     strip.xaxis.visible = False
     strip.yaxis.ticker = FixedTicker(ticks=[0, 1])
     return strip

@@ -22,7 +22,29 @@ function emit(E, e, src) {
   d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
   d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
 }
-const nl = meta.lanes.length, cl = [], cr = [], cb = [], ct = [], sl = [], sr = [], st = [];
+// Busy time as outlines: the cover behind each lane and the strip above them are one
+// polygon each (one glyph, not one per bin), a step per bin along a baseline. In the lanes any
+// work in a bin shows at least 2 px wide and a quarter high: a lane of short events never
+// looks empty.
+function outline(y0) { return {xs: [], ys: [], y0: y0, end: -Infinity}; }
+function step_to(o, left, right, top) {
+  left = Math.max(left, o.end);
+  if (right <= left) return;  // within the step before's minimum width
+  if (left > o.end) {  // after a gap: down to the baseline, along it, up again
+    if (o.xs.length) { o.xs.push(o.end); o.ys.push(o.y0); }
+    o.xs.push(left); o.ys.push(o.y0);
+  }
+  o.xs.push(left, right); o.ys.push(top, top); o.end = right;
+}
+function closed(outlines) {
+  const xs = [], ys = [];
+  for (const o of outlines) {
+    if (o.xs.length) { xs.push([...o.xs, o.end]); ys.push([...o.ys, o.y0]); }
+  }
+  return {xs: xs, ys: ys};
+}
+const nl = meta.lanes.length, lanes_busy = [], strip = [outline(0)];
+for (let k = 0; k < nl; k++) lanes_busy.push(outline(k + 0.4));
 function draw_busy(cells, base, B, T0, T1) {
   const bw = (T1 - T0) / B;
   const i0 = Math.max(0, Math.floor((v0 - T0) / bw));
@@ -36,10 +58,8 @@ function draw_busy(cells, base, B, T0, T1) {
       m /= 255 * (hi - i);
       if (m <= 0) continue;
       const x0 = T0 + i * bw, x1 = T0 + hi * bw;
-      if (k === nl) { sl.push(x0); sr.push(x1); st.push(m); continue; }
-      // any work in a bin shows as a visible mark: a lane of short events never looks empty
-      cl.push(x0); cr.push(Math.max(x1, x0 + 2 * px));
-      cb.push(k + 0.4); ct.push(k + 0.4 - 0.8 * Math.max(m, 0.25));
+      if (k === nl) step_to(strip[0], x0, x1, m);
+      else step_to(lanes_busy[k], x0, Math.max(x1, x0 + 2 * px), k + 0.4 - 0.8 * Math.max(m, 0.25));
     }
   }
 }
@@ -64,7 +84,7 @@ if (use_live) {
 }
 shown.setv({data: d}, {sync: false});
 mark_selected(d);
-cover.setv({data: {left: cl, right: cr, bottom: cb, top: ct}}, {sync: false});
-summary.setv({data: {left: sl, right: sr, top: st}}, {sync: false});
+cover.setv({data: closed(lanes_busy)}, {sync: false});
+summary.setv({data: closed(strip)}, {sync: false});
 main.title.setv({text: meta.title + "  [" + level + ": " + d.left.length + " events drawn]"},
                 {sync: false});
