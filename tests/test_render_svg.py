@@ -226,3 +226,15 @@ def test_a_notebook_run_by_a_kernel_stores_bokehjs_once() -> None:
     assert carries == [True, False, False, False, False]
     assert all("image/svg+xml" in c.outputs[0]["data"] for c in nb.cells[1:])
     assert len(nbformat.writes(nb)) < 2_000_000  # 1.3 MB of BokehJS once, not five times
+
+
+def test_busy_outline_steps_along_its_baseline() -> None:
+    from perflab.render.svg import busy_outline
+
+    edges = np.arange(6.0)
+    frac = np.array([0.0, 0.5, 1.0, 0.0, 0.2])
+    xs, ys = busy_outline(edges, frac, 0.0, frac)
+    # up at bin 1, a step per busy bin, down to the baseline across the gap, up again at bin 4
+    assert xs == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert ys == [0, 0.5, 0.5, 1, 1, 0, 0, 0.2, 0.2, 0]
+    assert busy_outline(edges, np.zeros(5), 0.4, np.zeros(5)) == ([], [])
