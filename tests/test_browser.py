@@ -285,9 +285,12 @@ def test_long_names_in_hover_boxes_stay_in_the_window(browser: Any, tmp_path: Pa
 
 COVER = """() => {
   const doc = Bokeh.documents[0];
-  const patches = [...doc.all_models].filter((m) => m.type === "GlyphRenderer"
-    && m.glyph.type === "Patches");
-  const cover = patches.map((r) => r.data_source.data).find((d) => d.ys.length > 1);
+  const cover = {xs: [], ys: []};  // every outline drawn: each lane's, and the strip's
+  for (const m of doc.all_models) {
+    if (m.type === "GlyphRenderer" && m.glyph.type === "Patches") {
+      cover.xs.push(...m.data_source.data.xs); cover.ys.push(...m.data_source.data.ys);
+    }
+  }
   const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
   const frame = root.child_views[1].frame;
   return {cover, px: (frame.x_range.end - frame.x_range.start) / frame.bbox.width};

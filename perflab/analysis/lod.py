@@ -282,7 +282,9 @@ def build_pyramid(
         )
         budget_left = max(0, budget_left - int(rows.size))
         bins = int(min(base_bins * factor**depth_i, max_bins))
-        if not levels or levels[-1].bins != bins:  # else the same bins: the same fractions
+        if levels and levels[-1].bins == bins:  # the same bins: the same fractions
+            busy = levels[-1].busy
+        else:
             busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
         levels.append(Level(tiles, offsets, rows, busy, per_tile))
         if complete:
