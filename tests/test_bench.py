@@ -457,3 +457,27 @@ def test_sweep_kernels_store_their_results() -> None:
     cells = [c.cell_contents for c in product.__closure__ or ()]
     a, b, stored = (c for c in cells if isinstance(c, np.ndarray))
     assert out is stored and np.allclose(stored, a @ b)
+
+
+def test_cpu_second_plateau_inside_one_cache_is_named_slower_and_explained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A VM's view of a shared L3: the chase steps up to memory-like latency well inside the
+    L3's reported size; that plateau must not read as the L3's latency."""
+    from perflab.machine import _common
+
+    monkeypatch.setattr(
+        _common, "cache_capacities", lambda on_gpu: {"L1": 32 * KIB, "L2": MIB, "L3": 32 * MIB}
+    )
+    sizes = np.array([2**k for k in range(12, 27)], dtype=float)  # 4 KiB .. 64 MiB
+    ns = np.select(
+        [sizes <= 16 * KIB, sizes <= 256 * KIB, sizes <= 2 * MIB, sizes <= 32 * MIB],
+        [1.6, 4.7, 16.0, 158.0],
+        216.0,
+    )
+    levels = latency._named_levels(Series("chase", sizes, ns), on_gpu=False)
+    names = [lv.name for lv in levels]
+    assert names[:4] == ["L1", "L2", "L3", "L3 (slower)"]
+    [warning] = latency._slower_repeat_warnings(levels)
+    assert "the second (158 ns) is 9.9x the first" in warning
+    assert latency._slower_repeat_warnings(levels[:3]) == []

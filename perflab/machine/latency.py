@@ -397,18 +397,40 @@ def run(
             "HBM levels are memory latency plus TLB misses"
         )
     if not on_gpu:
+        result.warnings.extend(_slower_repeat_warnings(series.levels))
         result.warnings.append("no GPU: CPU pointer chase (the CPU analog)")
     return result
 
 
 GPU_BEYOND_L2 = {"HBM": "HBM (+TLB misses)", "HBM far": "HBM + more TLB misses"}
+CPU_REPEAT = " (slower)"  # a second plateau inside one cache's reported size, on a CPU
 
 
 def _named_levels(series: Series, on_gpu: bool) -> list[Level]:
     """Plateaus named after the caches; on a GPU a second L2 plateau is the far L2
     partition, and the plateaus past L2 say they include TLB misses."""
-    levels = hierarchy_levels(series, on_gpu, repeat_suffix=" far" if on_gpu else " (2)")
+    levels = hierarchy_levels(series, on_gpu, repeat_suffix=" far" if on_gpu else CPU_REPEAT)
     if on_gpu:
         for lv in levels:
             lv.name = GPU_BEYOND_L2.get(lv.name, lv.name)
     return levels
+
+
+def _slower_repeat_warnings(levels: list[Level]) -> list[str]:
+    """A CPU plateau named "<cache> (slower)" fits in that cache by its reported size yet
+    is slower than the cache's first plateau: say by how much and what usually causes it,
+    so that its latency is not read as the cache's."""
+    first = {lv.name: lv for lv in levels}
+    warnings = []
+    for lv in levels:
+        cache = lv.name.removesuffix(CPU_REPEAT)
+        if cache == lv.name or cache not in first or first[cache].value <= 0:
+            continue
+        ratio = lv.value / first[cache].value
+        warnings.append(
+            f"two plateaus fit in the reported {cache}: the second ({lv.value:.3g} ns) is "
+            f"{ratio:.1f}x the first, so it is probably not served by {cache}: a cache shared "
+            "with other cores or virtual machines holds less than its reported size, and "
+            "loads past the TLB's reach wait for page walks"
+        )
+    return warnings
