@@ -339,7 +339,7 @@ GOALS = {"build_s": 3.0, "output_mb": 4.0, "first_paint_ms": 1500.0}
 
 
 def timeline_goals(results: list[dict[str, Any]], events: int) -> dict[str, Any]:
-    """The timeline issue's goals for ``perflab timeline`` at the largest event count."""
+    """The goals for ``perflab timeline`` at the largest event count."""
     mine = next(
         (r for r in results if r["tool"] == "perflab timeline" and r["events"] == events), {}
     )

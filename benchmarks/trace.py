@@ -440,7 +440,7 @@ def fastest_floor(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_goals(row: dict[str, Any]) -> dict[str, Any]:
-    """The issue's goals on the generated trace, as measured ratios; the same ratios for
+    """The goals on the generated trace, as measured ratios; the same ratios for
     perflab in one process, for information."""
     goals = _ratios(row, row.get("perflab") or {})
     one = _ratios(row, row.get("perflab (one process)") or {})

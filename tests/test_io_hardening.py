@@ -376,7 +376,7 @@ def test_gzip_bomb_is_refused_before_it_is_inflated(
 
 @pytest.mark.slow
 def test_gzip_bomb_peak_memory_is_bounded(tmp_path: Path) -> None:
-    """The issue's case at its size: 2 MB of gzip holding 2 GiB of text, in a fresh process
+    """A bomb at full size: 2 MB of gzip holding 2 GiB of text, in a fresh process
     whose peak RSS is read back (the text alone would be 2048 MB). The whole-file read keeps at
     most the 256 MiB cap plus one 16 MiB block before it refuses; the rest is the interpreter
     with numpy and msgspec (about 45 MB)."""
