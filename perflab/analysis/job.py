@@ -515,13 +515,19 @@ def clock_check(c: Collectives) -> list[str]:
     return notes
 
 
+def _us(ns: float) -> float:
+    """Nanoseconds as microseconds to the nanosecond: medians, percentiles and means fall
+    between whole nanoseconds, and their binary remainders are noise in a report."""
+    return round(ns / 1000.0, 3)
+
+
 def collective_stats(c: Collectives) -> dict[str, Any]:
-    skew = c.skew_ns / 1000.0
+    skew = c.skew_ns
     return {
         "count": len(c),
         "skew_us": {
-            "median": float(np.median(skew)) if len(skew) else None,
-            "p99": float(np.percentile(skew, 99)) if len(skew) else None,
+            "median": _us(float(np.median(skew))) if len(skew) else None,
+            "p99": _us(float(np.percentile(skew, 99))) if len(skew) else None,
         },
         "matched_by": c.matched_by,
     }
@@ -547,8 +553,8 @@ def stragglers(c: Collectives) -> list[dict[str, Any]]:
             {
                 "rank": rank,
                 "last_count": int(mine.sum()),
-                "mean_late_us": float(late[took_part, col].mean()) / 1000.0,
-                "wait_caused_us": float(waited[mine].sum()) / 1000.0,
+                "mean_late_us": _us(float(late[took_part, col].mean())),
+                "wait_caused_us": _us(float(waited[mine].sum())),
             }
         )
     out.sort(key=lambda s: (-s["wait_caused_us"], -s["last_count"], s["rank"]))
