@@ -37,9 +37,20 @@ def sources_digest(nb: Any) -> str:
     return digest.hexdigest()
 
 
+def kernelspec(kernel_name: str = "python3") -> dict[str, str]:
+    """The installed kernel's spec as a notebook records it. A notebook whose recorded
+    display name differs from the running kernel's is changed by JupyterLab as soon as the
+    kernel starts, so it opens with unsaved changes."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    return {"display_name": spec.display_name, "language": spec.language, "name": kernel_name}
+
+
 def execute(path: Path, kernel_name: str = "python3") -> tuple[Any, float]:
     """Run the notebook at ``path`` from its own folder; (executed notebook, seconds)."""
     nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"] = kernelspec(kernel_name)
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,

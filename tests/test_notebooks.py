@@ -13,6 +13,7 @@ import pytest
 from notebook_exec import (
     ROOT,
     execute_all,
+    kernelspec,
     notebook_paths,
     output_problems,
     stored_problems,
@@ -79,3 +80,13 @@ def test_every_notebook_has_two_checked_exercises_and_conclusions(path: Path) ->
     assert code.count("Exercise(") >= 2, "fewer than two perflab.exercises checks"
     assert code.count(".answer(") >= 2 and code.count(".solution(") >= 2
     assert "## Conclusions" in markdown
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_names_the_installed_kernel(path: Path) -> None:
+    """Opened in JupyterLab, a notebook that names its kernel differently from the installed
+    kernelspec is rewritten as soon as the kernel starts: it would open with unsaved changes."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    assert dict(nb.metadata.get("kernelspec", {})) == kernelspec()
