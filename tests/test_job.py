@@ -388,6 +388,22 @@ def test_job_model_describes_itself(job_dir: tuple[Path, Any]) -> None:
     assert perflab.load_job is load_job
 
 
+def test_job_summary_and_timeline_are_methods_of_the_job(job_dir: tuple[Path, Any]) -> None:
+    """``job.summary()`` and ``job.timeline()`` are the analysis and the render functions,
+    as ``trace.summary()`` and ``trace.timeline()`` are for one trace."""
+    pytest.importorskip("bokeh")
+    from perflab.render.job import job_timeline
+
+    directory, _ = job_dir
+    job = load_job(directory)
+    assert job.summary().to_dict() == summarize_job(job).to_dict()
+    view = job.timeline(row_budget=5_000)
+    assert view.text == job_timeline(job, row_budget=5_000).text
+    events = sum(len(r.trace) for r in job)
+    assert view.text.startswith(f"Trace of a job of 4 ranks: {events} events")
+    assert f"red: rank {STRAGGLER}, the straggler" in view.text
+
+
 def test_timeline_of_a_job_groups_lanes_by_rank(
     job_dir: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

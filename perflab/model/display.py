@@ -5,7 +5,8 @@ terminal); :class:`Shown` answers both, and ``str()``, from the registry in
 :mod:`perflab.render.views`, which decides every view. The registry is imported on first
 display only, so reading and analysing traces never loads the render layer (or bokeh): this
 module is the single place where the model reaches render. ``Trace.summary()`` and
-``Trace.timeline()`` are conveniences that come through here too, to the same registry module.
+``Trace.timeline()`` (and ``Job.summary()``, ``Job.timeline()``) are conveniences that come
+through here too, to the same registry module.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # names for annotations only: nothing below imports render at load time
+    from perflab.model.job import Job
     from perflab.model.trace import Trace
+    from perflab.render.views import JobSummary as JobSummary
     from perflab.render.views import Timeline as Timeline
     from perflab.render.views import TraceSummary as TraceSummary
 
@@ -56,3 +59,17 @@ def trace_timeline(trace: Trace, **options: Any) -> Timeline:
     from perflab.render.views import trace_timeline
 
     return trace_timeline(trace, **options)
+
+
+def job_summary(job: Job) -> JobSummary:
+    """What ``Job.summary()`` returns: :func:`perflab.analysis.job.summarize_job`."""
+    from perflab.render.views import job_summary
+
+    return job_summary(job)
+
+
+def job_timeline(job: Job, **options: Any) -> Timeline:
+    """What ``Job.timeline()`` returns: :func:`perflab.render.job.job_timeline`."""
+    from perflab.render.views import job_timeline
+
+    return job_timeline(job, **options)

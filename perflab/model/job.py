@@ -20,11 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from perflab.model import display
 from perflab.model.trace import Table, Trace
+
+if TYPE_CHECKING:
+    from perflab.model.display import JobSummary, Timeline
 
 ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
 
@@ -94,7 +99,19 @@ class Job:
             )
         merged = Trace.merge(shifted, ranks=self.rank_numbers)
         merged.meta["clock"] = self.clock
+        merged.meta["source"] = f"a job of {len(self)} ranks"  # what describe() names
         return merged
+
+    # -- analyses (pure functions live in perflab.analysis), through perflab.model.display --
+    def summary(self) -> JobSummary:
+        """Per rank busy, idle, kernels and communication; collectives matched across ranks
+        and the stragglers, worst first (:func:`perflab.analysis.job.summarize_job`)."""
+        return display.job_summary(self)
+
+    def timeline(self, **options: Any) -> Timeline:
+        """An interactive timeline of every rank, collectives linked across ranks
+        (:func:`perflab.render.job.job_timeline`; ``options`` as for ``Trace.timeline``)."""
+        return display.job_timeline(self, **options)
 
     def describe(self) -> str:
         events = sum(len(r.trace) for r in self)

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from perflab.analysis.job import JobSummary as JobSummary
     from perflab.analysis.trace_summary import TraceSummary as TraceSummary
+    from perflab.model.job import Job
     from perflab.model.trace import Trace
     from perflab.render.timeline import Timeline as Timeline
 
@@ -138,3 +140,18 @@ def trace_timeline(trace: Trace, **options: Any) -> Timeline:
     from perflab.render.timeline import timeline
 
     return timeline(trace, **options)
+
+
+def job_summary(job: Job) -> JobSummary:
+    """``Job.summary()``: :func:`perflab.analysis.job.summarize_job`."""
+    from perflab.analysis.job import summarize_job
+
+    return summarize_job(job)
+
+
+def job_timeline(job: Job, **options: Any) -> Timeline:
+    """``Job.timeline()``: ranks as groups of lanes, collectives linked across them
+    (:func:`perflab.render.job.job_timeline`)."""
+    from perflab.render.job import job_timeline
+
+    return job_timeline(job, **options)
