@@ -139,6 +139,21 @@ def test_launch_stats_match_a_plain_python_join() -> None:
     assert stats["linked"] == len(delays)
     assert stats["shorter_than_launch"] == shorter
     assert stats["delay_us"]["p50"] == pytest.approx(float(np.percentile(delays, 50)), rel=1e-4)
+    # reported to the nanosecond: no binary remainders such as 524.6070499999999
+    assert all(round(v, 3) == v for v in stats["delay_us"].values())
+
+
+def test_summary_tables_show_times_as_people_read_them() -> None:
+    from perflab.model.units import format_us
+
+    summary = load_trace(NCCL).summary()
+    html = summary._repr_mimebundle_()["text/html"]
+    dev = summary.devices["0"]
+    busy_share = f"{dev.busy_us / dev.span_us:.1%}"
+    assert f"<td>{format_us(dev.busy_us)}</td>" in html and f"<td>{busy_share}</td>" in html
+    assert "<th>busy %</th>" in html and "busy us" not in html
+    comm = summary.categories["communication"]
+    assert f"<td>{format_us(comm.total_us)}</td>" in html
 
 
 def test_idle_gaps_add_up_to_idle_time() -> None:

@@ -55,6 +55,7 @@ from perflab.analysis.trace_summary import TraceSummary, summarize
 from perflab.model.display import Shown
 from perflab.model.job import Job, RankTrace
 from perflab.model.trace import EventKind, TrackKind, distinct
+from perflab.model.units import us_from_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -515,19 +516,13 @@ def clock_check(c: Collectives) -> list[str]:
     return notes
 
 
-def _us(ns: float) -> float:
-    """Nanoseconds as microseconds to the nanosecond: medians, percentiles and means fall
-    between whole nanoseconds, and their binary remainders are noise in a report."""
-    return round(ns / 1000.0, 3)
-
-
 def collective_stats(c: Collectives) -> dict[str, Any]:
     skew = c.skew_ns
     return {
         "count": len(c),
         "skew_us": {
-            "median": _us(float(np.median(skew))) if len(skew) else None,
-            "p99": _us(float(np.percentile(skew, 99))) if len(skew) else None,
+            "median": us_from_ns(float(np.median(skew))) if len(skew) else None,
+            "p99": us_from_ns(float(np.percentile(skew, 99))) if len(skew) else None,
         },
         "matched_by": c.matched_by,
     }
@@ -553,8 +548,8 @@ def stragglers(c: Collectives) -> list[dict[str, Any]]:
             {
                 "rank": rank,
                 "last_count": int(mine.sum()),
-                "mean_late_us": _us(float(late[took_part, col].mean())),
-                "wait_caused_us": _us(float(waited[mine].sum())),
+                "mean_late_us": us_from_ns(float(late[took_part, col].mean())),
+                "wait_caused_us": us_from_ns(float(waited[mine].sum())),
             }
         )
     out.sort(key=lambda s: (-s["wait_caused_us"], -s["last_count"], s["rank"]))

@@ -15,7 +15,7 @@ from perflab.model.display import Shown
 from perflab.model.optable import OpTable
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
-from perflab.model.units import format_ns
+from perflab.model.units import format_ns, us_from_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,13 +88,13 @@ def launch_stats(trace: Trace) -> dict[str, Any]:
         "kernels": int(is_kernel.sum()),
         "linked": len(rows),
         "delay_us": {
-            "p50": float(pct[0]) / 1e3,
-            "p90": float(pct[1]) / 1e3,
-            "p99": float(pct[2]) / 1e3,
-            "mean": float(delay.mean()) / 1e3 if len(delay) else float("nan"),
+            "p50": us_from_ns(float(pct[0])),
+            "p90": us_from_ns(float(pct[1])),
+            "p99": us_from_ns(float(pct[2])),
+            "mean": us_from_ns(float(delay.mean())) if len(delay) else float("nan"),
         },
         "shorter_than_launch": shorter,
-        "launch_total_us": float(launch_dur.sum()) / 1e3,
+        "launch_total_us": us_from_ns(float(launch_dur.sum())),
     }
 
 

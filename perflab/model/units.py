@@ -18,6 +18,13 @@ def format_ns(ns: float, digits: int = 3) -> str:
     return f"{ns:.{digits}g} ns"
 
 
+def us_from_ns(ns: float) -> float:
+    """Nanoseconds as microseconds to the nanosecond, for reports: medians, percentiles and
+    means fall between whole nanoseconds, and their binary remainders (69.55250000000001)
+    are noise. NaN stays NaN."""
+    return round(ns / 1000.0, 3)
+
+
 def format_us(us: float) -> str:
     """Microseconds, as :func:`format_ns` shows times (traces and summaries keep us)."""
     return format_ns(us * 1e3)

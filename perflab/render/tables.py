@@ -238,16 +238,30 @@ def trace_summary_text(summary: TraceSummary) -> str:
 
 
 def trace_summary_html(summary: TraceSummary) -> str:
+    """The summary's tables with times as people read them (``to_dict()`` keeps the exact
+    microseconds)."""
     devices = [
-        [dev, f"{v.busy_us:.1f}", f"{v.span_us:.1f}", f"{v.idle_us:.1f}", str(v.kernels)]
+        [
+            dev,
+            format_us(v.busy_us),
+            format_us(v.idle_us),
+            format_us(v.span_us),
+            f"{v.busy_us / v.span_us:.1%}" if v.span_us > 0 else "n/a",
+            str(v.kernels),
+        ]
         for dev, v in summary.devices.items()
     ]
-    cats = [[k, str(v.count), f"{v.total_us:.1f}"] for k, v in _by_time(summary.categories)]
+    kernel_us = sum(v.total_us for v in summary.categories.values())
+    cats = [
+        [k, str(v.count), format_us(v.total_us), f"{v.total_us / kernel_us:.1%}"]
+        for k, v in _by_time(summary.categories)
+        if kernel_us > 0
+    ]
     head, *rest = trace_summary_text(summary).splitlines()
     return wrap(
         f"<div>{esc(head)}</div>"
-        + table(["device", "busy us", "span us", "idle us", "kernels"], devices)
-        + table(["category", "kernels", "total us"], cats)
+        + table(["device", "busy", "idle", "span", "busy %", "kernels"], devices)
+        + table(["category", "kernels", "total", "share"], cats)
         + "".join(f"<div>{esc(line)}</div>" for line in rest)
     )
 
