@@ -205,3 +205,11 @@ def test_kind_mask_is_isin_for_every_kind_value() -> None:
         np.testing.assert_array_equal(kind_mask(values, kinds), expected)
     wide = np.array([1, 2, 7], dtype=np.int64)  # any integer dtype holding kinds
     np.testing.assert_array_equal(kind_mask(wide, [7]), [False, False, True])
+
+
+def test_describe_counts_tracks_in_words() -> None:
+    trace = small_trace()
+    assert ", 2 tracks, span 450 ns" in trace.describe()
+    one = Table(TRACK_COLUMNS, {k: v[:1] for k, v in trace.tracks.columns.items()})
+    events = Table(EVENT_COLUMNS, {k: v[:1] for k, v in trace.events.columns.items()})
+    assert ", 1 track, span 100 ns" in Trace(events, one, trace.strings).describe()

@@ -493,9 +493,10 @@ class Trace(Shown):
         span = (int(self.end_ns.max()) - int(self.start_ns.min())) if len(self) else 0
         from perflab.model.units import format_ns
 
+        tracks = len(self.tracks)
         return (
             f"Trace of {src}: {len(self)} events ({', '.join(parts) or 'none'}), "
-            f"{len(self.tracks)} tracks, span {format_ns(span)}"
+            f"{tracks} track{'' if tracks == 1 else 's'}, span {format_ns(span)}"
         )
 
     def __repr__(self) -> str:
