@@ -213,3 +213,9 @@ def test_describe_counts_tracks_in_words() -> None:
     one = Table(TRACK_COLUMNS, {k: v[:1] for k, v in trace.tracks.columns.items()})
     events = Table(EVENT_COLUMNS, {k: v[:1] for k, v in trace.events.columns.items()})
     assert ", 1 track, span 100 ns" in Trace(events, one, trace.strings).describe()
+
+
+def test_counted_nouns() -> None:
+    from perflab.model.units import counted
+
+    assert [counted(n, "lane") for n in (0, 1, 2)] == ["0 lanes", "1 lane", "2 lanes"]

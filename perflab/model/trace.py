@@ -491,12 +491,11 @@ class Trace(Shown):
         parts = [f"{int(n)} {KIND_NAMES[k]}" for k, n in enumerate(counts) if n]
         src = self.meta.get("source") or self.meta.get("format", "trace")
         span = (int(self.end_ns.max()) - int(self.start_ns.min())) if len(self) else 0
-        from perflab.model.units import format_ns
+        from perflab.model.units import counted, format_ns
 
-        tracks = len(self.tracks)
         return (
-            f"Trace of {src}: {len(self)} events ({', '.join(parts) or 'none'}), "
-            f"{tracks} track{'' if tracks == 1 else 's'}, span {format_ns(span)}"
+            f"Trace of {src}: {counted(len(self), 'event')} ({', '.join(parts) or 'none'}), "
+            f"{counted(len(self.tracks), 'track')}, span {format_ns(span)}"
         )
 
     def __repr__(self) -> str:

@@ -30,6 +30,11 @@ def format_us(us: float) -> str:
     return format_ns(us * 1e3)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless n is 1: "1 track", "12 tracks"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def shorten(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters, the last one "…" where it was longer."""
     return text if len(text) <= chars else text[: chars - 1] + "…"

@@ -45,7 +45,7 @@ from perflab.model.trace import (
     distinct,
     unique_rows,
 )
-from perflab.model.units import format_ns, shorten
+from perflab.model.units import counted, format_ns, shorten
 from perflab.render.bokeh_embed import notebook_bundle, standalone_html
 from perflab.render.html import esc, static_text
 
@@ -436,7 +436,7 @@ def timeline(
     )
     if title is None:
         source = Path(str(trace.meta.get("source") or "trace")).name
-        title = f"{source}: {len(trace)} events, {len(lanes.labels)} lanes"
+        title = f"{source}: {counted(len(trace), 'event')}, {counted(len(lanes.labels), 'lane')}"
     page = _figure(enc, events, labels, lanes, pyramid, width, title)
     if overlay is not None:
         overlay.draw(page, lanes, origin)
@@ -572,7 +572,8 @@ def lane_ticks(lanes: Lanes, pyramid: Pyramid) -> list[str]:
 
 def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     span = pyramid.t1 - pyramid.t0
-    lines = [trace.describe(), f"{len(lanes.labels)} lanes, under a strip of {strip_title(lanes)}:"]
+    lanes_line = f"{counted(len(lanes.labels), 'lane')}, under a strip of {strip_title(lanes)}:"
+    lines = [trace.describe(), lanes_line]
     lines += [
         f"  {'GPU' if g else 'CPU'}  {label}  ({n:,} events)"
         for label, g, n in zip(
