@@ -97,7 +97,7 @@ browser:
 lab: install
 	$(VENV)/bin/jupyter lab notebooks/
 
-# Re-execute every notebook in place and keep its outputs (two kernels at a time; the test suite
+# Re-execute every notebook in place and keep its outputs (one kernel at a time; the test suite
 # checks that the committed outputs are current). `make notebooks NB="05-x.ipynb"` runs some.
 notebooks: install
 	$(PY) tests/notebook_exec.py $(NB)

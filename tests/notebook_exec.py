@@ -126,10 +126,13 @@ def write_executed(path: Path, nb: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``make notebooks``: re-execute the notebooks (all, or those named) in place."""
+    """``make notebooks``: re-execute the notebooks (all, or those named) in place, one
+    kernel at a time: the measurements a notebook stores (ceilings, latencies, timings) are
+    then not taken beside another notebook's work (the roofline notebook's ceilings came out
+    at half this machine's rate with two kernels at once, below its own kernels)."""
     paths = [NOTEBOOK_DIR / name for name in argv] if argv else notebook_paths()
     failed = 0
-    for path, result in execute_all(paths).items():
+    for path, result in execute_all(paths, workers=1).items():
         if isinstance(result, BaseException):
             print(f"{path.name}: FAILED: {str(result)[-2000:]}", file=sys.stderr)
             failed += 1
