@@ -229,3 +229,14 @@ def test_performance_axis_reads_in_si_units() -> None:
     svg = roofline([("a", 1e12, 1e9, 1e-3)], device="H200")._repr_mimebundle_()["image/svg+xml"]
     words = {t.text for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")}
     assert {"1 TFLOP/s", "1 PFLOP/s"} <= words
+
+
+def test_ceilings_alone_say_no_points_instead_of_an_empty_table(tmp_path: Path) -> None:
+    from perflab.render.roofline import roofline
+
+    chart = roofline([], device="H200")
+    html = chart._repr_mimebundle_()["text/html"]
+    saved = chart.save(tmp_path / "r.html").read_text("utf-8")
+    for page in (html, saved):
+        assert "no points" in page and "<th>bound by</th>" not in page
+    assert "no points" in chart._repr_mimebundle_()["text/plain"]

@@ -556,17 +556,22 @@ def _with_table(r: Roofline) -> Any:
     from bokeh.models.widgets import Div
 
     # Div text is HTML: every value goes through esc() (via table()).
-    rows = [_row(v) for v in r.verdicts]
     note = f"<p>{esc(r.roof.source)}</p>"
-    return column(r.figure(), Div(text=wrap(note + table(HEADERS, rows))))
+    return column(r.figure(), Div(text=wrap(note + _points_html(r))))
+
+
+def _points_html(r: Roofline) -> str:
+    """The table of placed kernels; a roofline of ceilings alone says so instead of showing
+    an empty table."""
+    rows = [_row(v) for v in r.verdicts]
+    return table(HEADERS, rows) if rows else "<div>no points</div>"
 
 
 def roofline_bundle(r: Roofline) -> dict[str, str]:
     """MIME bundle of a :class:`Roofline`: text, HTML (chart and table) and a static SVG."""
     from perflab.render.bokeh_embed import notebook_bundle
 
-    rows = [_row(v) for v in r.verdicts]
     notes = "".join(f'<div class="warn">{esc(n)}</div>' for n in above_roof_notes(r))
     source = f'<div class="note">{esc(r.roof.source)}</div>'
-    listing = wrap(source + table(HEADERS, rows) + notes)
+    listing = wrap(source + _points_html(r) + notes)
     return notebook_bundle(r.figure(), r.text(), after=listing)
