@@ -61,6 +61,8 @@ def test_ptx_view_keeps_its_layout_and_colours_without_style_tags() -> None:
     colours = set(re.findall(r"background-color:(#[0-9a-f]{6})", kept))
     assert line_color(1) in colours and len(colours) >= 2  # rows keep their line colours
     assert 'style="color:#999999"' in kept  # line numbers stay grey
+    # the filter checkboxes stay apart from each other and from the hint after them
+    assert kept.count('<label style="margin:0px 12px 0px 0px">') == 3
 
 
 def test_chart_picture_survives_and_nothing_else_runs() -> None:

@@ -64,6 +64,7 @@ INLINE = {
     "number": "color: #999999",
     "head": "display: flex; gap: 24px; flex-wrap: wrap",
     "insights": "flex: 1 1 280px; min-width: 280px",
+    "filters": "font-size: 12px; margin: 4px 0px",
 }
 KIND_COLORS = {"directive": "#777777", "comment": "#777777", "label": "#7a3e9d"}
 LEVEL_COLORS = {"good": "#2a7a2a", "warn": "#a15c00"}
@@ -305,10 +306,13 @@ def _diff_html(d: KernelDiff) -> str:
     )
 
 
+# spaced by inline styles: a sanitised (untrusted) notebook output drops the <style> block
+_GAP = 'style="margin: 0px 12px 0px 0px"'
 FILTERS = (
-    '<div class="pv-filters">hide: <label><input type="checkbox" class="f-dir" checked> '
-    'directives</label><label><input type="checkbox" class="f-lab"> labels</label>'
-    '<label><input type="checkbox" class="f-cmt" checked> comments</label>'
+    f'<div class="pv-filters" style="{INLINE["filters"]}">hide: '
+    f'<label {_GAP}><input type="checkbox" class="f-dir" checked> directives</label>'
+    f'<label {_GAP}><input type="checkbox" class="f-lab"> labels</label>'
+    f'<label {_GAP}><input type="checkbox" class="f-cmt" checked> comments</label>'
     '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
 )
 
