@@ -154,6 +154,10 @@ def test_summary_tables_show_times_as_people_read_them() -> None:
     assert "<th>busy %</th>" in html and "busy us" not in html
     comm = summary.categories["communication"]
     assert f"<td>{format_us(comm.total_us)}</td>" in html
+    # what the tables show is not repeated below them; what they do not show is
+    assert "GPU 0: busy" not in html and "categories:" not in html
+    assert "communication: 21 NCCL kernels" in html and "memcpy: 960 copies" in html
+    assert "GPU 0: busy" in str(summary) and "categories: communication" in str(summary)
 
 
 def test_idle_gaps_add_up_to_idle_time() -> None:

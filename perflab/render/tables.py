@@ -213,15 +213,28 @@ def idle_breakdown_html(idle: IdleBreakdown) -> str:
 
 
 def trace_summary_text(summary: TraceSummary) -> str:
-    lines = [
-        f"{summary.events} events read; {summary.kernels.count} kernels, "
-        f"{format_us(summary.kernels.total_us)} of kernel time"
-    ]
+    lines = [_summary_head(summary)]
     for dev, v in summary.devices.items():
         lines.append(
             f"{summary.gpu} {dev}: busy {format_us(v.busy_us)} of {format_us(v.span_us)} "
             f"({100 * v.utilisation:.1f}%), idle {format_us(v.idle_us)}, {v.kernels} kernels"
         )
+    lines += _transfer_lines(summary)
+    shares = (f"{k} {_kernel_share(summary, v)}" for k, v in _by_time(summary.categories))
+    lines.append("categories: " + ", ".join(shares))
+    return "\n".join(lines)
+
+
+def _summary_head(summary: TraceSummary) -> str:
+    return (
+        f"{summary.events} events read; {summary.kernels.count} kernels, "
+        f"{format_us(summary.kernels.total_us)} of kernel time"
+    )
+
+
+def _transfer_lines(summary: TraceSummary) -> list[str]:
+    """Communication and copies, which the summary's tables do not show."""
+    lines = []
     c, m = summary.comm, summary.memcpy
     if c.count:
         share = 100 * c.overlapped_us / c.total_us if c.total_us else 0.0
@@ -231,38 +244,36 @@ def trace_summary_text(summary: TraceSummary) -> str:
         )
     if m.count:
         lines.append(f"memcpy: {m.count} copies, {format_us(m.total_us)}, {format_bytes(m.bytes)}")
-    total = summary.kernels.total_us or 1.0
-    shares = (f"{k} {100 * v.total_us / total:.1f}%" for k, v in _by_time(summary.categories))
-    lines.append("categories: " + ", ".join(shares))
-    return "\n".join(lines)
+    return lines
+
+
+def _kernel_share(summary: TraceSummary, totals: Totals) -> str:
+    return f"{100 * totals.total_us / (summary.kernels.total_us or 1.0):.1f}%"
 
 
 def trace_summary_html(summary: TraceSummary) -> str:
     """The summary's tables with times as people read them (``to_dict()`` keeps the exact
-    microseconds)."""
+    microseconds), then what the tables do not show."""
     devices = [
         [
             dev,
             format_us(v.busy_us),
             format_us(v.idle_us),
             format_us(v.span_us),
-            f"{v.busy_us / v.span_us:.1%}" if v.span_us > 0 else "n/a",
+            f"{100 * v.utilisation:.1f}%",
             str(v.kernels),
         ]
         for dev, v in summary.devices.items()
     ]
-    kernel_us = sum(v.total_us for v in summary.categories.values())
     cats = [
-        [k, str(v.count), format_us(v.total_us), f"{v.total_us / kernel_us:.1%}"]
+        [k, str(v.count), format_us(v.total_us), _kernel_share(summary, v)]
         for k, v in _by_time(summary.categories)
-        if kernel_us > 0
     ]
-    head, *rest = trace_summary_text(summary).splitlines()
     return wrap(
-        f"<div>{esc(head)}</div>"
+        f"<div>{esc(_summary_head(summary))}</div>"
         + table(["device", "busy", "idle", "span", "busy %", "kernels"], devices)
         + table(["category", "kernels", "total", "share"], cats)
-        + "".join(f"<div>{esc(line)}</div>" for line in rest)
+        + "".join(f"<div>{esc(line)}</div>" for line in _transfer_lines(summary))
     )
 
 
