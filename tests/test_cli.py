@@ -31,6 +31,23 @@ def test_info_text_says_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
         assert "no GPU" in out
 
 
+def test_info_text_reads_sizes_as_sizes() -> None:
+    from perflab.commands.info import device_text
+
+    cpu = {
+        "name": "AMD EPYC",
+        "kind": "cpu",
+        "cores": 2,
+        "cache_bytes": {"L1d": 32768, "L3": 1 << 25},
+    }
+    assert device_text(cpu) == "AMD EPYC (cpu), cores 2, cache L1d 32 KiB / L3 32 MiB"
+    gpu = {"index": 0, "name": "NVIDIA H200", "kind": "cuda", "memory_bytes": 150_117_269_504,
+           "l2_bytes": 52_428_800, "sms": 132, "clock": None}  # fmt: skip
+    text = device_text(gpu)
+    assert text.startswith("NVIDIA H200 (cuda), index 0, memory 140 GiB, l2 50 MiB, sms 132")
+    assert "clock" not in text
+
+
 def test_time_json_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["time", "-s", "x = list(range(300))", "sorted(x)", "--budget", "10", "--json"])
     assert code == 0

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"backend: {doc['backend']}" + ("" if doc["backend"] == "cuda" else " (no GPU)"))
     for dev in doc["devices"]:
-        print("device:  " + ", ".join(f"{k}={v}" for k, v in dev.items() if v is not None))
+        print("device:  " + device_text(dev))
     print("versions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()))
     for tool, found in doc["cuda_tools"].items():
         where = (
@@ -38,3 +38,22 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"{tool:10s} {where}")
     return 0
+
+
+def device_text(dev: dict[str, Any]) -> str:
+    """A device as one line: "AMD EPYC (cpu), cores 2, cache L1d 32 KiB / L2 1 MiB / L3 32 MiB";
+    sizes in bytes read as sizes (``--json`` keeps the numbers)."""
+    from perflab.model.units import format_bytes
+
+    def size(value: Any) -> str:
+        if isinstance(value, dict):
+            return " / ".join(f"{k} {format_bytes(v)}" for k, v in value.items())
+        return format_bytes(value)
+
+    head = f"{dev.get('name', '?')} ({dev.get('kind', '?')})"
+    rest = [
+        f"{key.removesuffix('_bytes')} {size(value) if key.endswith('_bytes') else value}"
+        for key, value in dev.items()
+        if key not in ("name", "kind") and value is not None
+    ]
+    return ", ".join([head, *rest])
