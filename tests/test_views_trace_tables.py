@@ -68,3 +68,22 @@ def test_gap_table_escapes_names() -> None:
     html = gaps._repr_mimebundle_()["text/html"]
     assert PAYLOAD not in html and "&lt;img src=x onerror" in html
     assert "400 ns" in html
+
+
+def test_top_kernels_are_shares_of_all_kernel_time(nccl) -> None:  # type: ignore[no-untyped-def]
+    """A table cut to its longest rows keeps each row's share of the whole, and says so."""
+    from perflab.analysis.trace_stats import kernel_table
+    from perflab.render.tables import optable_html, optable_text
+
+    full = kernel_table(nccl)
+    top = full.top(3)
+    assert np.allclose(top.share, full.share[:3])
+    assert top.share[0] == pytest.approx(full.total_ns[0] / full.total_ns.sum())
+    assert str(top).splitlines()[0] == (
+        f"GPU kernels: the longest 3 of {len(full)} distinct, "
+        f"{format_ns(float(full.total_ns.sum()))} in all "
+        f"({format_ns(float(top.total_ns.sum()))} shown)"
+    )
+    first = f"{100 * full.share[0]:.1f}%"
+    assert first in optable_text(full, limit=3).splitlines()[3]  # title, header, rule, row
+    assert f"{first}</td>" in optable_html(full, limit=3)

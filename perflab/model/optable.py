@@ -27,6 +27,9 @@ class OpTable(Shown):
     total_ns: npt.NDArray[np.int64]
     kind: str = "kernel"
     meta: dict[str, Any] = field(default_factory=dict)
+    # a table cut by top(): (rows, total ns) of the table it was cut from, so that its shares
+    # stay shares of all the time and its title can say what it leaves out
+    whole: tuple[int, int] | None = None
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[str, int, int]], kind: str = "kernel") -> OpTable:
@@ -47,14 +50,28 @@ class OpTable(Shown):
         return self.total_ns / np.maximum(self.calls, 1)
 
     @property
+    def all_rows(self) -> int:
+        """Rows of the whole table (more than len() for a table cut by top())."""
+        return self.whole[0] if self.whole else len(self)
+
+    @property
+    def all_ns(self) -> int:
+        """Total time of the whole table, which shares are shares of."""
+        return self.whole[1] if self.whole else int(self.total_ns.sum())
+
+    @property
     def share(self) -> npt.NDArray[np.float64]:
-        grand = float(self.total_ns.sum())
+        grand = float(self.all_ns)
         if grand <= 0:
             return np.zeros(len(self.names))
         return np.asarray(self.total_ns / grand, dtype=np.float64)
 
     def top(self, k: int) -> OpTable:
-        return OpTable(self.names[:k], self.calls[:k], self.total_ns[:k], self.kind, self.meta)
+        """The ``k`` longest rows; their shares stay shares of the whole table."""
+        whole = (self.all_rows, self.all_ns)
+        return OpTable(
+            self.names[:k], self.calls[:k], self.total_ns[:k], self.kind, self.meta, whole
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -32,21 +32,27 @@ def _rows(t: OpTable) -> list[list[str]]:
 
 def _title(t: OpTable) -> str:
     what = "GPU kernels" if t.kind == "kernel" else "CPU ops (self time; no GPU)"
-    return f"{what}: {len(t)} distinct, {format_ns(float(t.total_ns.sum()))} in all"
+    every = f"{t.all_rows} distinct, {format_ns(float(t.all_ns))} in all"
+    if len(t) < t.all_rows:  # a top() table: say what it leaves out
+        shown = format_ns(float(t.total_ns.sum()))
+        return f"{what}: the longest {len(t)} of {every} ({shown} shown)"
+    return f"{what}: {every}"
 
 
 def optable_text(t: OpTable, limit: int = 25) -> str:
-    rows = _rows(t.top(limit))
-    more = f"\n... {len(t) - limit} more" if len(t) > limit else ""
-    return f"{_title(t)}\n{text_table(HEADERS, rows)}{more}"
+    shown = t.top(limit)
+    more = f"\n... {len(t) - len(shown)} more" if len(t) > len(shown) else ""
+    return f"{_title(t)}\n{text_table(HEADERS, _rows(shown))}{more}"
 
 
 def optable_html(t: OpTable, limit: int = 25) -> str:
+    shown = t.top(limit)
     rows = []
-    for row, share in zip(_rows(t.top(limit)), t.share[:limit], strict=True):
+    for row, share in zip(_rows(shown), shown.share, strict=True):
         bar = f'<span class="bar" style="width:{60 * float(share):.0f}px"></span> {esc(row[4])}'
         rows.append([*row[:4], bar])
-    more = f'<div class="note">{len(t) - limit} more not shown</div>' if len(t) > limit else ""
+    left = len(t) - len(shown)
+    more = f'<div class="note">{left} more not shown</div>' if left > 0 else ""
     body = f"<div><b>{esc(_title(t))}</b></div>" + table(HEADERS, rows, raw_cols=1) + more
     return wrap(body)
 
