@@ -420,13 +420,13 @@ def _slower_repeat_warnings(levels: list[Level]) -> list[str]:
     """A CPU plateau named "<cache> (slower)" fits in that cache by its reported size yet
     is slower than the cache's first plateau: say by how much and what usually causes it,
     so that its latency is not read as the cache's."""
-    first = {lv.name: lv for lv in levels}
+    by_name = {lv.name: lv for lv in levels}  # names are unique: a repeat has the suffix
     warnings = []
     for lv in levels:
         cache = lv.name.removesuffix(CPU_REPEAT)
-        if cache == lv.name or cache not in first or first[cache].value <= 0:
+        if cache == lv.name or cache not in by_name or by_name[cache].value <= 0:
             continue
-        ratio = lv.value / first[cache].value
+        ratio = lv.value / by_name[cache].value
         warnings.append(
             f"two plateaus fit in the reported {cache}: the second ({lv.value:.3g} ns) is "
             f"{ratio:.1f}x the first, so it is probably not served by {cache}: a cache shared "
