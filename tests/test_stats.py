@@ -61,3 +61,18 @@ def test_chunked_bootstrap_draws_the_same_resamples(monkeypatch: pytest.MonkeyPa
     chunked = stats.median_ratio(a, b)
     assert (chunked.ratio, chunked.low, chunked.high) == (whole.ratio, whole.low, whole.high)
     assert "subsample" not in chunked.method
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [([0.0, 0.0], [1.0]), ([1.0], [0.0, 0.0]), ([math.nan], [1.0]), ([1.0], [-2.0])],
+)
+def test_ratio_refuses_samples_without_a_ratio(a: list[float], b: list[float]) -> None:
+    """A median of 0 gave a ratio of inf and an interval of nan."""
+    with pytest.raises(ValueError, match="finite samples above 0"):
+        stats.median_ratio(a, b)
+
+
+def test_ratio_beyond_float_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="beyond the range"):
+        stats.median_ratio([1e300], [1e-300])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import numpy as np
@@ -11,6 +12,7 @@ from perflab.capture.timer import Plan, TimingOptions, _plan, noise_warnings, ti
 from perflab.errors import InputError, NoGPUError, SchemaError
 from perflab.model.listeners import add_listener, remove_listener
 from perflab.model.timing import TimingResult
+from perflab.render.timing import histogram_counts
 
 
 def busy_wait(ns: int) -> None:
@@ -220,3 +222,65 @@ def test_views_say_why_sampling_stopped_and_what_was_checked() -> None:
     assert "stopped: noise, relative standard error 0.31%; cold: every call" in text
     assert "clocks not checked: pynvml <missing>" in text
     assert "pynvml &lt;missing&gt;" in r._repr_mimebundle_()["text/html"]
+
+
+# --- samples a timer cannot report --------------------------------------------------------
+
+
+def _saved(tmp_path, samples: list[float], **fields: object):  # type: ignore[no-untyped-def]
+    doc = TimingResult(np.linspace(1e3, 2e3, 12), "cpu", "x", name="saved").to_dict()
+    doc.update(samples_ns=samples, host_ns=None, **fields)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"perflab": "TimingResult", "schema_version": 1, **doc}))
+    return path
+
+
+def test_saved_zero_samples_are_refused_naming_the_file_and_field(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A result whose samples were all 0 ns used to load, and compare then printed
+    'ratio inf (95% CI nan-nan)' or raised ZeroDivisionError."""
+    path = _saved(tmp_path, [0.0] * 12)
+    with pytest.raises(SchemaError, match=r"field samples_ns\[0\]\): .*nothing was timed") as info:
+        TimingResult.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_saved_samples_beyond_a_day_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SchemaError, match=r"field samples_ns\[0\]\): .*one day"):
+        TimingResult.load(_saved(tmp_path, [1e300] * 12))
+    longest = TimingResult.load(_saved(tmp_path, [86_400e9] * 12))  # one day exactly loads
+    assert "median 8.64e+04 s" in longest._repr_mimebundle_()["text/plain"]
+
+
+@pytest.mark.parametrize(
+    "samples", [[0.0] * 12, [0.0, 0.0, 5.0], [math.nan] * 3, [1e300] * 12, [math.inf, 1.0]]
+)
+def test_compare_refuses_unmeasurable_samples_clearly(samples: list[float]) -> None:
+    """compare never prints inf or nan nor raises ZeroDivisionError: a result built in
+    Python with such samples is an InputError naming it and the sample."""
+    good = TimingResult(np.linspace(1e3, 2e3, 12), "cpu", "x", name="good")
+    bad = TimingResult(np.asarray(samples), "cpu", "x", name="bad")
+    for a, b in ((good, bad), (bad, good), (bad, bad)):
+        with pytest.raises(InputError, match=r"cannot compare .*: bad: samples_ns\[\d+\] must"):
+            a.compare(b)
+
+
+def test_html_histogram_draws_any_loadable_result() -> None:
+    """Samples of 1e300 (loadable before) broke the HTML view: 'Too many bins'."""
+    for samples in ([1e300] * 12, [86_400e9] * 5 + [86_400e9 - 0.01], [1e-7] * 3, [5.0]):
+        bundle = TimingResult(np.asarray(samples), "cpu", "x")._repr_mimebundle_()
+        assert "histogram of samples" in bundle["text/html"]
+    assert histogram_counts([1e300] * 12).tolist() == [0] * 12 + [12] + [0] * 11
+    assert histogram_counts([1.0, 2.0]).tolist() == [1] + [0] * 22 + [1]
+    assert histogram_counts([math.nan, math.inf]).sum() == 0
+
+
+def test_older_files_without_timer_floor_load_as_unknown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    old = TimingResult.load(_saved(tmp_path, [100.0, 110.0, 120.0]))
+    assert old.floor_ns is None and old.resolution_ns is None
+    assert old.ci95_ns == (100.0, 120.0)  # no resolution: the interval is not widened
+    known = TimingResult.load(
+        _saved(tmp_path, [100.0, 110.0, 120.0], floor_ns=30.0, resolution_ns=20.0)
+    )
+    assert (known.floor_ns, known.resolution_ns) == (30.0, 20.0)
+    assert known.ci95_ns == (80.0, 140.0)  # +-20 ns: one step of the clock per sample
+    assert known.to_dict()["floor_ns"] == 30.0 and known.to_dict()["resolution_ns"] == 20.0

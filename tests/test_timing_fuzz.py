@@ -25,7 +25,7 @@ from perflab.model.machine import (
     Level,
     Series,
 )
-from perflab.model.timing import TimingResult
+from perflab.model.timing import MAX_SAMPLE_NS, TimingResult
 
 # a field, or the generic loader's JSON error (perflab.model.serialize refuses NaN/Infinity)
 PLACES = ("field ", "malformed", "not valid JSON")
@@ -41,7 +41,9 @@ TAMPERS: list[Any] = [
     -1,
     -1e-3,
     0,
+    0.0,
     1.5,
+    1e300,
     2**70,
     [None],
     ["x"],
@@ -73,6 +75,8 @@ def _timing_doc() -> dict[str, Any]:
         host_ns=np.full(12, 5e3),
         stop_reason="noise",
         throttle={"checked": False, "why": "pynvml is not installed"},
+        floor_ns=1.5e3,
+        resolution_ns=512.0,
     )
     return {"perflab": "TimingResult", "schema_version": 1, **r.to_dict()}
 
@@ -138,11 +142,14 @@ def _write(doc: Any, path: Path) -> None:
 def _check_timing(r: TimingResult) -> None:
     from perflab.render.timing import timing_bundle
 
-    assert r.n > 0 and np.isfinite(r.samples_ns).all() and (r.samples_ns >= 0).all()
-    assert r.median_ns >= 0 and math.isfinite(r.median_ns)
+    assert r.n > 0 and np.isfinite(r.samples_ns).all() and (r.samples_ns > 0).all()
+    assert r.median_ns > 0 and math.isfinite(r.median_ns)
+    assert r.max_ns <= MAX_SAMPLE_NS
     bundle = timing_bundle(r)
     assert "median" in bundle["text/plain"] and "-" not in r.summary_line().split("median")[1][:2]
-    r.compare(r)
+    assert "<svg" in bundle["text/html"] or "data:image/svg" in bundle["text/html"]
+    text = str(r.compare(r))
+    assert "inf" not in text and "nan" not in text, text
 
 
 def _check_bench(r: BenchResult | CollectiveResult) -> None:
@@ -203,6 +210,13 @@ def test_tampered_results_load_correctly_or_name_the_field(
         ("host_ns", "[1.0]", "field host_ns"),
         ("flops", "-3", "field flops"),
         ("options", "7", "field options"),
+        ("samples_ns", "[0.0, 0.0, 0.0]", r"field samples_ns\[0\]\): .*nothing was timed"),
+        ("samples_ns", "[5.0, 0]", r"field samples_ns\[1\]\): must be a per-call time"),
+        ("samples_ns", "[1e300, 1e300]", r"field samples_ns\[0\]\): .*one day"),
+        ("samples_ns", "[5.0, 86400000000001.0]", r"field samples_ns\[1\]"),
+        ("floor_ns", "0", r"field floor_ns\): .*nothing was timed"),
+        ("resolution_ns", "1e300", r"field resolution_ns\): .*one day"),
+        ("resolution_ns", "-1", "field resolution_ns"),
     ],
 )
 def test_reported_tampers_are_refused(field: str, raw: str, message: str, tmp_path: Path) -> None:

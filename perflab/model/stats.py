@@ -89,20 +89,24 @@ def median_ratio(numerator: npt.ArrayLike, denominator: npt.ArrayLike, *, seed: 
     Resamples are drawn in chunks (memory stays near BOOTSTRAP_CHUNK_VALUES values); a
     set of more than BOOTSTRAP_MAX_SAMPLES samples is bootstrapped from a random subsample
     of that size, which widens the interval (conservative); ``method`` says which.
-    The point estimate always uses every sample.
+    The point estimate always uses every sample. Samples must be finite and above 0 (a
+    median of 0 has no ratio); a ValueError says so.
     """
     a = np.asarray(numerator, dtype=np.float64).reshape(-1)
     b = np.asarray(denominator, dtype=np.float64).reshape(-1)
     if a.size == 0 or b.size == 0:
         raise ValueError("both sample sets must be non-empty")
+    for values in (a, b):
+        if not (np.isfinite(values).all() and (values > 0).all()):
+            raise ValueError("a ratio of medians needs finite samples above 0")
     rng = np.random.default_rng(seed)
     sub_a, sub_b = _bounded(a, rng), _bounded(b, rng)
-    boot_a = _bootstrap_medians(sub_a, rng)
-    boot_b = _bootstrap_medians(sub_b, rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = boot_a / boot_b
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        ratios = _bootstrap_medians(sub_a, rng) / _bootstrap_medians(sub_b, rng)
         point = float(np.median(a) / np.median(b))
-    low, high = np.percentile(ratios, [2.5, 97.5])
+        low, high = np.percentile(ratios, [2.5, 97.5])
+    if not np.isfinite([point, low, high]).all():
+        raise ValueError("the ratio of medians is beyond the range of a float")
     method = f"bootstrap of the medians, {BOOTSTRAP_RESAMPLES} resamples"
     if sub_a.size < a.size or sub_b.size < b.size:
         method += (

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab.errors import InputError
 from perflab.model import stats
 from perflab.model.display import Shown
 from perflab.model.fields import Fields
@@ -21,6 +22,15 @@ from perflab.model.units import format_ns
 
 KIND = "TimingResult"
 MAX_CALLS = 10_000_000  # calls per sample: the timing engine's own limit
+# What a timer can report per call: one 1 ns tick shared by the most calls a sample holds,
+# up to one day. A 0 ns sample means nothing was timed (no clock reads less than one tick);
+# outside these bounds a median cannot be compared or drawn.
+MIN_SAMPLE_NS = 1.0 / MAX_CALLS
+MAX_SAMPLE_NS = 86_400e9
+SAMPLE_BOUNDS = (
+    f"a per-call time from {MIN_SAMPLE_NS:g} ns (one 1 ns tick over {MAX_CALLS:,} calls) "
+    f"to {MAX_SAMPLE_NS:g} ns (one day)"
+)
 
 
 def _json_safe(value: Any) -> Any:
@@ -36,6 +46,21 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, np.bool_):
         return bool(value)
     return value
+
+
+def first_unmeasurable(values: npt.ArrayLike) -> int | None:
+    """Index of the first value no timer can have reported (outside SAMPLE_BOUNDS, or
+    not finite), or None when every value is a measurable time."""
+    array = np.asarray(values, dtype=np.float64).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        bad = ~((array >= MIN_SAMPLE_NS) & (array <= MAX_SAMPLE_NS))
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def unmeasurable_text(value: float) -> str:
+    """Why ``value`` is not a time a timer reports."""
+    why = " (nothing was timed: a clock reads no less than one tick)" if value == 0 else ""
+    return f"must be {SAMPLE_BOUNDS}, not {value!r}{why}"
 
 
 def now_iso() -> str:
@@ -104,8 +129,12 @@ class TimingResult(Shown):
     ``number`` is how many calls each raw sample averaged over (1 when every call was
     timed on its own, as with an L2 flush before each). ``host_ns`` is the host's time to
     issue each sample (all its calls), ``stop_reason`` why sampling stopped (``noise``,
-    ``budget``, ``repeat``, ``max_samples``), ``throttle`` what the clock check found
-    (``{"checked": False, "why": ...}`` when it could not run).
+    ``budget``, ``repeat``, ``budget-cut`` when the budget ended a ``-r`` count early,
+    ``max_samples``), ``throttle`` what the clock check found (``{"checked": False,
+    "why": ...}`` when it could not run). ``floor_ns`` is what the timer reads for a sample
+    of nothing (on a GPU: one empty kernel between the events) and ``resolution_ns`` the
+    smallest nonzero step between two of its readings; both per sample, None when unknown
+    (results saved before they were recorded).
     """
 
     samples_ns: npt.NDArray[np.float64]
@@ -124,6 +153,8 @@ class TimingResult(Shown):
     host_ns: npt.NDArray[np.float64] | None = None
     stop_reason: str = ""
     throttle: dict[str, Any] = field(default_factory=dict)
+    floor_ns: float | None = None
+    resolution_ns: float | None = None
 
     def __post_init__(self) -> None:
         self.samples_ns = np.asarray(self.samples_ns, dtype=np.float64)
@@ -144,8 +175,18 @@ class TimingResult(Shown):
         return stats.iqr(self.samples_ns)
 
     @property
+    def quantum_ns(self) -> float:
+        """The timer's resolution per call (0 when unknown): each sample of ``number``
+        calls can be off by one step of the clock, which the samples' spread does not show."""
+        return (self.resolution_ns or 0.0) / self.number
+
+    @property
     def ci95_ns(self) -> tuple[float, float]:
-        return stats.median_ci95(self.samples_ns)
+        """The median's 95% interval from the samples' order statistics, widened by the
+        timer's resolution per call (``quantum_ns``) on each side."""
+        lo, hi = stats.median_ci95(self.samples_ns)
+        q = self.quantum_ns
+        return (max(lo - q, 0.0), hi + q)
 
     @property
     def min_ns(self) -> float:
@@ -161,10 +202,22 @@ class TimingResult(Shown):
 
     def compare(self, baseline: TimingResult, baseline_label: str | None = None) -> Comparison:
         """Ratio of this result's median time to ``baseline``'s (< 1 means faster);
-        ``baseline_label`` names the baseline (default: its name)."""
-        r = stats.median_ratio(self.samples_ns, baseline.samples_ns)
+        ``baseline_label`` names the baseline (default: its name). A result holding a
+        sample no timer can report (0 ns, not finite, beyond a day) is an InputError
+        naming it: its ratio would be inf or nan."""
         label = baseline.name if baseline_label is None else baseline_label
+        for who, result in ((self.name, self), (label, baseline)):
+            result.check_comparable(f"cannot compare {self.name} with {label}: {who}")
+        r = stats.median_ratio(self.samples_ns, baseline.samples_ns)
         return Comparison(self.name, label, r.ratio, r.low, r.high, r.significant, r.method)
+
+    def check_comparable(self, what: str) -> None:
+        """InputError (starting with ``what``) unless every sample is a measurable time."""
+        if self.n == 0:
+            raise InputError(f"{what} has no samples")
+        bad = first_unmeasurable(self.samples_ns)
+        if bad is not None:
+            raise InputError(f"{what}: samples_ns[{bad}] {unmeasurable_text(self.samples_ns[bad])}")
 
     # --- persistence ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -182,6 +235,8 @@ class TimingResult(Shown):
             "host_ns": None if self.host_ns is None else [float(x) for x in self.host_ns],
             "stop_reason": self.stop_reason,
             "throttle": _json_safe(self.throttle),
+            "floor_ns": self.floor_ns,
+            "resolution_ns": self.resolution_ns,
             "summary": {
                 "n": self.n,
                 "median_ns": self.median_ns,
@@ -203,6 +258,9 @@ class TimingResult(Shown):
         samples = f.numbers("samples_ns")
         if samples.size == 0:
             f.fail("samples_ns", "has no samples")
+        bad = first_unmeasurable(samples)
+        if bad is not None:
+            f.fail(f"samples_ns[{bad}]", unmeasurable_text(samples[bad]))
         host = (
             f.numbers("host_ns", required=False, size=samples.size)
             if doc.get("host_ns") is not None
@@ -231,6 +289,8 @@ class TimingResult(Shown):
             host_ns=host,
             stop_reason=f.text("stop_reason", ""),
             throttle=f.mapping("throttle"),
+            floor_ns=_timer_step(f, "floor_ns"),
+            resolution_ns=_timer_step(f, "resolution_ns"),
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -254,3 +314,12 @@ class TimingResult(Shown):
 
     def __str__(self) -> str:
         return self.summary_line()
+
+
+def _timer_step(f: Fields, key: str) -> float | None:
+    """``floor_ns``/``resolution_ns``: absent or null (unknown: saved before they were
+    recorded), else a measurable time."""
+    value = f.number(key, optional=True)
+    if value is not None and first_unmeasurable([value]) is not None:
+        f.fail(key, unmeasurable_text(value))
+    return value

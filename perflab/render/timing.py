@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from perflab.model.timing import TimingResult
 from perflab.model.units import format_ns
@@ -54,10 +55,29 @@ def timing_text(r: TimingResult) -> str:
     return "\n".join(lines)
 
 
+def histogram_counts(samples: npt.ArrayLike, bins: int = HIST_BINS) -> npt.NDArray[np.int64]:
+    """Counts of the finite samples in ``bins`` equal bins from their least to their
+    greatest. Binned by offset from the least, so that close values of any size get
+    bins (``np.histogram`` cannot make 24 distinct edges between 1e300 and its
+    neighbours); equal samples fill the middle bin, as np.histogram puts them."""
+    values = np.asarray(samples, dtype=np.float64).reshape(-1)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return np.zeros(bins, dtype=np.int64)
+    with np.errstate(over="ignore"):  # an infinite span draws one bar
+        offsets = values - values.min()
+    span = float(offsets.max())
+    if not 0 < span < np.inf:
+        index = np.full(values.size, bins // 2, dtype=np.int64)
+    else:
+        index = np.minimum((offsets / span * bins).astype(np.int64), bins - 1)
+    return np.bincount(index, minlength=bins).astype(np.int64)
+
+
 def _histogram_svg(r: TimingResult) -> str:
     """A tiny SVG histogram of the samples, as an image (no JavaScript needed, and kept by
     the sanitiser of an untrusted notebook)."""
-    counts, _ = np.histogram(r.samples_ns, bins=HIST_BINS)
+    counts = histogram_counts(r.samples_ns)
     top = max(int(counts.max()), 1)
     width, height, bar = HIST_BINS * 6, 36, 5
     rects = "".join(
