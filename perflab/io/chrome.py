@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.serialize import json_safe
+from perflab.model.serialize import json_safe, write_text
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pairs
 
@@ -145,7 +145,6 @@ def _extra_args(trace: Trace) -> dict[int, dict[str, Any]]:
 
 
 def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
-    target = Path(path)
     doc = {
         "traceEvents": chrome_events(trace),
         "displayTimeUnit": "ns",
@@ -156,7 +155,4 @@ def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
             "start_ns": _origin(trace),
         },
     }
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return write_text(path, json.dumps(doc, allow_nan=False))

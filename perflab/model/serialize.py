@@ -5,17 +5,22 @@ The file-level checks every loader shares live here: only regular files are read
 would block, ``/dev/zero`` never ends), sizes are bounded, JSON nesting is bounded, and an
 ``.npz`` member is read only when the caller names it and only after its ``.npy`` header was
 checked against the size the archive gives it.
+
+Every save goes through :func:`write_atomic`: a fresh temporary file beside the target,
+renamed over it, never following a symbolic link planted in the way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import stat
+import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -50,13 +55,10 @@ def cache_dir() -> Path:
 
 
 def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``payload`` under a ``kind``/``schema_version`` header, atomically."""
-    target = Path(path)
+    """Write ``payload`` under a ``kind``/``schema_version`` header, atomically
+    (:func:`write_atomic`)."""
     doc = {"perflab": kind, "schema_version": SCHEMA_VERSION, **payload}
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return write_text(path, json.dumps(doc, indent=1, allow_nan=False))
 
 
 def save_arrays(
@@ -66,16 +68,114 @@ def save_arrays(
     *,
     compress: bool = True,
 ) -> Path:
-    """Numeric arrays and a JSON ``header`` in one ``.npz``, written aside and renamed, so
-    that a reader never sees half a file."""
-    target = Path(path)
+    """Numeric arrays and a JSON ``header`` in one ``.npz``, written aside and renamed
+    (:func:`write_atomic`), so that a reader never sees half a file."""
     text = np.frombuffer(json.dumps(header, allow_nan=False).encode(), np.uint8)
     save: Any = np.savez_compressed if compress else np.savez
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        save(fh, header=text, **arrays)
-    tmp.replace(target)
+    return write_atomic(path, lambda fh: save(fh, header=text, **arrays))
+
+
+# -- writing files -----------------------------------------------------------------------------
+
+
+class WriteError(InputError, OSError):
+    """A file perflab cannot or will not write. Also an ``OSError``, so that code which
+    handles a failed write (a full disk, a read-only cache) handles this one too."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message, source=source)
+        self.strerror = message  # what a handler of OSError shows beside the path it knows
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """``Path(path).write_text(text)`` through :func:`write_atomic`."""
+    data = text.encode("utf-8")
+    return write_atomic(path, lambda fh: fh.write(data))
+
+
+def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
+    """Write a file through ``write(fh)``: into a new temporary file beside it, renamed over
+    it once complete, so that a reader never sees half a file.
+
+    The temporary file is created by :func:`tempfile.mkstemp` (a fresh name, ``O_EXCL``), so a
+    symbolic link planted where a temporary file might go is never followed; it is removed
+    whatever fails. A ``path`` that is itself a symbolic link is written through only when it
+    points into its own folder. Every failure is a :class:`WriteError` naming ``path``.
+    """
+    target = Path(path)
+    final = write_destination(target)
+    try:
+        fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _cannot_write(target, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):  # mkstemp's 0600, back to what open() would give
+                os.fchmod(fh.fileno(), _new_file_mode())
+            write(fh)
+        os.replace(name, final)
+    except OSError as exc:
+        _remove(name)
+        raise _cannot_write(target, exc) from None
+    except BaseException:
+        _remove(name)
+        raise
     return target
+
+
+def write_destination(target: Path) -> Path:
+    """Where writing ``target`` puts the file: ``target``, or where it points when it is a
+    symbolic link into its own folder. A link out of its folder (or one that loops) is a
+    :class:`WriteError`: a link planted in a repository must not make a save overwrite a
+    file elsewhere."""
+    final = target
+    if target.is_symlink():
+        try:
+            folder = target.parent.resolve()
+            final = target.resolve()
+        except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
+            raise WriteError(
+                "is a symbolic link that cannot be followed (a loop?); perflab does not write "
+                "through it",
+                source=str(target),
+            ) from None
+        if final.parent != folder:
+            raise WriteError(
+                f"is a symbolic link to {final}, outside its folder; perflab does not write "
+                "through it (remove the link, or save elsewhere)",
+                source=str(target),
+            )
+    if final.is_dir():
+        raise WriteError("is a directory, not a file perflab can write", source=str(target))
+    return final
+
+
+def _cannot_write(target: Path, exc: OSError) -> WriteError:
+    if isinstance(exc, WriteError):
+        return exc
+    reason = str(exc.strerror or exc)
+    error = WriteError(f"cannot write: {reason}", source=str(target))
+    error.strerror = reason
+    return error
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def _new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the process's umask."""
+    try:  # Linux says it without changing it (os.umask can only set it, for every thread)
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 # -- reading files -------------------------------------------------------------------------

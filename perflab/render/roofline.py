@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from perflab.analysis.roofline import Point, Roof, Verdict, assess_all
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
 from perflab.errors import InputError
+from perflab.model.serialize import write_text
 from perflab.model.units import format_ns
 from perflab.render.html import esc, table, text_table, wrap
 from perflab.render.labels import LabelPlacer, log_ticks
@@ -273,11 +274,7 @@ class Roofline:
         """A standalone HTML file (bokeh inlined; no server, no network)."""
         from perflab.render.bokeh_embed import standalone_html
 
-        target = Path(path)
-        target.write_text(
-            standalone_html(_with_table(self), f"roofline: {self.roof.device}"), encoding="utf-8"
-        )
-        return target
+        return write_text(path, standalone_html(_with_table(self), f"roofline: {self.roof.device}"))
 
 
 def above_roof_notes(r: Roofline) -> list[str]:

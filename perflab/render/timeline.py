@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.lod import Pyramid, WindowIndex, build_pyramid
+from perflab.model.serialize import write_text
 from perflab.model.trace import (
     GPU_WORK_KINDS,
     MEMCPY_DIRECTIONS,
@@ -379,9 +380,7 @@ class Timeline:
         return pn.pane.Bokeh(self.layout)  # type: ignore[no-untyped-call]
 
     def save(self, path: str | os.PathLike[str], title: str = "perflab timeline") -> Path:
-        target = Path(path)
-        target.write_text(standalone_html(self.layout, title), encoding="utf-8")
-        return target
+        return write_text(path, standalone_html(self.layout, title))
 
 
 def _in_kernel() -> bool:
