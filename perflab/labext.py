@@ -14,6 +14,7 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 
 from perflab.errors import InputError, PerflabError, SchemaError
 from perflab.model import listeners
-from perflab.model.serialize import dump_json, load_json
+from perflab.model.serialize import dump_json, load_json, write_destination
 from perflab.model.timing import TimingResult
 
 COMM_TARGET = "perflab"
@@ -31,6 +32,7 @@ HISTORY_DIR = ".perflab"
 # Each result keeps every sample (compare needs them; up to ~10k each), and the file is
 # rewritten after each result: the oldest go beyond this many.
 MAX_RESULTS = 100
+_log = logging.getLogger(__name__)
 _ID = re.compile(r"r[1-9][0-9]{0,8}")
 CSV_COLUMNS = (
     "id",
@@ -89,10 +91,13 @@ class History:
     @classmethod
     def open(cls, path: Path) -> tuple[History, str | None]:
         """The history saved at ``path`` (empty when there is none). An unreadable file is
-        moved aside to ``PATH.unreadable`` and a note says why; the history starts afresh."""
-        if not path.exists():
+        moved aside to ``PATH.unreadable`` and a note says why; the history starts afresh. So
+        is a symbolic link out of its folder (one committed in a repository, say): saving the
+        history must not overwrite the file it points to."""
+        if not (path.exists() or path.is_symlink()):
             return cls(path), None
         try:
+            write_destination(path)
             return cls.load(path), None
         except PerflabError as exc:
             aside = path.with_name(path.name + ".unreadable")
@@ -239,6 +244,10 @@ class Bridge:
             return {"request": request, **self._answer(data)}
         except PerflabError as exc:
             return {"type": "error", "request": request, "message": str(exc)}
+        except Exception as exc:  # the panel waits for an answer to every request, so even a
+            # fault of perflab's own gets one; a traceback is no message for the panel
+            _log.debug("request %r failed", data, exc_info=True)
+            return {"type": "error", "request": request, "message": _fault(data, exc)}
 
     def _answer(self, data: dict[str, Any]) -> dict[str, Any]:
         kind = data.get("type")
@@ -300,9 +309,10 @@ def connect(ip: Any, notebook: str, renamed_from: str | None = None) -> Bridge:
     name before a rename; its history goes with it unless the new name already has one."""
     global _bridge
     ip.extension_manager.load_extension("perflab")
-    path = history_path(notebook, Path.cwd()).resolve()
+    # not resolved: a history file that is a symbolic link is judged as the link it is
+    path = history_path(notebook, Path.cwd())
     if renamed_from is not None and _bridge is not None:
-        _follow_rename(_bridge.history, history_path(renamed_from, Path.cwd()).resolve(), path)
+        _follow_rename(_bridge.history, history_path(renamed_from, Path.cwd()), path)
     if _bridge is None or _bridge.history.path != path:
         if _bridge is not None:
             listeners.remove_listener(_bridge.on_result)
@@ -320,6 +330,14 @@ def _follow_rename(history: History, old: Path, new: Path) -> None:
     if old.exists():
         old.replace(new)
     history.path = new
+
+
+def _fault(data: dict[str, Any], exc: Exception) -> str:
+    """A short answer to a request that failed by perflab's own fault: the request and the
+    kind of failure, no traceback."""
+    kind = data.get("type")
+    named = f"the {kind!r} request" if isinstance(kind, str) and len(kind) <= 40 else "a request"
+    return f"perflab could not answer {named}: an internal error ({type(exc).__name__})"
 
 
 def _export(fmt: str, filename: str, text: str) -> dict[str, Any]:

@@ -185,6 +185,66 @@ def test_bad_requests_get_perflab_errors(
     assert reply["type"] == "error" and reply["request"] == 4 and message in reply["message"]
 
 
+def _tampered(tmp_path: Path, change: Any) -> Path:
+    """A saved history of two results, then ``change``d as someone editing the file would."""
+    bridge = bridge_with_two(tmp_path)
+    doc = json.loads(bridge.history.path.read_text())
+    change(doc)
+    bridge.history.path.write_text(json.dumps(doc))
+    return bridge.history.path
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d["entries"][0]["result"].update(samples_ns=[0.0] * 30),
+        lambda d: d["entries"][1]["result"]["samples_ns"].__setitem__(3, "fast"),
+        lambda d: d["entries"][0]["result"]["summary"].update(median_ns=0.0),
+    ],
+)
+def test_a_tampered_history_entry_still_gets_every_request_answered(
+    tmp_path: Path, change: Any
+) -> None:
+    bridge = labext.Bridge(*labext.History.open(_tampered(tmp_path, change)))
+    comm = FakeComm()
+    bridge.open_comm(comm, {})
+    comm.receive({"content": {"data": {"type": "compare", "a": "r1", "b": "r2", "request": 5}}})
+    reply = comm.sent[-1]
+    assert reply["request"] == 5 and reply["type"] in ("comparison", "error")
+    if reply["type"] == "error":  # the damaged file was moved aside, and the panel told why
+        assert "no result 'r1'" in reply["message"]
+        assert bridge.note is not None and "moved to" in bridge.note
+    else:  # the summary is not believed: the comparison is the samples'
+        assert reply["ratio"] == pytest.approx(2.0, rel=0.05)  # "slow" is twice "fast"
+
+
+def test_a_fault_inside_the_bridge_is_answered_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: TimingResult, other: TimingResult) -> Any:
+        return 1 / 0
+
+    monkeypatch.setattr(TimingResult, "compare", broken)
+    bridge = bridge_with_two(tmp_path)
+    comm = FakeComm()
+    bridge.open_comm(comm, {})
+    comm.receive({"content": {"data": {"type": "compare", "a": "r1", "b": "r2", "request": 6}}})
+    reply = comm.sent[-1]
+    assert reply["type"] == "error" and reply["request"] == 6
+    assert reply["message"] == (
+        "perflab could not answer the 'compare' request: an internal error (ZeroDivisionError)"
+    )
+
+    def lost(self: labext.History) -> Any:
+        raise KeyError("entries")
+
+    monkeypatch.setattr(labext.History, "rows", lost)
+    reply = bridge.handle({"type": "history", "request": 7})
+    assert reply["type"] == "error" and reply["request"] == 7
+    assert reply["message"].startswith("perflab could not answer the 'history' request")
+    assert "Traceback" not in reply["message"] and "File " not in reply["message"]
+
+
 def test_info_is_perflab_info_json() -> None:
     doc = labext.perflab_info()
     assert doc["backend"] in ("cpu", "cuda") and isinstance(doc["devices"], list)
@@ -231,6 +291,30 @@ def test_a_renamed_notebook_keeps_its_history(shell: Any, tmp_path: Path) -> Non
     labext.connect(shell, "other.ipynb")
     kept = labext.connect(shell, "new.ipynb", renamed_from="other.ipynb").history
     assert kept.path == folder / "new.ipynb.history.json" and len(kept.entries) == 2
+
+
+def test_a_committed_history_link_out_of_the_folder_is_moved_aside(
+    shell: Any, tmp_path: Path
+) -> None:
+    """A repository that commits ``.perflab/NB.history.json`` (and its ``.tmp``) as links to a
+    file elsewhere: the next result neither overwrites nor moves that file."""
+    victim = tmp_path / "outside" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("not perflab's")
+    folder = tmp_path / ".perflab"
+    folder.mkdir()
+    (folder / "work.ipynb.history.json").symlink_to(Path("..", "outside", "victim.txt"))
+    (folder / "work.ipynb.history.json.tmp").symlink_to(Path("..", "outside", "victim.txt"))
+    bridge = labext.connect(shell, "work.ipynb")
+    assert bridge.note is not None and "outside its folder" in bridge.note
+    assert "moved to work.ipynb.history.json.unreadable" in bridge.note
+    perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
+    assert victim.read_text() == "not perflab's"
+    assert os.readlink(folder / "work.ipynb.history.json.unreadable") == str(
+        Path("..", "outside", "victim.txt")
+    )
+    saved = folder / "work.ipynb.history.json"
+    assert not saved.is_symlink() and len(labext.History.load(saved).entries) == 1
 
 
 def test_a_failing_listener_warns_and_the_result_stands() -> None:
