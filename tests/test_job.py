@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -250,6 +251,60 @@ def test_bad_distributed_info_is_a_clean_error(
     with pytest.raises(InputError, match=message) as err:
         load_job([path])
     assert str(path) in str(err.value)
+
+
+def _ranks_of(directory: Path, infos: dict[str, dict[str, Any]]) -> Path:
+    """A new folder of rank files ``name -> distributedInfo``, each with no events."""
+    directory.mkdir()
+    for name, info in infos.items():
+        doc = {"distributedInfo": info, "traceEvents": []}
+        (directory / name).write_text(json.dumps(doc))
+    return directory
+
+
+def test_a_rank_outside_the_world_size_is_said_and_the_size_not_believed(tmp_path: Path) -> None:
+    directory = _ranks_of(
+        tmp_path / "job",
+        {
+            "rank-0.json": {"rank": 0, "world_size": 2},
+            "rank-5.json": {"rank": 5, "world_size": 2},
+        },
+    )
+    job = load_job(directory)
+    assert job.rank_numbers == [0, 5] and job.world_size is None
+    (warning,) = job.warnings
+    assert warning.startswith("rank 5 is outside the world size 2 that distributedInfo gives")
+    assert warning.endswith("so the world size is taken as unknown; of ranks 0-1, missing: 1")
+    assert not any("of 2 ranks present" in w for w in job.warnings)
+    assert repr(job).startswith("<Job of 2 ranks,")
+    assert warning in summarize_job(job).to_dict()["warnings"]
+
+
+def test_world_size_notes_count_only_the_ranks_inside_it(tmp_path: Path) -> None:
+    infos = {f"rank-{r}.json": {"rank": r, "world_size": 4} for r in (0, 2)}
+    job = load_job(_ranks_of(tmp_path / "gaps", infos))
+    assert job.world_size == 4 and job.warnings == ["2 of 4 ranks present (missing: 1, 3)"]
+    infos = {f"rank-{r}.json": {"rank": r, "world_size": 1 << 24} for r in (0, 1)}
+    job = load_job(_ranks_of(tmp_path / "huge", infos))
+    assert job.warnings == [f"2 of {1 << 24} ranks present (missing: 2-{(1 << 24) - 1})"]
+    infos = {f"rank-{r}.json": {"rank": r, "world_size": 1} for r in (0, 1, 2)}
+    (warning,) = load_job(_ranks_of(tmp_path / "small", infos)).warnings
+    assert warning.startswith("ranks 1-2 are outside the world size 1 that distributedInfo")
+    assert "(ranks 0)" in warning and "missing" not in warning
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_file_linked_as_a_second_rank_is_refused_naming_both(tmp_path: Path, link: str) -> None:
+    generate(tmp_path, ranks=1, iterations=3, straggler=None, distributed_info=False)
+    first, second = tmp_path / "rank-0.json.gz", tmp_path / "rank-1.json.gz"
+    if link == "symbolic":
+        second.symlink_to(first.name)
+    else:
+        os.link(first, second)
+    for source in (tmp_path, [first, second], [second, first]):
+        with pytest.raises(InputError, match="one file cannot be two ranks") as err:
+            load_job(source)
+        assert str(first) in str(err.value) and str(second) in str(err.value)
 
 
 def test_out_of_range_base_time_is_a_clean_error(tmp_path: Path) -> None:

@@ -75,8 +75,7 @@ def job_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]])
             files.append(path)
         else:
             raise InputError("no such file or directory", source=str(path))
-    if len(set(files)) != len(files):
-        raise InputError("the same file is given twice", source=str(_first_repeat(files)))
+    _check_distinct(files)
     return files
 
 
@@ -84,13 +83,26 @@ def _is_trace_file(path: Path) -> bool:
     return path.is_file() and not path.name.startswith(".") and path.name.endswith(TRACE_SUFFIXES)
 
 
-def _first_repeat(files: list[Path]) -> Path:
-    seen: set[Path] = set()
-    for f in files:
-        if f in seen:
-            return f
-        seen.add(f)
-    raise AssertionError("no repeat")  # pragma: no cover
+def _check_distinct(files: list[Path]) -> None:
+    """InputError when two of ``files`` are one file: named twice, or reached through a
+    symbolic or hard link (``rank-1.json -> rank-0.json`` would be a second rank of the same
+    data)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            continue  # reading it will say what is wrong
+        other = seen.setdefault((info.st_dev, info.st_ino), path)
+        if other is path:
+            continue
+        if other == path:
+            raise InputError("the same file is given twice", source=str(path))
+        raise InputError(
+            f"is the same file as {other} (one is a link to the other): one file cannot be "
+            "two ranks",
+            source=str(path),
+        )
 
 
 # -- reading the files, in parallel -----------------------------------------------------------
@@ -263,24 +275,48 @@ def _world_size(ranks: dict[int, tuple[Path, Trace]], notes: list[str]) -> int |
     if not distinct:
         return None
     size = distinct[0]
-    missing = size - sum(1 for r in ranks if r < size)
+    present = sorted(r for r in ranks if r < size)
+    absent = _spans_text(_gaps(present, size))
     beyond = [r for r in ranks if r >= size]
-    if beyond:
-        notes.append(f"ranks {_ranges(beyond)} are beyond the world size {size}")
-    if missing:
-        absent = [r for r in range(size) if r not in ranks]
-        notes.append(f"{len(ranks)} of {size} ranks present (missing: {_ranges(absent)})")
+    if beyond:  # a rank that cannot be in a job of that size: the size is not to be believed
+        what = f"ranks {_ranges(beyond)} are" if len(beyond) > 1 else f"rank {beyond[0]} is"
+        valid = _spans_text([(0, size - 1)])
+        missing = f"; of ranks {valid}, missing: {absent}" if absent else ""
+        notes.append(
+            f"{what} outside the world size {size} that distributedInfo gives (ranks {valid}): "
+            "the files are not of one job, or their distributedInfo is wrong, so the world "
+            f"size is taken as unknown{missing}"
+        )
+        return None
+    if absent:
+        notes.append(f"{len(present)} of {size} ranks present (missing: {absent})")
     return size
+
+
+def _gaps(present: list[int], size: int) -> list[tuple[int, int]]:
+    """The spans of 0..size-1 that the sorted ``present`` leaves out (without listing every
+    missing number: a world size may claim millions)."""
+    gaps, expected = [], 0
+    for r in [*present, size]:
+        if r > expected:
+            gaps.append((expected, r - 1))
+        expected = r + 1
+    return gaps
 
 
 def _ranges(numbers: list[int]) -> str:
     """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
-    spans: list[list[int]] = []
+    spans: list[tuple[int, int]] = []
     for n in sorted(numbers):
         if spans and spans[-1][1] == n - 1:
-            spans[-1][1] = n
+            spans[-1] = (spans[-1][0], n)
         else:
-            spans.append([n, n])
+            spans.append((n, n))
+    return _spans_text(spans)
+
+
+def _spans_text(spans: list[tuple[int, int]]) -> str:
+    """``[(0, 2), (5, 5)]`` -> ``"0-2, 5"``."""
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
