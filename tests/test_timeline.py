@@ -261,6 +261,30 @@ def test_cli_bad_trace_is_a_clean_error(
     assert err.startswith("perflab: error:") and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"traceEvents": []},
+        {"schemaVersion": 1, "traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]},
+        {"schemaVersion": 1, "deviceProperties": []},  # no traceEvents at all
+    ],
+)
+def test_an_empty_trace_is_the_same_clear_error_in_python_and_the_cli(
+    tmp_path: Path, doc: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perflab.errors import InputError
+    from perflab.io import load_trace
+
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as info:
+        load_trace(path).timeline()
+    assert cli(["timeline", str(path), "-o", str(tmp_path / "o.html")]) == 2
+    assert capsys.readouterr().err == f"perflab: error: {info.value}\n"
+    assert str(info.value).startswith(f"{path}: ")
+    assert not (tmp_path / "o.html").exists()
+
+
 # --- launch links and live refinement ------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.lod import Pyramid, WindowIndex, build_pyramid
+from perflab.errors import InputError
 from perflab.model.serialize import write_text
 from perflab.model.trace import (
     GPU_WORK_KINDS,
@@ -413,8 +414,9 @@ def timeline(
     Static by default: pre-computed levels of detail, so it works in any saved page. With
     ``live=True`` a running kernel also refines on every range change, from all events.
     ``overlay`` draws more over the lanes (see :class:`Overlay`)."""
-    if len(trace) == 0:
-        raise ValueError("the trace has no events to draw")
+    if len(trace) == 0:  # the same error as `perflab timeline` gives
+        source = trace.meta.get("source")
+        raise InputError("the trace has no events to draw", source=str(source) if source else None)
     lanes = assign_lanes(trace)
     # times relative to the first event before going to float: epoch nanoseconds (~1.7e18)
     # as float64 would round to 256 ns
