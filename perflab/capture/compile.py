@@ -47,6 +47,7 @@ from perflab.capture.compile_flags import NVCC_FLAGS as NVCC_FLAGS
 from perflab.capture.compile_flags import PTXAS_FLAGS as PTXAS_FLAGS
 from perflab.capture.compile_flags import allowed_flags_text as allowed_flags_text
 from perflab.capture.compile_flags import check_flags as check_flags
+from perflab.capture.compile_flags import split_include_flags
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
 from perflab.errors import InputError, PerflabError, SchemaError, ToolchainError, import_extra
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
@@ -199,9 +200,9 @@ class CudaJob:
 
     source: str
     arch: Arch
-    flags: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()  # as given, -I and -isystem included
     std: str = "c++17"
-    include_dirs: tuple[str, ...] = ()  # resolved
+    include_dirs: tuple[tuple[str, str], ...] = ()  # ("-I" or "-isystem", resolved folder)
     source_name: str = CELL_FILE
     timeout: float = DEFAULT_TIMEOUT_S
 
@@ -212,9 +213,16 @@ class CudaJob:
             "flags": list(self.flags),
             "arch": self.arch.name,
             "std": self.std,
-            "include_dirs": list(self.include_dirs),
+            "include_dirs": [list(d) for d in self.include_dirs],
             "tools": toolchain.versions_key(),
         }
+
+    def nvcc_flags(self, links: Sequence[Path]) -> list[str]:
+        """The flags nvcc gets: the include folders as ``links`` (one per folder, in
+        order, named by perflab) and the other flags as given."""
+        rest, _ = split_include_flags(self.flags)
+        dirs = zip(self.include_dirs, links, strict=True)
+        return [*[arg for (option, _), link in dirs for arg in (option, str(link))], *rest]
 
 
 def compile_cuda(
@@ -231,21 +239,25 @@ def compile_cuda(
     """Compile CUDA C++ ``source`` for ``arch``; no GPU needed.
 
     ``flags`` are extra nvcc flags (``"-maxrregcount=32 -DN=4"`` or a list; outputs and
-    modes are perflab's). ``source_name`` is how diagnostics name the source. Raises
-    :class:`CompileError` with the compiler's diagnostics on bad code, ToolchainError
-    when a tool is missing or times out.
+    modes are perflab's). ``source_name`` is how diagnostics name the source.
+    ``include_dirs`` and the ``-I``/``-isystem`` folders of ``flags`` (relative ones from
+    the current folder) must exist; nvcc sees each under a name of perflab's only, so a
+    folder's name never reaches nvcc's shell lines. Raises :class:`CompileError` with
+    the compiler's diagnostics on bad code, ToolchainError when a tool is missing or
+    times out.
     """
     if not isinstance(source, str) or not source.strip():
         raise InputError("the CUDA source is empty")
     checked = tuple(check_flags(flags))
     _check_std(std)
-    nvcc = toolchain.require_tool("nvcc")
+    timeout = toolchain.check_timeout(timeout)
+    nvcc = toolchain.require_nvcc()
     job = CudaJob(
         source,
         toolchain.check_arch(arch, nvcc),
         checked,
         std,
-        tuple(str(Path(d).resolve()) for d in include_dirs),
+        _include_folders(include_dirs, checked),
         source_name,
         timeout,
     )
@@ -254,7 +266,35 @@ def compile_cuda(
     return result
 
 
-def _nvcc_args(job: CudaJob, scratch: Path) -> list[str]:
+def _include_folders(
+    include_dirs: Sequence[str | os.PathLike[str]], flags: Sequence[str]
+) -> tuple[tuple[str, str], ...]:
+    """``include_dirs`` (as ``-I``), then the include folders of ``flags``, resolved
+    from the current folder; a missing one is refused, naming it."""
+    given = [("-I", os.fspath(d), "include_dirs") for d in include_dirs]
+    given += [(option, d, f"--flags: {option} {d}") for option, d in split_include_flags(flags)[1]]
+    found = []
+    for option, folder, what in given:
+        resolved = Path(folder).resolve()
+        if not resolved.is_dir():
+            raise InputError(f"{what}: no such folder ({resolved})")
+        found.append((option, str(resolved)))
+    return tuple(found)
+
+
+def _link_include_folders(job: CudaJob, tmp: Path) -> tuple[list[Path], dict[str, str]]:
+    """A link in ``tmp`` to each include folder of ``job`` (``include-0``...), and what
+    diagnostics should call a file found through each (``link/`` -> ``folder/``)."""
+    links, shown = [], {}
+    for number, (_, folder) in enumerate(job.include_dirs):
+        link = tmp / f"include-{number}"
+        link.symlink_to(folder, target_is_directory=True)
+        links.append(link)
+        shown[f"{link}/"] = f"{folder.rstrip('/')}/"
+    return links, shown
+
+
+def _nvcc_args(job: CudaJob, scratch: Path, links: Sequence[Path]) -> list[str]:
     return [
         "-cubin",
         "-lineinfo",
@@ -265,8 +305,7 @@ def _nvcc_args(job: CudaJob, scratch: Path) -> list[str]:
         "--keep",
         "--keep-dir",
         str(scratch),
-        *[f"-I{d}" for d in job.include_dirs],
-        *job.flags,
+        *job.nvcc_flags(links),
         CELL_FILE,
         "-o",
         "cell.cubin",
@@ -278,9 +317,11 @@ def _run_nvcc(nvcc: Tool, job: CudaJob) -> CompileResult:
     with toolchain.private_tempdir() as tmp:
         cell = tmp / CELL_FILE
         cell.write_text(job.source, encoding="utf-8")
-        done = toolchain.run_tool(nvcc, _nvcc_args(job, tmp), cwd=tmp, timeout=job.timeout)
+        links, paths = _link_include_folders(job, tmp)
+        args = _nvcc_args(job, tmp, links)
+        done = toolchain.run_tool(nvcc, args, cwd=tmp, timeout=job.timeout)
         log = done.stderr + done.stdout
-        paths = {str(cell): job.source_name, CELL_FILE: job.source_name}
+        paths |= {str(cell): job.source_name, CELL_FILE: job.source_name}
         if done.returncode != 0:
             located = located_diagnostics(log, paths)
             raise CompileError(
@@ -538,6 +579,7 @@ def compile_triton(
     line numbers are that file's. Triton's FP-fusion default is kept (its warning about
     it is not shown) and the setting used is one of the result's ``flags``.
     """
+    timeout = toolchain.check_timeout(timeout)
     triton = _triton()
     _require_compilable(fn)
     constexprs = dict(constexprs or {})

@@ -90,7 +90,8 @@ _MISSING_CCCL_RE = re.compile(r"(cub|thrust|cuda/std|cuda)/[\w/.]+: No such file
 def parse_diagnostics(log: str, paths: Mapping[str, str]) -> list[Diagnostic]:
     """Compiler messages, with the scratch file's path replaced by the user's name.
 
-    ``paths`` maps a path the compiler saw (full or bare) to the name to show.
+    ``paths`` maps a path the compiler saw (full or bare) to the name to show; a key
+    ending in ``/`` maps a folder's files (``/tmp/x/include-0/`` -> ``/home/me/inc/``).
     """
     return [d for d, _ in located_diagnostics(log, paths)]
 
@@ -113,13 +114,24 @@ def located_diagnostics(log: str, paths: Mapping[str, str]) -> list[tuple[Diagno
         message = fields["msg"].strip()
         if _MISSING_CCCL_RE.search(message):
             message += " (CUB/Thrust/libcu++ headers: pip install nvidia-cuda-cccl)"
-        shown = paths.get(fields["file"]) or paths.get(os.path.basename(fields["file"]))
-        diagnostic = Diagnostic(shown or os.path.basename(fields["file"]), number, sev, message)
+        diagnostic = Diagnostic(shown_name(fields["file"], paths), number, sev, message)
         column = int(fields["col"]) - 1 if fields.get("col") else None
         if edg is not None:
             column = _edg_column(raw_lines[index + 1 : index + 3])
         found.append((diagnostic, column))
     return found
+
+
+def shown_name(file: str, paths: Mapping[str, str]) -> str:
+    """What diagnostics call ``file`` (see :func:`parse_diagnostics`); a file perflab
+    does not know by its base name."""
+    exact = paths.get(file) or paths.get(os.path.basename(file))
+    if exact:
+        return exact
+    for folder, shown in paths.items():
+        if folder.endswith("/") and file.startswith(folder):
+            return shown + file[len(folder) :]
+    return os.path.basename(file)
 
 
 def _edg_column(after: Sequence[str]) -> int | None:

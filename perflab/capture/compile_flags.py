@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from perflab.errors import InputError
@@ -164,15 +164,17 @@ def _check_ptxas_option(part: str) -> None:
         raise _refuse(f"ptxas option {part!r}")
 
 
-def check_flags(flags: str | Sequence[str]) -> list[str]:
-    """Split and vet extra nvcc flags (a string is split like a shell would, but no
-    shell ever runs here). Every flag must be in :data:`NVCC_FLAGS` exactly, with a
-    value matching its pattern; raises InputError naming the first flag refused and
-    listing what is allowed. Returns the tokens as given."""
+def _split(flags: str | Sequence[str]) -> list[str]:
     try:
-        tokens = shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
+        return shlex.split(flags) if isinstance(flags, str) else [str(f) for f in flags]
     except ValueError as exc:
         raise InputError(f"--flags: cannot split {flags!r}: {exc}") from None
+
+
+def _parsed(tokens: Sequence[str]) -> Iterator[tuple[FlagRule, str | None, list[str]]]:
+    """Each flag of ``tokens``: its rule, its value (None: it takes none) and the tokens
+    it spans (one, or the name and its value). Raises InputError on an unknown flag or a
+    missing or unexpected value; the value itself is not checked here."""
     position = 0
     while position < len(tokens):
         token = tokens[position]
@@ -182,12 +184,43 @@ def check_flags(flags: str | Sequence[str]) -> list[str]:
         rule, value = found
         if rule.value is None and value is not None:
             raise _refuse(repr(token))
+        spanned = [token]
         if rule.value is not None and value is None:  # the value is the next token
             position += 1
             if position == len(tokens):
                 raise InputError(f"--flags: {token} needs a value ({rule.value.shown})")
             value = tokens[position]
+            spanned.append(value)
+        yield rule, value, spanned
+        position += 1
+
+
+def check_flags(flags: str | Sequence[str]) -> list[str]:
+    """Split and vet extra nvcc flags (a string is split like a shell would, but no
+    shell ever runs here). Every flag must be in :data:`NVCC_FLAGS` exactly, with a
+    value matching its pattern; raises InputError naming the first flag refused and
+    listing what is allowed. Returns the tokens as given."""
+    tokens = _split(flags)
+    for rule, value, _ in _parsed(tokens):
         if value is not None:
             _check_value(rule, value)
-        position += 1
     return tokens
+
+
+# the include options, each as the one spelling perflab passes on
+_INCLUDE_OPTIONS = {"-I": "-I", "-isystem": "-isystem"}
+
+
+def split_include_flags(tokens: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Checked flags (:func:`check_flags`' result) as the flags other than ``-I`` and
+    ``-isystem`` (any spelling), and those as ``("-I" or "-isystem", DIR)`` in order:
+    the compiler is handed each directory under a name of perflab's, never as given."""
+    rest: list[str] = []
+    dirs: list[tuple[str, str]] = []
+    for rule, value, spanned in _parsed(tokens):
+        option = _INCLUDE_OPTIONS.get(rule.names[0])
+        if option is not None and value is not None:
+            dirs.append((option, value))
+        else:
+            rest += spanned
+    return rest, dirs

@@ -1,7 +1,8 @@
 """Find and run the CUDA tools: ``PERFLAB_<TOOL>`` overrides, the pip wheels, Triton's
-copies, PATH. Every run gets an argument list (never a shell), a timeout, its own process
-group (killed whole on timeout or interrupt, see :mod:`perflab.capture._proc`) and,
-through :func:`private_tempdir`, a scratch folder that is always removed."""
+copies, PATH. Every run gets an argument list (never a shell), a timeout of at most
+:data:`MAX_TIMEOUT_S`, its own process group (killed whole on timeout, interrupt, SIGTERM
+or SIGHUP, see :mod:`perflab.capture._proc`) and, through :func:`private_tempdir`, a
+scratch folder that is always removed, under a path no shell line can misread."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from perflab.model.arch import parse_arch as parse_arch
 TOOLS = ("nvcc", "ptxas", "nvdisasm", "cuobjdump")
 VERSION_TIMEOUT_S = 20
 DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 3600.0  # an hour: no single compile here takes near that
 DEMANGLE_TIMEOUT_S = 20
 # Where each tool comes from on PyPI (for the "not found" hint).
 _WHEELS = {
@@ -147,6 +149,39 @@ def require_tool(name: str) -> Tool:
     return tool
 
 
+def check_timeout(timeout: object) -> float:
+    """``timeout`` in seconds: a number above 0 and at most :data:`MAX_TIMEOUT_S` (an
+    infinite, NaN or huge one would reach the waiting code as an OverflowError)."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT_S
+    ):
+        raise InputError(
+            f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}, "
+            f"not {timeout!r}"
+        )
+    return float(timeout)
+
+
+# characters that stay active inside double quotes in a shell line
+_SHELL_ACTIVE_RE = re.compile(r'[`$"\\\x00-\x1f\x7f]')
+
+
+def require_nvcc() -> Tool:
+    """:func:`require_tool` for nvcc, refused where nvcc's path has a character that
+    would still act inside the double quotes of nvcc's own ``sh -c`` lines, which name
+    the folder nvcc is in."""
+    nvcc = require_tool("nvcc")
+    if _SHELL_ACTIVE_RE.search(str(nvcc.path)):
+        raise ToolchainError(
+            f"nvcc's path {str(nvcc.path)!r} has a character nvcc passes to a shell "
+            'unquoted (one of ` $ \\ " or a control character): install it, or set '
+            "PERFLAB_NVCC to it, under a folder without those"
+        )
+    return nvcc
+
+
 def run_tool(
     tool: Tool,
     args: Sequence[str],
@@ -162,8 +197,7 @@ def run_tool(
     with it even when the tool fails. A non-zero exit is returned, not raised: callers
     turn the diagnostics into errors.
     """
-    if not timeout > 0:
-        raise InputError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    timeout = check_timeout(timeout)
     scratch = str(cwd)
     env = {**os.environ, "TMPDIR": scratch, "TMP": scratch, "TEMP": scratch}
     try:
@@ -176,14 +210,38 @@ def run_tool(
         raise ToolchainError(f"cannot run {tool.path}: {exc.strerror}") from None
 
 
+# characters of a path that nvcc may see: nvcc writes its paths into its own ``sh -c``
+# lines in double quotes, where a backtick, a quote or a backslash would still act
+_SAFE_PATH_RE = re.compile(r"/[A-Za-z0-9_./+@%,:=~-]*")
+_FALLBACK_TEMP = "/tmp"  # noqa: S108  (mkdtemp makes a private folder there)
+
+
+def safe_path(path: str | Path) -> bool:
+    """``path`` is absolute and made of characters that no shell line can misread."""
+    return _SAFE_PATH_RE.fullmatch(str(path)) is not None
+
+
+def _scratch_parent() -> str:
+    """Python's temp folder, or /tmp where that one's name has characters nvcc would
+    hand a shell unescaped (a TMPDIR with a backtick, say)."""
+    base = tempfile.gettempdir()
+    if safe_path(base):
+        return base
+    if os.path.isdir(_FALLBACK_TEMP) and os.access(_FALLBACK_TEMP, os.W_OK | os.X_OK):
+        return _FALLBACK_TEMP
+    raise ToolchainError(
+        f"the temporary folder {base!r} has characters the CUDA tools cannot take in a "
+        "path: set TMPDIR to a folder whose name has only letters, digits and ._+-/"
+    )
+
+
 @contextlib.contextmanager
 def private_tempdir() -> Iterator[Path]:
-    """A fresh folder only this process uses; removed on exit, error or interrupt."""
-    path = Path(tempfile.mkdtemp(prefix="perflab-"))
-    try:
+    """A fresh folder only this process uses, under a name that is safe to hand to the
+    tools; removed on exit, error, interrupt, SIGTERM or SIGHUP (see :mod:`_proc`)."""
+    fresh = Path(tempfile.mkdtemp(prefix="perflab-", dir=_scratch_parent()))
+    with _proc.scratch_folder(fresh) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # ---- target architectures -------------------------------------------------------------
