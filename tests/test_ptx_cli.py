@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,17 @@ def test_view_escapes_everything() -> None:
     assert html.count("<script>") == 1  # only the view's own click handler
     assert "http" not in html  # nothing is loaded from outside
     assert "k(float*)" in bundle["text/plain"]
+
+
+def test_smem_shows_in_the_resource_table(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--smem changes the occupancy, so the table that reports shared memory says it too."""
+    assert main(["compile", str(project), "--arch", "sm_80", "--smem", "48K"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"shared \(static \+ dynamic\) +0 B \+ 48 KiB \(--smem\)", out), out
+    assert main(["compile", str(project), "--arch", "sm_80"]) == 0
+    assert re.search(r"shared \(static \+ dynamic\) +0 B \+ 0 B\n", capsys.readouterr().out)
+    result = compile_cuda(project.read_text(), arch="sm_80", include_dirs=[project.parent])
+    html = compile_bundle(result, ViewOptions(dynamic_shared=48 * 1024))["text/html"]
+    assert "0 B + 48 KiB (--smem)" in html

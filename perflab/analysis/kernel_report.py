@@ -23,6 +23,8 @@ class KernelReport:
 
     kernel: KernelArtifacts
     block_size: int
+    shared_dynamic: int  # dynamic shared bytes per block assumed: as given, else the kernel's
+    shared_dynamic_given: bool  # given by the caller (--smem), not the kernel's own
     occupancy: Occupancy | None
     occupancy_error: str | None
     insights: tuple[Insight, ...]
@@ -65,6 +67,10 @@ def kernel_report(
     return KernelReport(
         kernel=kernel,
         block_size=block,
+        shared_dynamic=(
+            kernel.resources.shared_dynamic if dynamic_shared is None else dynamic_shared
+        ),
+        shared_dynamic_given=dynamic_shared is not None,
         occupancy=occupancy,
         occupancy_error=error,
         insights=tuple(insights),

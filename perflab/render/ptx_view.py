@@ -105,15 +105,16 @@ def _occupancy_text(report: KernelReport) -> str:
     return str(report.occupancy) if report.occupancy is not None else str(report.occupancy_error)
 
 
-def _resource_rows(kernel: KernelArtifacts) -> list[list[str]]:
+def _resource_rows(report: KernelReport) -> list[list[str]]:
+    kernel = report.kernel
     r = kernel.resources
+    dynamic = format_bytes(report.shared_dynamic) + (
+        " (--smem)" if report.shared_dynamic_given else ""
+    )
     return [
         ["registers / thread", str(r.registers)],
         ["spill stores / loads", f"{format_bytes(r.spill_stores)} / {format_bytes(r.spill_loads)}"],
-        [
-            "shared (static + dynamic)",
-            f"{format_bytes(r.shared_static)} + {format_bytes(r.shared_dynamic)}",
-        ],
+        ["shared (static + dynamic)", f"{format_bytes(r.shared_static)} + {dynamic}"],
         ["stack frame", format_bytes(r.stack)],
         ["constant bank 0", format_bytes(r.constant)],
         ["barriers", str(r.barriers)],
@@ -149,7 +150,7 @@ def _kernel_text(report: KernelReport) -> list[str]:
     mix = list(kernel.instruction_mix.items())[:MIX_ROWS]
     out = [
         f"kernel {kernel.name} [{kernel.arch}]",
-        text_table(["resource", "value"], _resource_rows(kernel)),
+        text_table(["resource", "value"], _resource_rows(report)),
         f"occupancy: {_occupancy_text(report)}",
         "instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix),
         *[str(i) for i in report.insights],
@@ -331,7 +332,7 @@ def _hide_css(root: str) -> str:
 def _kernel_header(report: KernelReport) -> str:
     """Name, occupancy, then resources, instruction mix and insights side by side."""
     kernel = report.kernel
-    resources = table(["resource", "value"], _resource_rows(kernel))
+    resources = table(["resource", "value"], _resource_rows(report))
     return (
         f"<div><b>{esc(kernel.name)}</b> <code>{esc(kernel.mangled)}</code> "
         f"[{esc(kernel.arch)}]</div><div>occupancy: {esc(_occupancy_text(report))}</div>"
