@@ -412,3 +412,19 @@ def test_fuzz_planted_links_give_a_correct_save_or_a_perflab_error(
         stray = {p.name for p in scene.folder.iterdir()} - expected
         assert not stray, f"{where}: left {stray}"
     assert outcomes["saved"] > 10 and outcomes["refused"] > 10  # both outcomes were exercised
+
+
+def test_the_compile_cache_sass_never_follows_a_planted_link(scene: Scene) -> None:
+    """The SASS beside a cached compile went through ``<key>.sass.<pid>.tmp``, opened as a
+    plain file: a link planted under that name made the cache overwrite its target."""
+    from perflab.capture.compile import _CacheEntry
+
+    before = scene.outside_state()
+    entry = _CacheEntry("ab" + "0" * 62, root=scene.folder)
+    entry.sass_path.parent.mkdir(parents=True)
+    planted = entry.sass_path.with_name(f"{entry.sass_path.name}.{os.getpid()}.tmp")
+    planted.symlink_to(scene.victim)
+    entry.write_sass("        /*0000*/  EXIT ;\n")
+    assert entry.read_sass() == "        /*0000*/  EXIT ;\n"
+    assert not entry.sass_path.is_symlink() and planted.is_symlink()
+    scene.assert_untouched(before)

@@ -51,7 +51,7 @@ from perflab.capture.compile_flags import split_include_flags
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
 from perflab.errors import InputError, PerflabError, SchemaError, ToolchainError, import_extra
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
-from perflab.model.serialize import cache_dir, dump_json, load_json
+from perflab.model.serialize import cache_dir, dump_json, load_json, write_text
 from perflab.model.timing import TimingResult
 
 CACHE_VERSION = 1
@@ -129,9 +129,7 @@ class _CacheEntry:
     def write_sass(self, text: str) -> None:
         try:
             self.sass_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.sass_path.with_name(self.sass_path.name + f".{os.getpid()}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(self.sass_path)
+            write_text(self.sass_path, text)  # never through a link planted in the cache
         except OSError:
             pass
 
