@@ -108,6 +108,15 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         ),
     ),
     (
+        ("--hot",),
+        dict(
+            action="store_true",
+            help="hot measurement for tiny kernels (as nvbench's): calls back to back, one "
+            "timed window around a batch long enough to dwarf the timer's floor, no cache "
+            "flush; reported per call",
+        ),
+    ),
+    (
         ("--backend",),
         dict(
             choices=("auto", "cuda", "cpu"),
@@ -195,6 +204,7 @@ def timing_options(args: argparse.Namespace, default_name: str) -> TimingOptions
         repeat=args.repeat,
         flush_l2=args.flush_l2,
         graph=args.graph,
+        hot=args.hot,
         backend=args.backend,
         name=args.name or default_name,
         nvtx=not args.no_nvtx,
@@ -217,7 +227,8 @@ def bench(fn: Callable[[], object], /, **options: Any) -> TimingResult:
     ``budget_ms`` (the timeout, default 100) and ``warmup_ms``; ``number`` calls per sample
     and ``repeat`` samples (a fixed count, no stopping rule); ``max_noise``, the relative
     standard error of the median to stop at (default 0.005); ``flush_l2`` (default: on for
-    CUDA, off for the CPU); ``graph`` to time a CUDA-graph replay; ``backend`` ("auto",
+    CUDA, off for the CPU); ``graph`` to time a CUDA-graph replay; ``hot`` to time tiny
+    kernels in back-to-back batches (no flush); ``backend`` ("auto",
     "cuda" or "cpu"); ``name``; ``nvtx``; ``min_samples``, ``max_samples`` and ``fill_queue``.
     A bad option, or an ``fn`` that is not callable, raises :class:`~perflab.errors.InputError`.
 

@@ -131,8 +131,8 @@ def test_plan_derives_counts_from_budgets() -> None:
     assert _plan(opts, 100, "cpu").number == 200
     # a call far beyond the budget keeps the run short
     assert _plan(opts, 5e9, "cuda").max_count == 3
-    # -r fixes the count
-    assert _plan(TimingOptions(repeat=7), 1e3, "cuda") == Plan(1, 25_000, 7, True)
+    # -r fixes the count (the budget can still cut it: the plan keeps a sample's estimate)
+    assert _plan(TimingOptions(repeat=7), 1e3, "cuda") == Plan(1, 25_000, 7, True, 1e3)
 
 
 def test_noise_warnings() -> None:

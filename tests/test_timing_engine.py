@@ -20,6 +20,7 @@ from perflab.capture.timer import (
     HostQueueClock,
     Plan,
     TimingOptions,
+    _estimate,
     cold_calls,
     host_bound,
     lead_for,
@@ -31,6 +32,7 @@ from perflab.capture.timer import (
     time_function,
     warmup_steps,
 )
+from perflab.errors import InputError
 from perflab.model import stats
 from perflab.model.timing import Comparison, TimingResult
 
@@ -135,6 +137,8 @@ def test_stop_reasons() -> None:
     assert stop_reason(noisy, 101e6, opts, free) == "budget"
     assert stop_reason(np.full(1000, 1.0) + np.arange(1000), 0, opts, free) == "max_samples"
     assert stop_reason(quiet[:7], 0, opts, Plan(1, 10, 7, True)) == "repeat"
+    assert stop_reason(quiet[:5], 101e6, opts, Plan(1, 10, 7, True)) == "budget-cut"
+    assert stop_reason(quiet[:5], 99e6, opts, Plan(1, 10, 7, True)) is None
     # max_noise 0: only the budget stops a free run
     assert stop_reason(quiet, 0, TimingOptions(max_noise=0), free) is None
 
@@ -149,7 +153,9 @@ def test_relative_standard_error_and_rounds() -> None:
     assert next_round(0, 0, opts, plan) == 10
     assert next_round(10, 1e6, opts, plan) == 5  # half as many as there are
     assert next_round(10, 99e6, opts, plan) == 1  # the budget is nearly spent
-    assert next_round(3, 0, opts, Plan(1, 10, 7, True)) == 4
+    # a -r count grows by as many again (the budget may end it after any round)
+    assert next_round(3, 0, opts, Plan(1, 10, 7, True)) == 3
+    assert next_round(6, 0, opts, Plan(1, 10, 7, True)) == 1
 
 
 def test_time_function_reports_why_it_stopped() -> None:
@@ -160,6 +166,84 @@ def test_time_function_reports_why_it_stopped() -> None:
     )
     assert whole.stop_reason in ("budget", "max_samples")
     assert whole.options["max_noise"] == 0
+
+
+def test_the_budget_cuts_a_repeat_count() -> None:
+    """`perflab time -r 10000000 --budget 10` ran on for minutes: -r was taken in one
+    round, whatever the budget. Now the budget, the timeout, cuts it and says so."""
+    t0 = time.monotonic()
+    r = time_function(lambda: None, backend="cpu", repeat=10_000_000, budget_ms=10, warmup_ms=0)
+    assert time.monotonic() - t0 < 60  # catches the hang only
+    assert r.stop_reason == "budget-cut" and 1 <= r.n < 10_000_000
+    assert r.options["repeat"] == 10_000_000
+    assert any(
+        w.startswith(f"-r 10,000,000 cut to {r.n:,} samples: the 10 ms budget") for w in r.warnings
+    )
+    assert (
+        f"stopped: budget-cut ({r.n:,} of -r 10,000,000 samples"
+        in r._repr_mimebundle_()["text/plain"]
+    )
+
+
+def test_a_repeat_count_within_the_budget_is_taken_whole() -> None:
+    r = time_function(lambda: None, backend="cpu", repeat=50, budget_ms=1000, warmup_ms=0)
+    assert r.stop_reason == "repeat" and r.n == 50
+
+
+def test_first_round_of_a_repeat_count_fits_the_budget() -> None:
+    opts = TimingOptions(budget_ms=100, min_samples=10)
+    slow = Plan(1, 10, 1000, True, sample_ns=40e6)  # 40 ms samples: 2 fit in 100 ms
+    assert next_round(0, 0, opts, slow) == 2
+    assert next_round(0, 0, opts, Plan(1, 10, 1000, True, sample_ns=1e9)) == 1  # at least one
+    assert next_round(2, 80e6, opts, slow) == 1
+
+
+def test_calls_per_sample_beyond_the_budget_are_refused_before_sampling(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`-n 10000000 --budget 10 'pass'`: one sample alone is seconds; refused after the
+    estimate (a few calls), naming the -n that fits."""
+    calls = [0]
+
+    def slow() -> None:
+        calls[0] += 1
+        time.sleep(0.002)
+
+    with pytest.raises(InputError, match=r"^-n 1,000: one sample of 1,000 calls would take about "):
+        time_function(slow, backend="cpu", number=1000, budget_ms=10, warmup_ms=0)
+    assert calls[0] == 1 + 5  # the first call and the estimate, no sample
+
+    from perflab.cli import main
+
+    t0 = time.monotonic()
+    args = ["time", "-r", "10000000", "-n", "10000000", "--budget", "10", "pass"]
+    assert main(args) == 2
+    assert time.monotonic() - t0 < 60  # catches the hang only
+    err = capsys.readouterr().err
+    assert "more than the whole 10 ms budget (--budget, the timeout): use -n" in err
+
+
+def test_one_call_beyond_the_budget_is_estimated_once() -> None:
+    """A call longer than the whole budget is not called five times to estimate it."""
+    calls = [0]
+
+    def slow() -> None:
+        calls[0] += 1
+        time.sleep(0.02)
+
+    assert len(_estimate(HostClock(flush=False), slow, 10e6).window_ns) == 1
+    assert calls[0] == 1
+    assert len(_estimate(HostClock(flush=False), lambda: None, 10e6).window_ns) == 5
+
+
+def test_time_json_says_budget_cut(capsys: pytest.CaptureFixture[str]) -> None:
+    from perflab.cli import main
+
+    assert (
+        main(["time", "--json", "-r", "10000000", "--budget", "10", "--warmup", "0", "pass"]) == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stop_reason"] == "budget-cut" and 0 < len(doc["samples_ns"]) < 10_000_000
 
 
 # --- host-bound samples -----------------------------------------------------------------

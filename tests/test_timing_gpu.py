@@ -178,3 +178,42 @@ def test_tf32_matmul_runs_with_the_precision_api() -> None:
     best = matmul.best_gflops(r)
     assert best["fp32"] > 0 and best["tf32"] > 0
     assert not any(w.startswith("failed") for w in r.warnings)
+
+
+# --- the timer's floor and resolution; hot batches ------------------------------------
+
+
+def test_cuda_timer_floor_and_resolution_are_measured_and_kept() -> None:
+    """An empty kernel between events (behind the filler) and the events' step: measured
+    once per device, on every result, saved with it."""
+    import torch
+
+    from perflab.capture.timer import timer_steps
+
+    small = torch.randn(1024, device="cuda")
+    r = time_function(lambda: small.add_(1.0), flush_l2=False, budget_ms=30)
+    assert r.floor_ns is not None and 100 < r.floor_ns < 100_000, r.floor_ns
+    assert r.resolution_ns is not None and 0 < r.resolution_ns < 10_000, r.resolution_ns
+    clock = gpu_clock.make_cuda_clock(False)
+    try:
+        assert timer_steps(clock) == (r.floor_ns, r.resolution_ns)  # cached per device
+    finally:
+        clock.close()
+    doc = r.to_dict()
+    assert (doc["floor_ns"], doc["resolution_ns"]) == (r.floor_ns, r.resolution_ns)
+    lo, hi = r.ci95_ns  # widened by one step of the events
+    assert hi - lo >= 2 * r.resolution_ns
+
+
+def test_a_tiny_kernel_is_flagged_near_the_floor_and_hot_batches_it() -> None:
+    import torch
+
+    small = torch.randn(1024, device="cuda")
+    single = time_function(lambda: small.add_(1.0), flush_l2=False, budget_ms=30)
+    assert any("timer's floor" in w for w in single.warnings), (single.median_ns, single.floor_ns)
+    hot = time_function(lambda: small.add_(1.0), hot=True, budget_ms=50)
+    assert hot.options["hot"] is True and hot.options["flush_l2"] is False
+    assert hot.options["cold"].startswith("none (hot: ")
+    assert hot.number >= 10
+    assert hot.floor_ns is not None and hot.number * hot.median_ns > 20 * hot.floor_ns
+    assert not any("timer's floor" in w for w in hot.warnings)

@@ -9,7 +9,9 @@ Method (after Triton's ``do_bench`` and nvbench):
 3. take samples in rounds until a stopping rule fires (``stop_reason``): the relative
    standard error of the median is below ``max_noise`` (nvbench's noise criterion,
    default 0.5%) after at least ``min_samples``, or the time budget is spent (the
-   timeout), or ``max_samples``/``repeat`` is reached.
+   timeout), or ``max_samples``/``repeat`` is reached. The budget bounds a ``repeat``
+   count too (``budget-cut``: the samples taken are kept), and ``number`` calls whose
+   one sample would outlast the whole budget are refused before any sample.
 
 One sample is: [cache flush] [queue filler] start-mark, ``number`` calls, end-mark.
 The flush and the filler are enqueued before the start mark, so neither is inside the
@@ -19,6 +21,12 @@ full queue and the GPU never waits for the host inside the window (nvbench's blo
 kernel). The host time of issuing every sample (``host_ns``) is kept too, and a sample
 whose filler was shorter than its host time is flagged host-bound: the GPU may have
 waited for the CPU, and the sample then measures the host's loop, not the kernel.
+
+The timer's floor (what it reads for a sample of nothing: on a GPU one empty kernel
+between the events) and resolution (its smallest step) are measured once per clock and
+process and stored with every result; a median within a few floors is flagged, and the
+median's interval is widened by one step per call. ``hot`` batches calls back to back
+(no flush between them) until the batch dwarfs both, as nvbench's hot measurement does.
 
 Every sample is kept; garbage collection is off while timing. CPU backend: the host is
 the device (``perf_counter_ns`` marks, no queue, nothing to fill).
@@ -36,6 +44,7 @@ Traps guarded against (each tested):
 
 from __future__ import annotations
 
+import itertools
 import math
 import queue
 import threading
@@ -52,7 +61,8 @@ from perflab.capture import env
 from perflab.capture.nvtx import Range
 from perflab.errors import InputError, no_gpu
 from perflab.model import stats
-from perflab.model.timing import TimingResult
+from perflab.model.timing import TimingResult, first_unmeasurable
+from perflab.model.units import format_ns
 
 NOISE_IQR_FRACTION = 0.10
 WORST_OVER_BEST = 4.0
@@ -68,6 +78,12 @@ LEAD_FACTOR = 2.0  # the queue filler lasts twice the host's cost of issuing a s
 LEAD_MARGIN_NS = 20_000.0
 MAX_LEAD_NS = 50_000_000.0
 ROUND_GROWTH = 0.5  # each round adds half as many samples as there are
+FLOOR_SAMPLES = 51  # samples of nothing timed for the timer's floor (once per clock)
+RESOLUTION_READS = 1_000  # back-to-back clock readings for its resolution
+FLOOR_WARN_FACTOR = 5.0  # a median within 5 floors is mostly timing overhead
+HOT_FLOOR_FACTOR = 100.0  # a hot batch lasts >= 100 floors (the floor < 1% of it)
+HOT_RESOLUTION_FACTOR = 1_000.0  # and >= 1000 steps of the clock
+HOT_MIN_BATCH_NS = 20_000.0  # and >= 20 us (all there is when the floor is unknown)
 
 
 @dataclass
@@ -80,6 +96,7 @@ class TimingOptions:
     repeat: int | None = None  # samples (-r): a fixed count, no stopping rule
     flush_l2: bool | None = None  # None: on for CUDA, off for CPU
     graph: bool = False
+    hot: bool = False  # calls back to back, no flush, batched until the timer's floor is < 1%
     backend: str = "auto"
     name: str = "fn"
     nvtx: bool = True
@@ -117,6 +134,11 @@ class TimingOptions:
             )
         if not _is_number(self.max_noise) or not 0 <= self.max_noise < 1:
             raise InputError(f"max_noise must be a fraction from 0 to 1, not {self.max_noise!r}")
+        if self.hot and self.flush_l2:
+            raise InputError(
+                "--hot (hot=True) runs calls back to back with no cache flush between them: "
+                "drop --flush-l2 (flush_l2=True)"
+            )
 
 
 def _is_number(value: object) -> bool:
@@ -217,6 +239,11 @@ class HostQueueClock:
     def hold(self, ns: float) -> None:
         self.submit(lambda: time.sleep(ns / 1e9))  # sleeps at least ns
 
+    def spin(self, cycles: int) -> None:
+        """An empty work item (the analog of a GPU's spin kernel of ``cycles``; only 0 is
+        asked, for the timer's floor)."""
+        self.submit(_nothing)
+
     def flush(self) -> None:
         """No cache flush on this queue."""
 
@@ -232,6 +259,10 @@ class HostQueueClock:
         self._worker.join()
 
 
+def _nothing() -> None:
+    """What an empty sample runs."""
+
+
 def _make_clock(opts: TimingOptions) -> Any:
     backend = env.default_backend() if opts.backend == "auto" else opts.backend
     if backend == "cpu":
@@ -240,7 +271,7 @@ def _make_clock(opts: TimingOptions) -> Any:
         return HostClock(flush=bool(opts.flush_l2))
     from perflab.capture.gpu_clock import make_cuda_clock
 
-    return make_cuda_clock(True if opts.flush_l2 is None else opts.flush_l2)
+    return make_cuda_clock(not opts.hot if opts.flush_l2 is None else opts.flush_l2)
 
 
 # --- planning -----------------------------------------------------------------------
@@ -253,17 +284,30 @@ class Plan:
     number: int  # calls per sample
     warmup_calls: int
     max_count: int  # samples the budget allows (the rounds stop earlier when quiet)
-    fixed: bool  # -r given: exactly max_count samples
+    fixed: bool  # -r given: max_count samples, unless the budget runs out first
+    sample_ns: float = 0.0  # estimated time of one sample, its flush included
 
 
-def _plan(opts: TimingOptions, per_call_ns: float, clock_name: str, flush_ns: float = 0.0) -> Plan:
+def _plan(
+    opts: TimingOptions,
+    per_call_ns: float,
+    clock_name: str,
+    flush_ns: float = 0.0,
+    hot_batch_ns: float = HOT_MIN_BATCH_NS,
+) -> Plan:
     """Calls per sample, warm-up calls and the most samples, from budgets and estimates.
 
     ``flush_ns`` is the cost of the cache flush before each sample: it spends budget too.
+    ``hot_batch_ns``: the least batch of a hot run (see :func:`hot_batch`).
     """
     per_call_ns = max(per_call_ns, 1.0)
     if opts.number is not None:
         number = opts.number
+        _check_sample_fits(number, per_call_ns, opts)
+    elif opts.hot:
+        least = max(hot_batch_ns, CPU_MIN_SAMPLE_NS if clock_name == "cpu" else 0.0)
+        fits = opts.budget_ms * 1e6 / opts.min_samples / per_call_ns  # min_samples batches
+        number = max(1, min(MAX_COUNT, math.ceil(least / per_call_ns), math.floor(fits)))
     elif clock_name == "cpu":
         number = max(1, min(MAX_COUNT, math.ceil(CPU_MIN_SAMPLE_NS / per_call_ns)))
     else:
@@ -271,12 +315,30 @@ def _plan(opts: TimingOptions, per_call_ns: float, clock_name: str, flush_ns: fl
     sample_ns = per_call_ns * number
     warmup = max(1, min(MAX_WARMUP_CALLS, int(opts.warmup_ms * 1e6 / per_call_ns)))
     if opts.repeat is not None:
-        return Plan(number, warmup, opts.repeat, True)
+        return Plan(number, warmup, opts.repeat, True, sample_ns + flush_ns)
     wanted = int(min(opts.budget_ms * 1e6 / (sample_ns + flush_ns), MAX_COUNT))
     floor = opts.min_samples
     if sample_ns * floor > 10 * opts.budget_ms * 1e6:
         floor = min(3, floor)  # a call far beyond the budget: keep the run short, a warning follows
-    return Plan(number, warmup, max(floor, min(wanted, opts.max_samples)), False)
+    return Plan(
+        number, warmup, max(floor, min(wanted, opts.max_samples)), False, sample_ns + flush_ns
+    )
+
+
+def _check_sample_fits(number: int, per_call_ns: float, opts: TimingOptions) -> None:
+    """Refuse ``-n`` calls whose one sample would outlast the whole budget (the timeout):
+    a sample cannot be cut short, so the run would overrun it many times over. One call
+    per sample cannot be split: a call longer than the budget runs a few samples, with a
+    warning."""
+    budget_ns = opts.budget_ms * 1e6
+    if number > 1 and number * per_call_ns > budget_ns:
+        fits = max(1, int(budget_ns // per_call_ns))
+        raise InputError(
+            f"-n {number:,}: one sample of {number:,} calls would take about "
+            f"{format_ns(number * per_call_ns)} ({format_ns(per_call_ns)} per call, estimated), "
+            f"more than the whole {opts.budget_ms:g} ms budget (--budget, the timeout): "
+            f"use -n {fits:,} or fewer, or a larger --budget"
+        )
 
 
 def warmup_steps(warmup_calls: int, calls_per_step: int) -> int:
@@ -301,12 +363,15 @@ def relative_standard_error(samples: npt.ArrayLike) -> float:
 def stop_reason(
     samples: npt.ArrayLike, elapsed_ns: float, opts: TimingOptions, plan: Plan
 ) -> str | None:
-    """Why sampling stops now, or None to take more: ``repeat``, ``max_samples``,
-    ``noise`` (relative standard error of the median <= max_noise after min_samples) or
-    ``budget`` (the time budget, the timeout, is spent)."""
+    """Why sampling stops now, or None to take more: ``repeat`` (the ``-r`` count is
+    taken), ``budget-cut`` (the budget, the timeout, ran out before the ``-r`` count),
+    ``max_samples``, ``noise`` (relative standard error of the median <= max_noise after
+    min_samples) or ``budget`` (the budget is spent)."""
     n = np.asarray(samples).size
     if plan.fixed:
-        return "repeat" if n >= plan.max_count else None
+        if n >= plan.max_count:
+            return "repeat"
+        return "budget-cut" if elapsed_ns >= opts.budget_ms * 1e6 else None
     if n >= opts.max_samples:
         return "max_samples"
     quiet_enough = n >= opts.min_samples and opts.max_noise > 0
@@ -318,17 +383,21 @@ def stop_reason(
 
 
 def next_round(n: int, elapsed_ns: float, opts: TimingOptions, plan: Plan) -> int:
-    """How many samples the next round takes: the rest of a fixed count; else first
-    ``min_samples``, then half as many as there are, within the budget and the caps."""
-    if plan.fixed:
-        return plan.max_count - n
+    """How many samples the next round takes, within the budget (the timeout) and the
+    caps, at least one. A free run: first ``min_samples``, then half as many as there
+    are. A ``-r`` count: first ``min_samples`` or what the estimate says the budget holds,
+    then as many again, so that a spent budget ends it after a round (``budget-cut``)."""
+    cap = (plan.max_count if plan.fixed else min(plan.max_count, opts.max_samples)) - n
+    budget_ns = opts.budget_ms * 1e6
     if n == 0:
-        return min(opts.min_samples, plan.max_count)
+        first = min(opts.min_samples, cap)
+        if plan.fixed and plan.sample_ns > 0:
+            first = min(first, int(budget_ns / plan.sample_ns))
+        return max(1, first)
     per_sample = elapsed_ns / n
-    left = max(0.0, opts.budget_ms * 1e6 - elapsed_ns)
-    by_budget = int(left / per_sample) if per_sample > 0 else plan.max_count
-    cap = min(plan.max_count, opts.max_samples) - n
-    return max(1, min(max(1, int(n * ROUND_GROWTH)), by_budget, cap))
+    by_budget = int(max(0.0, budget_ns - elapsed_ns) / per_sample) if per_sample > 0 else cap
+    growth = n if plan.fixed else max(1, int(n * ROUND_GROWTH))
+    return max(1, min(growth, by_budget, cap))
 
 
 # --- host-bound samples -------------------------------------------------------------
@@ -380,6 +449,7 @@ def take_samples(
     count: int,
     lead_ns: float = 0.0,
     after_issue: Callable[[], None] | None = None,
+    flush: bool = True,
 ) -> Samples:
     """``count`` samples of ``steps`` calls of ``step``, in this order per sample: flush,
     [filler], start mark, the calls, end mark, then ``after_issue`` (e.g. an SM clock
@@ -390,7 +460,8 @@ def take_samples(
     issued = []
     calls = range(steps)
     for _ in range(count):
-        clock.flush()
+        if flush:
+            clock.flush()
         h0 = host()
         pre = None
         if lead_ns > 0:
@@ -412,8 +483,139 @@ def take_samples(
     return out
 
 
-def _estimate(clock: Any, fn: Callable[[], object]) -> Samples:
-    return take_samples(clock, fn, 1, ESTIMATE_SAMPLES)
+def _estimate(clock: Any, fn: Callable[[], object], budget_ns: float) -> Samples:
+    """ESTIMATE_SAMPLES single calls, timed; only the first when it alone spends the
+    budget (a call of minutes is not repeated five times just to learn its length)."""
+    first = take_samples(clock, fn, 1, 1)
+    if first.window_ns[0] < budget_ns:
+        first.extend(take_samples(clock, fn, 1, ESTIMATE_SAMPLES - 1))
+    return first
+
+
+# --- the timer's floor and resolution -------------------------------------------------
+
+_TIMER_STEPS: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+
+
+def timer_steps(clock: Any) -> tuple[float | None, float | None]:
+    """The clock's floor and resolution in ns (None where they cannot be measured),
+    measured on the first use of each kind of clock and device in this process."""
+    key = (type(clock).__name__, str(clock.device))
+    if key not in _TIMER_STEPS:
+        _TIMER_STEPS[key] = (timer_floor(clock), timer_resolution(clock))
+    return _TIMER_STEPS[key]
+
+
+def empty_step(clock: Any) -> tuple[Callable[[], object], int] | None:
+    """What a sample of nothing holds, as (step, steps): no call on the host clock (an
+    empty window); on a queue one empty kernel (a spin of 0 cycles), the least a sample
+    can enqueue. None when the queue has no such kernel."""
+    if not clock.asynchronous:
+        return _nothing, 0
+    if not clock.can_fill:
+        return None
+    return (lambda: clock.spin(0)), 1
+
+
+def queue_lead(clock: Any, step: Callable[[], object], steps: int, flush: bool = True) -> float:
+    """The queue filler for samples of ``steps`` calls of ``step``, sized from the host's
+    cost of issuing PROBE_SAMPLES of them (after a first hold, which calibrates it)."""
+    clock.hold(1.0)
+    probe = take_samples(clock, step, steps, PROBE_SAMPLES, flush=flush)
+    return lead_for(float(np.max(probe.host_ns)))
+
+
+def timer_floor(clock: Any) -> float | None:
+    """What the timer reads for a sample of nothing: the median of FLOOR_SAMPLES samples
+    of :func:`empty_step`, taken as the engine takes samples (behind the queue filler
+    where there is one; no cache flush). Every sample's window includes it."""
+    empty = empty_step(clock)
+    if empty is None:
+        return None
+    step, steps = empty
+    lead = queue_lead(clock, step, steps, flush=False) if clock.asynchronous else 0.0
+    empties = take_samples(clock, step, steps, FLOOR_SAMPLES, lead, flush=False)
+    return _measurable(stats.median(empties.window_ns))
+
+
+def timer_resolution(clock: Any) -> float | None:
+    """The clock's smallest step, from RESOLUTION_READS back-to-back readings (see
+    :func:`clock_step`). On a queue they are read again behind a filler longer than their
+    issue, so that the device records them back to back, not at the host's pace."""
+    steps, issued_ns = _back_to_back(clock, 0.0)
+    if clock.asynchronous and clock.can_fill:
+        steps, _ = _back_to_back(clock, lead_for(issued_ns))
+    return clock_step(steps)
+
+
+def _back_to_back(clock: Any, lead_ns: float) -> tuple[npt.NDArray[np.float64], float]:
+    """Differences of successive readings taken with nothing between them (behind a
+    filler of ``lead_ns``), and the host's time to issue them."""
+    if lead_ns > 0:
+        clock.hold(lead_ns)
+    t0 = time.perf_counter_ns()
+    marks = [clock.mark() for _ in range(RESOLUTION_READS)]
+    issued = float(time.perf_counter_ns() - t0)
+    clock.sync()
+    steps = [clock.elapsed_ns(a, b) for a, b in itertools.pairwise(marks)]
+    return np.asarray(steps, dtype=np.float64), issued
+
+
+def clock_step(differences: npt.ArrayLike) -> float | None:
+    """A clock's step from differences of its readings: when they are whole nanoseconds
+    (the host clock), the largest step that all are multiples of (the tick: 1 ns for
+    ``perf_counter_ns`` on Linux, though one reading costs ~20 ns); else the smallest
+    nonzero difference (CUDA events: about 0.5 us). None when none is above 0."""
+    values = np.asarray(differences, dtype=np.float64)
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return None
+    if positive.max() < 2**53 and (positive == np.round(positive)).all():
+        return _measurable(float(np.gcd.reduce(positive.astype(np.int64))))
+    return _measurable(float(positive.min()))
+
+
+def _measurable(ns: float) -> float | None:
+    return ns if first_unmeasurable([ns]) is None else None
+
+
+def hot_batch(floor_ns: float | None, resolution_ns: float | None) -> float:
+    """The least time of a hot batch: HOT_FLOOR_FACTOR floors and HOT_RESOLUTION_FACTOR
+    steps of the clock (the timer's overhead < 1% of it), and HOT_MIN_BATCH_NS."""
+    return max(
+        HOT_MIN_BATCH_NS,
+        HOT_FLOOR_FACTOR * (floor_ns or 0.0),
+        HOT_RESOLUTION_FACTOR * (resolution_ns or 0.0),
+    )
+
+
+def timer_warnings(
+    per_call: npt.NDArray[np.float64],
+    number: int,
+    floor_ns: float | None,
+    resolution_ns: float | None,
+) -> list[str]:
+    """What the timer's floor and resolution do to these samples: a median within
+    FLOOR_WARN_FACTOR floors, and a step of the clock comparable to the median's interval
+    (which :attr:`TimingResult.ci95_ns` widens by one step per call)."""
+    warnings = []
+    if floor_ns is not None and stats.median(per_call) * number < FLOOR_WARN_FACTOR * floor_ns:
+        warnings.append(
+            f"the median is within {FLOOR_WARN_FACTOR:g}x the timer's floor "
+            f"({format_ns(floor_ns)} per sample): the number is dominated by timing overhead; "
+            "use -n to batch calls or --hot"
+        )
+    if resolution_ns is not None:
+        step = resolution_ns / number
+        lo, hi = stats.median_ci95(per_call)
+        if 2 * step >= hi - lo:
+            warnings.append(
+                f"the timer's resolution ({format_ns(resolution_ns)} per sample, "
+                f"{format_ns(step)} per call) is comparable to the median's 95% interval "
+                f"({format_ns(hi - lo)} wide from the samples alone): the interval is widened "
+                f"by {format_ns(step)} on each side; use -n to batch calls or --hot"
+            )
+    return warnings
 
 
 def _flush_cost_ns(clock: Any) -> float:
@@ -442,11 +644,11 @@ def noise_warnings(samples: np.ndarray, min_samples: int) -> list[str]:
     return warnings
 
 
-def cold_calls(flushes: bool, calls_per_sample: int, graph: bool) -> str:
+def cold_calls(flushes: bool, calls_per_sample: int, graph: bool, hot: bool = False) -> str:
     """Which calls ran with a cold cache: the flush precedes each sample, never each
     call inside one (a graph replay or ``-n`` calls share the sample's flush)."""
     if not flushes:
-        return "none"
+        return f"none (hot: {calls_per_sample:,} calls back to back per sample)" if hot else "none"
     if calls_per_sample == 1:
         return "every call"
     where = "graph replay" if graph else "sample"
@@ -461,16 +663,20 @@ class _Run:
     warmup_calls: int
     lead_ns: float
     elapsed_ns: float
+    floor_ns: float | None = None  # the timer's, per sample (timer_steps)
+    resolution_ns: float | None = None
 
 
 def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: Any = None) -> _Run:
     """The engine proper, on any clock: estimate, plan, warm up per call, sample in
     rounds until a stopping rule fires."""
+    floor_ns, resolution_ns = timer_steps(clock)
     fn()  # first call: compilation, allocation, lazy loading
     clock.sync()
-    estimate = _estimate(clock, fn)
+    estimate = _estimate(clock, fn, opts.budget_ms * 1e6)
     per_call = float(np.median(estimate.window_ns))
-    plan = _plan(opts, per_call, clock.name, _flush_cost_ns(clock))
+    batch = hot_batch(floor_ns, resolution_ns)
+    plan = _plan(opts, per_call, clock.name, _flush_cost_ns(clock), batch)
     if opts.graph:
         step, steps, calls_per_step = clock.capture_graph(fn, plan.number), 1, plan.number
     else:
@@ -483,9 +689,7 @@ def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: An
     clock.sync()
     lead = 0.0
     if clock.asynchronous and clock.can_fill and opts.fill_queue:
-        clock.hold(1.0)  # the first hold calibrates the filler: not inside a sample
-        probe = take_samples(clock, step, steps, PROBE_SAMPLES)  # host cost of a sample
-        lead = lead_for(float(np.max(probe.host_ns)))
+        lead = queue_lead(clock, step, steps)
     reading = watch.sample if watch is not None else None
     samples = Samples()
     t0 = time.perf_counter_ns()
@@ -504,8 +708,9 @@ def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: An
         )
         per_call_ns = np.asarray(samples.window_ns) / plan.number
         reason = stop_reason(per_call_ns, time.perf_counter_ns() - t0, opts, plan)
+    elapsed = float(time.perf_counter_ns() - t0)
     return _Run(
-        samples, reason, plan, n_warm * calls_per_step, lead, float(time.perf_counter_ns() - t0)
+        samples, reason, plan, n_warm * calls_per_step, lead, elapsed, floor_ns, resolution_ns
     )
 
 
@@ -527,6 +732,7 @@ def time_function(
 
     watch = ThrottleWatch.start(clock)
     try:
+        timer_steps(clock)  # once per process, before the NVTX range
         with gc_paused(), Range(opts.name, nvtx=opts.nvtx):
             run = measure(clock, fn, opts, watch)
         throttle = watch.finish(len(run.samples.window_ns))
@@ -558,7 +764,13 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
             "the host's time to issue the sample); these samples time the host's loop: use "
             "--graph, or -n to batch calls"
         )
-    cold = cold_calls(clock.flushes, number, opts.graph)
+    warnings += timer_warnings(per_call, number, run.floor_ns, run.resolution_ns)
+    if run.stop_reason == "budget-cut":
+        warnings.append(
+            f"-r {opts.repeat:,} cut to {window.size:,} samples: the {opts.budget_ms:g} ms "
+            "budget (--budget, the timeout) ran out first; raise --budget to take them all"
+        )
+    cold = cold_calls(clock.flushes, number, opts.graph, opts.hot)
     if clock.flushes and number > 1:
         warnings.append(f"L2 flushed before each sample only: cold calls are the {cold}")
     if clock.name == "cpu":
@@ -574,6 +786,8 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
         host_ns=host[keep],
         stop_reason=run.stop_reason,
         throttle=throttle,
+        floor_ns=run.floor_ns,
+        resolution_ns=run.resolution_ns,
         options={
             "warmup_ms": opts.warmup_ms,
             "budget_ms": opts.budget_ms,
@@ -582,6 +796,8 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
             "flush_l2": clock.flushes,
             "cold": cold,
             "graph": opts.graph,
+            "hot": opts.hot,
+            "repeat": opts.repeat,
             "warmup_calls": run.warmup_calls,
             "samples": int(window.size),
             "relative_standard_error": _finite_or_none(relative_standard_error(per_call)),

@@ -22,22 +22,41 @@ def provenance(r: TimingResult) -> str:
 
 
 def method_line(r: TimingResult) -> str:
-    """How the samples were taken: why sampling stopped, which calls ran cold, whether
-    the clocks were checked (empty for results saved before these were recorded)."""
+    """How the samples were taken: why sampling stopped, which calls ran cold, the timer's
+    floor and resolution, whether the clocks were checked (each left out when the result
+    was saved before it was recorded)."""
     parts = []
     if r.stop_reason:
         rse = r.options.get("relative_standard_error")
         noise = f", relative standard error {100 * rse:.2f}%" if isinstance(rse, float) else ""
-        parts.append(f"stopped: {r.stop_reason}{noise}")
+        parts.append(f"stopped: {r.stop_reason}{_cut(r)}{noise}")
     cold = r.options.get("cold")
     if cold:
         parts.append(f"cold: {cold}")
+    if r.floor_ns is not None or r.resolution_ns is not None:
+        parts.append(
+            f"timer floor {_known_ns(r.floor_ns)}, resolution {_known_ns(r.resolution_ns)} "
+            "per sample"
+        )
     if r.throttle:
         checked = r.throttle.get("checked")
         parts.append(
-            "clocks checked (NVML)" if checked else f"clocks not checked: {r.throttle.get('why')}"
+            "clocks checked" if checked else f"clocks not checked: {r.throttle.get('why')}"
         )
     return "; ".join(str(p) for p in parts)
+
+
+def _known_ns(ns: float | None) -> str:
+    return "unknown" if ns is None else format_ns(ns)
+
+
+def _cut(r: TimingResult) -> str:
+    """What ``budget-cut`` cut: the ``-r`` count, by the budget."""
+    repeat, budget = r.options.get("repeat"), r.options.get("budget_ms")
+    if r.stop_reason != "budget-cut" or not isinstance(repeat, int):
+        return ""
+    spent = f"the {budget:g} ms budget" if isinstance(budget, (int, float)) else "the budget"
+    return f" ({r.n:,} of -r {repeat:,} samples: {spent} ran out first)"
 
 
 def timing_text(r: TimingResult) -> str:

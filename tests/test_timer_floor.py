@@ -1,0 +1,203 @@
+"""The timer's floor and resolution, and the hot (batched) measurement, on the host clock
+and the host queue (the analog of a GPU stream). The CUDA side runs in
+test_timing_gpu.py through the same functions."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from perflab.capture import timer
+from perflab.capture.timer import (
+    FLOOR_WARN_FACTOR,
+    HOT_MIN_BATCH_NS,
+    HostClock,
+    HostQueueClock,
+    TimingOptions,
+    _plan,
+    clock_step,
+    empty_step,
+    hot_batch,
+    time_function,
+    timer_floor,
+    timer_resolution,
+    timer_steps,
+    timer_warnings,
+)
+from perflab.errors import InputError
+from perflab.model import stats
+from perflab.model.timing import TimingResult
+
+
+@pytest.fixture
+def queue_clock() -> Any:
+    clock = HostQueueClock()
+    yield clock
+    clock.close()
+
+
+@pytest.fixture
+def fake_host_timer(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make the host clock's floor and resolution whatever a test sets (in ns)."""
+    steps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
+    monkeypatch.setattr(timer, "_TIMER_STEPS", steps)
+    key = ("HostClock", HostClock(flush=False).device)
+
+    def set_steps(floor_ns: float | None, resolution_ns: float | None) -> None:
+        steps[key] = (floor_ns, resolution_ns)
+
+    return set_steps
+
+
+# --- measuring them -----------------------------------------------------------------------
+
+
+def test_clock_step_is_the_tick_of_whole_ns_readings_else_the_least_difference() -> None:
+    # perf_counter_ns: a reading costs ~20 ns, but the readings step by 1 ns
+    assert clock_step([21, 20, 22, 0, 40]) == 1.0
+    assert clock_step([0, 100, 200, 0, 300]) == 100.0  # a 100 ns tick
+    # CUDA events: float milliseconds, steps of about 0.5 us
+    assert clock_step([0.0, 512.0000237, 0.0, 1024.0000475]) == pytest.approx(512.0000237)
+    assert clock_step([0, 0, 0]) is None
+    assert clock_step([math.nan, -5.0]) is None
+
+
+def test_host_clock_floor_and_resolution_are_measured_once() -> None:
+    clock = HostClock(flush=False)
+    floor, resolution = timer_steps(clock)
+    assert floor is not None and 0 < floor < 1e6  # an empty window: two readings
+    assert resolution is not None and 0 < resolution <= floor
+    info = __import__("time").get_clock_info("perf_counter")
+    assert resolution >= info.resolution * 1e9 * 0.999  # never finer than the clock says
+    assert timer_steps(HostClock(flush=False)) == (floor, resolution)  # cached per process
+
+
+def test_queue_floor_is_an_empty_work_item_behind_the_filler(queue_clock: Any) -> None:
+    empty = empty_step(queue_clock)
+    assert empty is not None and empty[1] == 1  # one empty work item per sample
+    floor = timer_floor(queue_clock)
+    assert floor is not None and floor > 0
+    resolution = timer_resolution(queue_clock)
+    assert resolution is not None and resolution > 0
+
+
+def test_a_queue_without_an_empty_kernel_has_no_floor() -> None:
+    class NoFiller:
+        asynchronous = True
+        can_fill = False
+
+    assert empty_step(NoFiller()) is None
+    assert timer_floor(NoFiller()) is None
+
+
+def test_every_result_carries_them_saved_and_loaded(tmp_path: Any) -> None:
+    r = time_function(lambda: sum(range(100)), backend="cpu", budget_ms=10, warmup_ms=0)
+    assert (r.floor_ns, r.resolution_ns) == timer_steps(HostClock(flush=False))
+    doc = json.loads(r.save(tmp_path / "r.json").read_text())
+    assert doc["floor_ns"] == r.floor_ns and doc["resolution_ns"] == r.resolution_ns
+    back = TimingResult.load(tmp_path / "r.json")
+    assert (back.floor_ns, back.resolution_ns) == (r.floor_ns, r.resolution_ns)
+    assert "timer floor" in back._repr_mimebundle_()["text/plain"]
+
+
+# --- what they change in a result ---------------------------------------------------------
+
+
+def test_timer_warnings() -> None:
+    samples = np.linspace(100.0, 110.0, 41)
+    # a sample's median of 105 ns is within 5x a 30 ns floor; 1 ns steps do not matter
+    floor_only = timer_warnings(samples, 1, 30.0, 1.0)
+    assert len(floor_only) == 1
+    assert floor_only[0].startswith("the median is within 5x the timer's floor (30 ns")
+    assert "-n to batch calls or --hot" in floor_only[0]
+    assert timer_warnings(samples, 10, 30.0, 1.0) == []  # batched: 1,050 ns a sample
+    # a 512 ns step against an interval of a few ns: widened, and said so
+    coarse = timer_warnings(samples, 1, None, 512.0)
+    assert len(coarse) == 1 and "comparable to the median's 95% interval" in coarse[0]
+    assert "widened by 512 ns on each side" in coarse[0]
+    assert timer_warnings(samples, 1, None, None) == []
+
+
+def test_a_median_near_the_floor_is_flagged_and_the_interval_widened(
+    fake_host_timer: Any,
+) -> None:
+    fake_host_timer(1e6, 500.0)  # a 1 ms floor, a 500 ns step
+    r = time_function(lambda: None, backend="cpu", number=2, repeat=20, warmup_ms=0)
+    assert any(f"within {FLOOR_WARN_FACTOR:g}x the timer's floor (1 ms" in w for w in r.warnings)
+    assert any("widened by 250 ns on each side" in w for w in r.warnings)  # 500 ns / 2 calls
+    raw_lo, raw_hi = stats.median_ci95(r.samples_ns)
+    assert r.ci95_ns == (max(raw_lo - 250.0, 0.0), raw_hi + 250.0)
+    assert "timer floor 1 ms, resolution 500 ns per sample" in str(r._repr_mimebundle_())
+
+
+def test_unknown_floor_says_nothing(fake_host_timer: Any) -> None:
+    fake_host_timer(None, None)
+    r = time_function(lambda: None, backend="cpu", number=1, repeat=10, warmup_ms=0)
+    assert r.floor_ns is None and r.resolution_ns is None
+    assert not any("timer" in w for w in r.warnings)
+
+
+# --- hot --------------------------------------------------------------------------------
+
+
+def test_hot_batch_dwarfs_the_floor_and_the_step() -> None:
+    assert hot_batch(None, None) == HOT_MIN_BATCH_NS
+    assert hot_batch(2_000.0, 500.0) == 500_000.0  # 1000 steps of 0.5 us
+    assert hot_batch(30_000.0, 1.0) == 3_000_000.0  # 100 floors
+    # 2 us calls in batches of 0.5 ms; fewer when min_samples batches would outlast the budget
+    hot = TimingOptions(hot=True)
+    assert _plan(hot, 2_000.0, "cuda", hot_batch_ns=500_000.0).number == 250
+    tight = TimingOptions(hot=True, budget_ms=1)
+    assert _plan(tight, 2_000.0, "cuda", hot_batch_ns=500_000.0).number == 50
+    assert _plan(TimingOptions(hot=True, number=7), 2_000.0, "cuda").number == 7  # -n wins
+
+
+def test_hot_run_batches_without_a_flush_and_says_so(fake_host_timer: Any) -> None:
+    fake_host_timer(200.0, 50.0)  # batches of >= 50 us
+    calls = [0]
+
+    def tiny() -> None:
+        calls[0] += 1
+
+    r = time_function(tiny, backend="cpu", hot=True, budget_ms=20, warmup_ms=0)
+    assert r.options["hot"] is True and r.options["flush_l2"] is False
+    assert r.number > 1
+    assert r.options["cold"] == f"none (hot: {r.number:,} calls back to back per sample)"
+    assert "hot: " in r._repr_mimebundle_()["text/plain"]
+
+
+def test_hot_refuses_a_flush() -> None:
+    with pytest.raises(InputError, match=r"--hot .* no cache flush between them: drop --flush-l2"):
+        time_function(lambda: None, backend="cpu", hot=True, flush_l2=True)
+
+
+def test_hot_from_the_shell(capsys: pytest.CaptureFixture[str]) -> None:
+    from perflab.cli import main
+
+    assert main(["time", "--hot", "--json", "--budget", "10", "--warmup", "0", "x = 1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["options"]["hot"] is True and doc["options"]["flush_l2"] is False
+    assert doc["floor_ns"] > 0 and doc["resolution_ns"] > 0
+    assert doc["options"]["cold"].startswith("none (hot: ")
+
+
+def test_hot_in_the_magic() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "perflab")
+    res = shell.run_cell("%%gpuprofile --hot --budget 5 --warmup 1 -o\nx = 1")  # type: ignore[no-untyped-call]
+    assert res.success, res.error_in_exec
+    assert res.result.options["hot"] is True and res.result.number > 1
+
+
+def test_the_floor_is_measured_without_a_cache_flush() -> None:
+    clock = HostClock(flush=True)
+    flushes = [0]
+    clock.flush = lambda: flushes.__setitem__(0, flushes[0] + 1)  # type: ignore[method-assign]
+    assert timer_floor(clock) is not None
+    assert flushes[0] == 0
