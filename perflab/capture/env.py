@@ -161,33 +161,34 @@ def _cupy_device(cupy: Any, index: int) -> dict[str, Any]:
         "sms": int(p["multiProcessorCount"]),
         "memory_bytes": int(p["totalGlobalMem"]),
         "l2_bytes": int(p["l2CacheSize"]),
-        "sm_clock_mhz": int(p.get("clockRate", 0)) // 1000 or None,
-        "memory_clock_mhz": int(p.get("memoryClockRate", 0)) // 1000 or None,
+        "sm_clock_max_mhz": int(p.get("clockRate", 0)) // 1000 or None,
+        "memory_clock_max_mhz": int(p.get("memoryClockRate", 0)) // 1000 or None,
     }
 
 
 def _nvml_clocks(props: Any) -> dict[str, Any]:
-    """Max clocks and driver through NVML, for the device with these torch properties
-    (found by UUID or PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES)."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
+    """Maximum clocks (not the current ones) and driver through NVML (pynvml or the
+    driver's library), for the device with these torch properties (found by UUID or PCI
+    bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES)."""
     from perflab.capture.gpu_clock import nvml_handle, torch_identity
+    from perflab.capture.nvml import load_nvml
 
+    nvml, _ = load_nvml()
+    if nvml is None:
+        return {}
     try:
-        pynvml.nvmlInit()
+        nvml.nvmlInit()
         try:
-            h = nvml_handle(pynvml, torch_identity(props))
+            h = nvml_handle(nvml, torch_identity(props))
             if h is None:
                 return {}
             return {
-                "sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-                "memory_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
-                "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+                "sm_clock_max_mhz": nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM),
+                "memory_clock_max_mhz": nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM),
+                "driver": _text(nvml.nvmlSystemGetDriverVersion()),
             }
         finally:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
     except Exception:  # NVML raises its own error types when no driver is present
         return {}
 

@@ -1,5 +1,6 @@
 """The CUDA side of the timing engine: event clocks (torch, else CuPy) with a queue
-filler, the persisting-L2 reset, and the clock-throttle check through NVML.
+filler, the persisting-L2 reset, and the clock-throttle check (the SM clock of each sample
+from its filler, NVML's violation counters).
 
 Everything here touches a GPU and runs only on one (``gpu`` tests, scripts/gpu-check);
 the logic it feeds (planning, stopping, host-bound flags) lives in
@@ -15,8 +16,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
-from perflab.capture import env
+from perflab.capture import env, graph
 from perflab.errors import no_gpu
 
 DEFAULT_FLUSH_BYTES = 32 << 20
@@ -34,21 +36,25 @@ extern "C" __global__ void perflab_spin(long long cycles) {
 
 class _EventClock:
     """One CUDA event pair per sample on the current stream, read after one sync.
-    ``hold(ns)`` enqueues a spinning kernel of about ``ns`` (the queue filler)."""
+    ``hold(ns)`` enqueues a spinning kernel of about ``ns`` (the queue filler); it spins a
+    known number of SM cycles (:meth:`filler_cycles`), so its event-timed length gives the
+    SM clock just before each sample's window."""
 
     name = "cuda"
     asynchronous = True
     can_fill = False
     flushes = False
     device = "cuda"
+    max_sm_mhz = math.nan  # the device's maximum SM clock, as CUDA reports it
     _flush_buf: Any = None
     _cycles_per_ns: float | None = None
+    _stream: Any = None  # the current stream when the clock was made
 
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.setup: dict[str, Any] = {}
 
-    # subclasses: new_event, event_ms, spin, flush, sync, capture_graph
+    # subclasses: new_event, event_ms, spin, flush, sync, capture_graph, current_stream
     def new_event(self) -> Any:
         raise NotImplementedError
 
@@ -61,6 +67,9 @@ class _EventClock:
     def sync(self) -> None:
         raise NotImplementedError
 
+    def current_stream(self) -> Any:
+        raise NotImplementedError
+
     def mark(self) -> Any:
         event = self.new_event()
         event.record()
@@ -69,10 +78,19 @@ class _EventClock:
     def elapsed_ns(self, start: Any, end: Any) -> float:
         return self.event_ms(start, end) * 1e6
 
-    def hold(self, ns: float) -> None:
+    def _note_graph(self, number: int) -> None:
+        note = graph.one_call_note(number)
+        if note is not None:
+            self.notes.append(note)
+
+    def filler_cycles(self, ns: float) -> int:
+        """The SM cycles ``hold(ns)`` spins (calibrating the filler on first use)."""
         if self._cycles_per_ns is None:
             self._cycles_per_ns = self._calibrate()
-        self.spin(max(1, int(ns * self._cycles_per_ns)))
+        return max(1, int(ns * self._cycles_per_ns))
+
+    def hold(self, ns: float) -> None:
+        self.spin(self.filler_cycles(ns))
 
     def _calibrate(self) -> float:
         """SM cycles per ns of the spinning kernel, timed with events (second try: the
@@ -87,8 +105,25 @@ class _EventClock:
             rate = CALIBRATION_CYCLES / max(self.elapsed_ns(start, end), 1.0)
         return rate
 
+    def note_stream_change(self) -> None:
+        """Note it when the timed code left another stream current: the start and end
+        events then sit on different streams, and work on the new one is not ordered
+        after the start event."""
+        now = self.current_stream()
+        if self._stream is not None and now != self._stream:
+            self.notes.append(
+                f"the timed code changed the current CUDA stream (from {self._stream} to "
+                f"{now}): work on a stream other than the one the timing events are on may "
+                "run outside the timed window; set the stream outside the timed code, or "
+                "restore it (with torch.cuda.stream(s): ...) and join it back "
+                "(torch.cuda.current_stream().wait_stream(s))"
+            )
+
     def close(self) -> None:
+        """Release the flush buffer; note a stream the timed code left current."""
         self._flush_buf = None
+        with contextlib.suppress(Exception):  # close runs in finally: never mask an error
+            self.note_stream_change()
 
 
 class TorchCudaClock(_EventClock):
@@ -102,6 +137,8 @@ class TorchCudaClock(_EventClock):
         props = torch.cuda.get_device_properties(index)
         self.device = str(props.name)
         self.identity = torch_identity(props)
+        self.max_sm_mhz = _mhz_from_khz(getattr(props, "clock_rate", 0))
+        self._stream = torch.cuda.current_stream()
         l2 = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_FLUSH_BYTES
         # Twice the L2 so nothing useful survives the flush.
         self._flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
@@ -130,20 +167,13 @@ class TorchCudaClock(_EventClock):
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
+    def current_stream(self) -> Any:
+        return self.torch.cuda.current_stream()
+
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
         """Capture ``number`` calls into a CUDA graph; return its replay."""
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()  # warm-up on a side stream, as torch's graph docs require
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(number):
-                fn()
-        self.sync()
-        replay: Callable[[], object] = graph.replay
+        replay = graph.capture_torch(self.torch, fn, number)
+        self._note_graph(number)
         return replay
 
 
@@ -158,6 +188,8 @@ class CupyCudaClock(_EventClock):
         name = props["name"]
         self.device = name.decode() if isinstance(name, bytes) else str(name)
         self.identity = _cupy_identity(props)
+        self.max_sm_mhz = _mhz_from_khz(props.get("clockRate", 0))
+        self._stream = cupy.cuda.get_current_stream()
         l2 = int(props["l2CacheSize"]) or DEFAULT_FLUSH_BYTES
         self._flush_buf = cupy.empty(2 * l2, dtype=cupy.uint8) if flush else None
         self.flushes = flush
@@ -186,16 +218,22 @@ class CupyCudaClock(_EventClock):
     def sync(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
 
+    def current_stream(self) -> Any:
+        return self.cupy.cuda.get_current_stream()
+
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
-        stream = self.cupy.cuda.Stream(non_blocking=True)
-        with stream:
-            stream.begin_capture()
-            try:
-                for _ in range(number):
-                    fn()
-            finally:
-                graph = stream.end_capture()
-        return lambda: graph.launch(stream=self.cupy.cuda.get_current_stream())
+        replay = graph.capture_cupy(self.cupy, fn, number)
+        self._note_graph(number)
+        return replay
+
+
+def _mhz_from_khz(khz: Any) -> float:
+    """CUDA's clock rate (kHz) in MHz; NaN when absent or not a positive number."""
+    try:
+        value = float(khz) / 1e3
+    except (TypeError, ValueError):
+        return math.nan
+    return value if math.isfinite(value) and value > 0 else math.nan
 
 
 def make_cuda_clock(flush: bool) -> Any:
@@ -308,10 +346,45 @@ def reset_persisting_l2(notes: list[str]) -> dict[str, Any]:
 # --- throttling ---------------------------------------------------------------------
 
 
+def clock_mhz_from_filler(cycles: int, filler_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The SM clock (MHz) of each sample from its queue filler: the filler spins ``cycles``
+    SM cycles (clock64), and an event pair around it gives its time. Events also time the
+    filler's start inside the stream, so this reads a little low (a lower bound); NaN
+    where there was no filler."""
+    ns = np.asarray(filler_ns, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mhz = cycles * 1e3 / ns
+    return np.where((ns > 0) & np.isfinite(ns) & (cycles > 0), mhz, math.nan)
+
+
+def below_clock(mhz: npt.ArrayLike, reference_mhz: float) -> npt.NDArray[np.bool_]:
+    """Samples run below THROTTLE_CLOCK_FRACTION of the reference (default) SM clock,
+    as nvbench drops them; an unknown clock (NaN) is never dropped."""
+    clocks = np.asarray(mhz, dtype=np.float64)
+    if not (math.isfinite(reference_mhz) and reference_mhz > 0):
+        return np.zeros(clocks.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(clocks < THROTTLE_CLOCK_FRACTION * reference_mhz, dtype=np.bool_)
+
+
+def _summary(mhz: npt.NDArray[np.float64]) -> dict[str, float] | None:
+    finite = mhz[np.isfinite(mhz)]
+    if not finite.size:
+        return None
+    return {
+        "min": round(float(finite.min()), 1),
+        "median": round(float(np.median(finite)), 1),
+        "max": round(float(finite.max()), 1),
+    }
+
+
 class ThrottleWatch:
-    """SM clock per sample and NVML violation counters before and after a run (nvbench
-    drops samples run below 75% of the default SM clock). ``finish`` returns the
-    result's ``throttle`` field: ``{"checked": False, "why": ...}`` when it cannot run."""
+    """The clock check of a run, after nvbench: the SM clock of every sample, measured by
+    its queue filler (cycles spun over the filler's event-timed duration), against the
+    default SM clock (samples below 75% of it are dropped); and NVML's violation counters
+    before and after, with the throttle reasons at the end. NVML comes from pynvml or
+    ``libnvidia-ml.so.1`` (:mod:`perflab.capture.nvml`). ``finish`` returns the result's
+    ``throttle`` field: ``{"checked": False, "why": ...}`` when neither part can run."""
 
     _REASONS: ClassVar[dict[int, str]] = {
         0x4: "software power cap",
@@ -322,42 +395,63 @@ class ThrottleWatch:
     }
     _POLICIES: ClassVar[tuple[str, ...]] = ("NVML_PERF_POLICY_POWER", "NVML_PERF_POLICY_THERMAL")
 
-    def __init__(self, why: str | None, nvml: Any = None, handle: Any = None) -> None:
-        self.why = why
+    def __init__(
+        self, why: str | None, clock: Any = None, nvml: Any = None, handle: Any = None
+    ) -> None:
+        self.why = why  # why nothing can be checked (no GPU); None on a GPU
+        self.clock = clock
         self.nvml = nvml
         self.handle = handle
-        self.readings: list[float] = []
-        self.default_mhz = math.nan
+        self.nvml_why: str | None = None
+        self.reference_mhz = math.nan
+        self.reference = ""
         self.before: dict[str, int] = {}
 
     @classmethod
     def start(cls, clock: Any) -> ThrottleWatch:
         if clock.name != "cuda":
-            return cls("no GPU: the throttle check reads an NVIDIA GPU's clocks through NVML")
-        try:
-            import pynvml
-        except ImportError:
-            return cls("pynvml is not installed (pip install nvidia-ml-py)")
-        try:
-            pynvml.nvmlInit()
-        except Exception as exc:  # NVML raises its own error types
-            return cls(f"NVML did not start: {exc}")
-        handle = nvml_handle(pynvml, getattr(clock, "identity", {}))
-        if handle is None:
-            with contextlib.suppress(Exception):
-                pynvml.nvmlShutdown()
-            return cls("cannot match the CUDA device to an NVML device (by UUID or PCI bus id)")
-        watch = cls(None, pynvml, handle)
-        watch.default_mhz = watch._default_clock()
-        watch.before = watch._violations()
+            return cls("no GPU: the throttle check reads an NVIDIA GPU's clocks")
+        watch = cls(None, clock)
+        watch._open_nvml(getattr(clock, "identity", {}))
+        if watch.nvml is not None:
+            watch.reference_mhz, watch.reference = watch._nvml_reference()
+            watch.before = watch._violations()
+        if not math.isfinite(watch.reference_mhz):
+            mhz = float(getattr(clock, "max_sm_mhz", math.nan))
+            watch.reference_mhz, watch.reference = mhz, "the CUDA device's maximum SM clock"
         return watch
 
-    def _default_clock(self) -> float:
-        nvml, h = self.nvml, self.handle
-        for getter in ("nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetMaxClockInfo"):
+    def _open_nvml(self, identity: dict[str, str]) -> None:
+        from perflab.capture.nvml import load_nvml
+
+        nvml, why = load_nvml()
+        if nvml is None:
+            self.nvml_why = why
+            return
+        try:
+            nvml.nvmlInit()
+        except Exception as exc:  # NVML raises its own error types
+            self.nvml_why = f"NVML did not start: {exc}"
+            return
+        handle = nvml_handle(nvml, identity)
+        if handle is None:
             with contextlib.suppress(Exception):
-                return float(getattr(nvml, getter)(h, nvml.NVML_CLOCK_SM))
-        return math.nan
+                nvml.nvmlShutdown()
+            self.nvml_why = "cannot match the CUDA device to an NVML device (by UUID or PCI bus id)"
+            return
+        self.nvml, self.handle = nvml, handle
+
+    def _nvml_reference(self) -> tuple[float, str]:
+        nvml, h = self.nvml, self.handle
+        for getter, label in (
+            ("nvmlDeviceGetDefaultApplicationsClock", "NVML's default applications SM clock"),
+            ("nvmlDeviceGetMaxClockInfo", "NVML's maximum SM clock"),
+        ):
+            with contextlib.suppress(Exception):
+                mhz = float(getattr(nvml, getter)(h, nvml.NVML_CLOCK_SM))
+                if mhz > 0:
+                    return mhz, label
+        return math.nan, ""
 
     def _violations(self) -> dict[str, int]:
         out = {}
@@ -369,17 +463,6 @@ class ThrottleWatch:
                 out[policy.rsplit("_", 1)[-1].lower()] = int(status.violationTime)
         return out
 
-    def sample(self) -> None:
-        """Read the SM clock while the device runs the queue (after each sample is
-        issued, outside its timed window)."""
-        if self.nvml is None:
-            return
-        try:
-            mhz = float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
-        except Exception:
-            mhz = math.nan
-        self.readings.append(mhz)
-
     def _reasons(self) -> list[str]:
         for getter in (
             "nvmlDeviceGetCurrentClocksEventReasons",
@@ -390,35 +473,66 @@ class ThrottleWatch:
                 return [text for bit, text in self._REASONS.items() if mask & bit]
         return []
 
-    def finish(self, count: int) -> dict[str, Any]:
-        if self.nvml is None:
-            why = self.why or "not checked"
-            warn = [] if why.startswith("no GPU") else [f"throttle check unavailable: {why}"]
-            return {"checked": False, "why": why, "warnings": warn}
-        clocks = np.asarray(self.readings[-count:] if count else [], dtype=np.float64)
-        drop = np.zeros(count, dtype=bool)
-        if clocks.size == count and math.isfinite(self.default_mhz):
-            drop = clocks < THROTTLE_CLOCK_FRACTION * self.default_mhz
-        after = self._violations()
-        violated = {k: after[k] - v for k, v in self.before.items() if after.get(k, v) > v}
-        reasons = self._reasons()
+    def window_clocks(self, filler_ns: npt.ArrayLike, lead_ns: float) -> npt.NDArray[np.float64]:
+        """Each sample's SM clock (MHz) from its filler; NaN throughout without one."""
+        ns = np.asarray(filler_ns, dtype=np.float64)
+        cycles_of = getattr(self.clock, "filler_cycles", None)
+        if lead_ns <= 0 or cycles_of is None:
+            return np.full(ns.shape, math.nan)
+        return clock_mhz_from_filler(int(cycles_of(lead_ns)), ns)
+
+    def finish(self, filler_ns: npt.ArrayLike, lead_ns: float) -> dict[str, Any]:
+        """The ``throttle`` field, from each sample's filler time (``filler_ns``: the
+        event-timed filler before it; ``lead_ns``: the filler length asked for, 0 when
+        none ran). Its ``drop`` (one flag per sample) is for the timer to apply."""
+        if self.why is not None:
+            return {"checked": False, "why": self.why, "warnings": []}
+        mhz = self.window_clocks(filler_ns, lead_ns)
+        clocked = _summary(mhz)
+        if clocked is None and self.nvml is None:
+            why = f"no queue filler to measure the SM clock, and {self.nvml_why}"
+            return {
+                "checked": False,
+                "why": why,
+                "warnings": [f"throttle check unavailable: {why}"],
+            }
+        drop = below_clock(mhz, self.reference_mhz)
         warnings = []
+        if clocked is not None and not math.isfinite(self.reference_mhz):
+            warnings.append(
+                "SM clock per sample measured but not checked: no default SM clock known "
+                "(neither NVML nor the CUDA device gave one)"
+            )
         if drop.any():
             warnings.append(
-                f"dropped {int(drop.sum())} of {count} samples run below 75% of the default "
-                f"SM clock ({self.default_mhz:.0f} MHz)"
+                f"dropped {int(drop.sum())} of {drop.size} samples run below 75% of the default "
+                f"SM clock ({self.reference_mhz:.0f} MHz; lowest {np.nanmin(mhz):.0f} MHz)"
             )
+        violated: dict[str, int] = {}
+        reasons: list[str] = []
+        if self.nvml is not None:
+            after = self._violations()
+            violated = {k: after[k] - v for k, v in self.before.items() if after.get(k, v) > v}
+            reasons = self._reasons()
         if violated:
             warnings.append(
                 "clocks throttled during the run: "
                 + ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in violated.items())
             )
-        finite = clocks[np.isfinite(clocks)]
+        if clocked is None:
+            warnings.append(
+                "SM clock per sample not measured (no queue filler): only NVML's violation "
+                "counters were checked"
+            )
+        if self.nvml is None:
+            warnings.append(f"NVML unavailable ({self.nvml_why}): throttle reasons not read")
         return {
             "checked": True,
-            "method": "NVML SM clock before each sample; violation counters before/after",
-            "default_sm_mhz": self.default_mhz if math.isfinite(self.default_mhz) else None,
-            "min_sm_mhz": float(finite.min()) if finite.size else None,
+            "method": _method(clocked is not None, self.nvml is not None),
+            "default_sm_mhz": self.reference_mhz if math.isfinite(self.reference_mhz) else None,
+            "default_from": self.reference or None,
+            "window_sm_mhz": clocked,
+            "min_sm_mhz": clocked["min"] if clocked else None,
             "violation_ns": violated,
             "reasons_after": reasons,
             "dropped_samples": int(drop.sum()),
@@ -431,3 +545,12 @@ class ThrottleWatch:
             with contextlib.suppress(Exception):
                 self.nvml.nvmlShutdown()
             self.nvml = None
+
+
+def _method(per_window: bool, nvml: bool) -> str:
+    parts = []
+    if per_window:
+        parts.append("SM clock of each sample from its queue filler (cycles spun / event time)")
+    if nvml:
+        parts.append("NVML violation counters before/after")
+    return "; ".join(parts)

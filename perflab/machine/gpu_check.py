@@ -89,7 +89,7 @@ def _cuda_versions() -> dict[str, str]:
 
         found["pynvml"] = "present"
     except ImportError:
-        found["pynvml"] = "absent: the throttle check will say unavailable"
+        found["pynvml"] = "absent: NVML is read from libnvidia-ml.so.1 through ctypes"
     return found
 
 

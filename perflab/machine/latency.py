@@ -347,7 +347,7 @@ def run(
     backend: str = "auto",
     min_bytes: int = 4 << 10,
     max_bytes: int | None = None,
-    per_octave: int = 2,
+    per_octave: int | None = None,
     quick: bool = False,
     steps: int | None = None,
     budget_ms: float = 60.0,
@@ -358,7 +358,8 @@ def run(
     """Pointer-chase latency over working sets; one series ``chase`` (ns, and cycles on
     a GPU) with its plateaus named after the hierarchy (past L2: memory plus TLB misses).
 
-    ``quick`` uses one point per octave and a smaller top size (CPU 64 MiB, GPU 256 MiB).
+    ``per_octave`` is the number of sizes per doubling (default 2; ``quick``: 1, unless
+    ``per_octave`` is given). ``quick`` also lowers the top size (CPU 64 MiB, GPU 256 MiB).
     ``stride_bytes`` is the hop (a multiple of 8; default one cache line).
     """
     chosen = resolve_backend(backend)
@@ -367,7 +368,8 @@ def run(
     if stride < 8 or stride % 8:
         raise InputError(f"stride must be a positive multiple of 8 bytes, not {stride}")
     top = max_bytes or ((256 if quick else 1024) << 20 if on_gpu else (64 if quick else 256) << 20)
-    sizes = size_sweep(min_bytes, top, 1 if quick else per_octave)
+    points = per_octave if per_octave is not None else (1 if quick else 2)
+    sizes = size_sweep(min_bytes, top, points)
     hops = steps or (GPU_STEPS if on_gpu else CPU_STEPS)
     if on_gpu:
         ns, cycles, warnings = _run_cuda(sizes, hops, seed, stride, show_progress)
@@ -385,6 +387,7 @@ def run(
             "stride_bytes": stride,
             "steps": hops,
             "quick": quick,
+            "per_octave": points,
             "seed": seed,
             "method": "random cyclic pointer chase, one thread",
         },

@@ -25,6 +25,17 @@ from perflab.model.machine import BenchResult, Series
 CUDA_BATCHES = (1, 10, 100, 1000)
 CPU_BATCHES = (1, 10, 100, 1000)
 MODES = ("stream", "sync", "graph")
+# What the CUDA figures are, beside the published reference (DESIGN section 8): gpu-benches'
+# gpu-small-kernels queues 10,000 launches from C++ and divides the host time by them, so
+# its figure is the GPU's kernel-to-kernel cost with no Python or torch dispatch in the loop.
+HOST_CLOCK_NOTE = (
+    "host clock: each figure is the host's time per kernel over a batch, with the Python "
+    "loop and torch's dispatch of every launch included (and, for sync, each "
+    "synchronisation); gpu-benches' ~2.4-2.5 us per back-to-back tiny kernel on an H200 "
+    "(~1.26 us as CUDA graph nodes) is 10,000 launches queued from C++ with neither, the "
+    "GPU's own kernel-to-kernel cost: a figure here above it may be the host's dispatch, "
+    "not the GPU"
+)
 
 
 def _cuda_kernels(torch: Any) -> dict[str, Callable[[], object]]:
@@ -129,6 +140,7 @@ def run(
                 result.series.append(
                     _measure(f"{kname}/{mode}", grid, make, chosen, budget, noise, show_progress)
                 )
+        result.warnings.append(HOST_CLOCK_NOTE)
     else:
         for cname, call in _cpu_calls().items():
             make = functools.partial(_cpu_batch, call)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -170,7 +171,8 @@ def run(
 
     ``peaks`` maps dtype to a spec peak in GFLOP/s (on a GPU it defaults to the spec
     table's dense figures); the best rate's fraction of it is stored in
-    ``options["fraction_of_peak"]``. Dtypes the device cannot run are listed
+    ``options["fraction_of_peak"]``, and which peak that was (its GFLOP/s, figure, dense or
+    not, source) in ``options["peak_used"]``. Dtypes the device cannot run are listed
     in the warnings, never silently dropped.
     """
     chosen = resolve_backend(backend)
@@ -190,6 +192,7 @@ def run(
     result = new_result(
         "matmul", chosen, {"quick": quick, "sizes": list(grid), "data": "random normal"}
     )
+    used = peaks_used(result.device, peaks, on_gpu)  # bad peaks fail before any timing
     noise = NoiseLog()
     failures: list[str] = []
     for dtype in wanted:
@@ -206,13 +209,13 @@ def run(
             result.warnings.append(f"{dtype}: not supported by this GPU or torch build; skipped")
             continue
         result.series.append(series)
-    if peaks is None and on_gpu:
-        peaks = spec_peaks(result.device)
-    if peaks:
+    if used:
         best = best_gflops(result)
-        result.options["fraction_of_peak"] = {
-            name: rate / peaks[name] for name, rate in best.items() if name in peaks
+        fractions = {
+            name: rate / used[name]["gflops"] for name, rate in best.items() if name in used
         }
+        result.options["fraction_of_peak"] = fractions
+        result.options["peak_used"] = {name: used[name] for name in fractions}
     result.warnings.extend(f"failed, left out (NaN): {f}" for f in failures)
     result.warnings.extend(noise.summary())
     if not on_gpu:
@@ -232,16 +235,58 @@ SPEC_KEYS = {
 
 def spec_peaks(device_name: str) -> dict[str, float]:
     """Datasheet peaks in GFLOP/s per matmul dtype, from the spec table ({} if unknown)."""
-    from perflab.analysis.specs import find_spec
+    return {d: peak["gflops"] for d, peak in spec_peak_info(device_name).items()}
+
+
+def spec_peak_info(device_name: str) -> dict[str, dict[str, Any]]:
+    """Per matmul dtype, the spec table's peak: ``gflops``, the ``figure`` it is (e.g.
+    "BF16/FP16 tensor"), the ``device`` row, ``dense`` (the table holds dense figures:
+    no 2:4 sparsity), its ``source`` and how it was ``derived`` ({} if the device is
+    not in the table)."""
+    from perflab.analysis.specs import COMPUTE_LABELS, find_spec
 
     spec = find_spec(device_name)
     if spec is None:
         return {}
-    flops = spec.flops()
-    return {d: flops[k] / 1e9 for d, k in SPEC_KEYS.items() if k in flops}
+    info = {}
+    for dtype, key in SPEC_KEYS.items():
+        fig = spec.compute.get(key)
+        if fig is None or fig.value is None:
+            continue
+        info[dtype] = {
+            "gflops": fig.value * 1e3,  # the table holds TFLOP/s
+            "figure": COMPUTE_LABELS[key],
+            "device": spec.name,
+            "dense": True,
+            "source": fig.source,
+            "derived": fig.derived,
+        }
+    return info
+
+
+def peaks_used(
+    device_name: str, peaks: Mapping[str, float] | None, on_gpu: bool
+) -> dict[str, dict[str, Any]]:
+    """The peak each dtype's fraction is taken against: the caller's ``peaks`` (checked:
+    positive and finite; dense or sparse unknown), else on a GPU the spec table's."""
+    if peaks is None:
+        return spec_peak_info(device_name) if on_gpu else {}
+    bad = {d: v for d, v in peaks.items() if not _positive_finite(v)}
+    if bad:
+        raise InputError(f"matmul peaks must be positive finite GFLOP/s, got {bad}")
+    return {
+        d: {"gflops": float(v), "figure": f"{d} peak", "dense": None, "source": "peaks= argument"}
+        for d, v in peaks.items()
+    }
 
 
 def best_gflops(result: BenchResult) -> dict[str, float]:
     """The highest rate measured per dtype (sizes that failed are NaN and skipped)."""
     finite = {s.name: s.y[np.isfinite(s.y)] for s in result.series}
     return {name: float(y.max()) for name, y in finite.items() if y.size}
+
+
+def _positive_finite(value: object) -> bool:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and float(value) > 0

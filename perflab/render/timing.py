@@ -41,7 +41,7 @@ def method_line(r: TimingResult) -> str:
     if r.throttle:
         checked = r.throttle.get("checked")
         parts.append(
-            "clocks checked (NVML)" if checked else f"clocks not checked: {r.throttle.get('why')}"
+            "clocks checked" if checked else f"clocks not checked: {r.throttle.get('why')}"
         )
     return "; ".join(str(p) for p in parts)
 
