@@ -1,4 +1,11 @@
-"""Shared fixtures. The autouse fixture checks that no profiler, NVTX or GC state leaks."""
+"""Shared fixtures. The autouse fixture checks that no profiler, NVTX or GC state leaks.
+
+Under a gpu-only selection (``pytest -m gpu``, as on the lent GPU machine, which lacks
+hypothesis, IPython and nbformat), a test file with no gpu test is not imported: every test
+in it would be deselected anyway. A file whose gpu tests need, at import, a package that is
+not installed is not collected either, and the run's summary names it and the package.
+Other selections collect everything, so a missing development package still fails loudly.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from data_paths import TRACES
+
+_NOT_COLLECTED = pytest.StashKey[list[str]]()
 
 
 def _profiler_enabled() -> bool:
@@ -52,3 +61,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+def selects_only_gpu(markexpr: str) -> bool:
+    """Whether ``-m`` keeps only gpu tests: ``gpu``, or ``gpu and ...`` without ``or``,
+    parentheses or ``not gpu`` (anything else: assume it may keep other tests)."""
+    words = markexpr.split()
+    if "or" in words or "(" in markexpr or ")" in markexpr:
+        return False
+    return any(w == "gpu" and (i == 0 or words[i - 1] != "not") for i, w in enumerate(words))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if not selects_only_gpu(config.getoption("markexpr") or ""):
+        return None
+    from perflab.machine.gpu_modules import has_gpu_tests, missing_at_import
+
+    if not has_gpu_tests(collection_path):
+        return True  # no gpu test in it: all would be deselected
+    missing = missing_at_import(collection_path)
+    if not missing:
+        return None
+    note = f"{collection_path.name}: its gpu tests need {', '.join(missing)}, not installed here"
+    config.stash.setdefault(_NOT_COLLECTED, []).append(note)
+    return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for note in terminalreporter.config.stash.get(_NOT_COLLECTED, []):
+        terminalreporter.write_line(f"not collected (-m gpu): {note}")

@@ -4,32 +4,23 @@ test, one summary table last)."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import importlib.metadata
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from data_paths import ROOT
+from gpu_scripts import load_script
 
 from perflab.capture.env import cuda_available
-from perflab.machine import gpu_check
+from perflab.machine import gpu_check, gpu_modules
 
 SCRIPT = ROOT / "scripts" / "gpu-check"
-
-
-def _script() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("gpu_check_script", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("gpu_check_script", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
@@ -49,6 +40,7 @@ def test_dry_run_passes_end_to_end(tmp_path: Path) -> None:
     assert report["dry_run"] is True and report["exit_code"] == 0
     statuses = {name: e["status"] for name, e in report["sections"].items()}
     assert statuses == {
+        "modules": "ok",
         "environment": "ok",
         "timing engine": "ok",
         "gpu tests": "ok",
@@ -67,6 +59,47 @@ def test_dry_run_passes_end_to_end(tmp_path: Path) -> None:
     lines = done.stdout.strip().splitlines()
     assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
     assert lines[0].startswith("section")
+
+
+def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -> None:
+    """msgspec made unimportable (a module of that name that fails, first on the path),
+    as on the lent machine: the dry run stops after its first section, exit 2, naming
+    the package, how the gpu tests reach it, and the pip download line for it."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "msgspec.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'msgspec'\", name='msgspec')\n"
+    )
+    no_wheels = ["--wheels", str(tmp_path / "no-wheels")]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path), *no_wheels],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = done.stderr.splitlines()
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert (
+        "  python3 -m pip download --no-deps --only-binary=:all: "
+        f"--python-version {python} --implementation cp "
+        f"--platform manylinux_2_17_{platform.machine()} -d .whl "
+        f"msgspec=={importlib.metadata.version('msgspec')}"
+    ) in err
+    assert any(ln.startswith("  msgspec: perflab's core") for ln in err)
+    assert any(ln.startswith("    imported through tests/test_trace_cli.py:") for ln in err)
+    assert not any("[gpu-check] environment" in ln for ln in err)  # stopped at once
+    (path,) = tmp_path.glob("gpu-check-dry-run-cpu-*.json")
+    report = json.loads(path.read_text())
+    assert report["exit_code"] == 2 and list(report["sections"]) == ["modules"]
+    modules = report["sections"]["modules"]
+    assert modules["status"] == "missing" and modules["error"] == "missing: msgspec"
+    assert list(modules["result"]["missing"]) == ["msgspec"]
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
 
 
 def test_error_and_failure_make_the_exit_code_non_zero() -> None:
@@ -99,9 +132,9 @@ def test_json_is_written_after_every_section(
         gpu_check.Section("first", 1, 1, lambda b: {"ok": True}),
         gpu_check.Section("second", 1, 1, killed),
     ]
-    monkeypatch.setattr(gpu_check, "sections", lambda skip_tests=False: steps)
+    monkeypatch.setattr(gpu_check, "sections", lambda **options: steps)
     with pytest.raises(KeyboardInterrupt):
-        _script().main(["--dry-run", "--out", str(tmp_path)])
+        load_script("gpu-check").main(["--dry-run", "--out", str(tmp_path)])
     (path,) = tmp_path.glob("gpu-check-*.json")
     report = json.loads(path.read_text())
     assert report["sections"]["first"]["status"] == "ok"
@@ -112,7 +145,7 @@ def test_json_is_written_after_every_section(
 def test_without_a_gpu_the_check_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _script().main(["--out", str(tmp_path)]) == 2
+    assert load_script("gpu-check").main(["--out", str(tmp_path)]) == 2
     assert "no GPU" in capsys.readouterr().err
 
 
@@ -129,7 +162,7 @@ def test_every_file_with_gpu_tests_is_run_or_excluded_for_a_reason() -> None:
     marked = {
         f"tests/{p.name}"
         for p in (ROOT / "tests").glob("test_*.py")
-        if "mark.gpu" in p.read_text(encoding="utf-8")
+        if gpu_modules.has_gpu_tests(p)
     }
     assert set(gpu_check.GPU_TEST_FILES) <= marked
     for name in marked - set(gpu_check.GPU_TEST_FILES):

@@ -1,15 +1,18 @@
-"""The sections of ``scripts/gpu-check``: the environment, the timing engine on real
+"""The sections of ``scripts/gpu-check``: the packages they need (checked first: the check
+stops there, exit 2, when one is missing), the environment, the timing engine on real
 kernels, the ``gpu`` tests, and the microbenchmarks. Each section is a function of the
 backend, so ``--dry-run`` runs the very same code on the CPU backend (no GPU needed) and
 the plumbing is tested here and in CI.
 
-Runs from the source tree (``PYTHONPATH=.``) with numpy, torch and pytest (cupy and
-triton when present): no render code, no progress bars, no IPython, bokeh, hypothesis,
-nbformat or nvtx.
+Runs from the source tree (``PYTHONPATH=.``) with numpy, torch, pytest and perflab's core
+(msgspec, isal; cupy, triton and pynvml when present): no render code, no progress bars,
+no IPython, bokeh, hypothesis, nbformat or nvtx. :mod:`perflab.machine.gpu_modules` reads
+what the sections and the gpu tests import and brings missing wheels from ``.whl/``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -24,17 +27,11 @@ from typing import Any
 
 from perflab.capture import env
 from perflab.capture.toolchain import tool_output
+from perflab.machine import gpu_modules
+from perflab.machine.gpu_modules import GPU_TEST_FILES
 
 SMI_TIMEOUT_S = 30
 ROOT = Path(__file__).resolve().parents[2]
-# The files holding `gpu` tests that import nothing the lent machine lacks (no IPython:
-# test_ptx_magic's GPU launch needs the magic, so it is not among them).
-GPU_TEST_FILES = (
-    "tests/test_timing_gpu.py",
-    "tests/test_bench.py",
-    "tests/test_collectives.py",
-    "tests/test_trace_cli.py",
-)
 PYTEST_TIMEOUT_S = 240
 
 
@@ -52,9 +49,33 @@ class Section:
 class CheckFailed(Exception):
     """A section ran but something it checks did not hold (reported as ``failed``)."""
 
+    status = "failed"
+
     def __init__(self, message: str, result: Any) -> None:
         super().__init__(message)
         self.result = result
+
+
+class MissingPackages(CheckFailed):
+    """Packages the later sections import are not here (``missing``: the check stops)."""
+
+    status = "missing"
+
+
+# --- modules ---------------------------------------------------------------------------
+
+
+def modules(backend: str, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> dict[str, Any]:
+    """Every third-party package that the sections and the gpu tests import is here (or
+    optional); missing ones with a wheel in ``wheel_dir`` are installed from it first."""
+    found = gpu_modules.reach(GPU_TEST_FILES)
+    checked = gpu_modules.check_and_bring(found, wheel_dir)
+    result = checked.to_dict()
+    if checked.missing:
+        result["instructions"] = gpu_modules.instructions(checked)
+        names = ", ".join(gpu_modules.dist_of(n) for n in sorted(checked.missing))
+        raise MissingPackages(f"missing: {names}", result)
+    return result
 
 
 # --- environment ----------------------------------------------------------------------
@@ -256,7 +277,8 @@ def gpu_tests(backend: str) -> dict[str, Any]:
         "addopts=--strict-markers -ra",
         *GPU_TEST_FILES,
     ]
-    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the source tree first, then what was there (a folder of wheels installed by `modules`)
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(_path_with(str(ROOT)))}
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -276,6 +298,11 @@ def gpu_tests(backend: str) -> dict[str, Any]:
     if proc.returncode != 0:
         raise CheckFailed(f"gpu tests: {result['summary']}", result)
     return result
+
+
+def _path_with(first: str) -> list[str]:
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != first]
+    return [first, *rest]
 
 
 def _tail(out: str) -> dict[str, Any]:
@@ -362,11 +389,12 @@ def collectives(backend: str) -> dict[str, Any]:
     return doc
 
 
-def sections(skip_tests: bool = False) -> list[Section]:
+def sections(skip_tests: bool = False, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> list[Section]:
     """Every section in order; seconds are estimates (H200; this 2-core VM's CPU)."""
     steps = [
+        Section("modules", 5, 5, functools.partial(modules, wheel_dir=wheel_dir)),
         Section("environment", 5, 5, environment),
-        Section("timing engine", 30, 20, timing_engine),
+        Section("timing engine", 30, 15, timing_engine),
     ]
     if not skip_tests:
         steps.append(Section("gpu tests", 120, 45, gpu_tests))
@@ -388,7 +416,7 @@ def run_section(section: Section, backend: str) -> dict[str, Any]:
         skipped = isinstance(result, dict) and set(result) == {"skipped"}
         entry.update(status="skipped" if skipped else "ok", result=result)
     except CheckFailed as exc:
-        entry.update(status="failed", error=str(exc), result=exc.result)
+        entry.update(status=exc.status, error=str(exc), result=exc.result)
     except Exception as exc:  # one broken section must not hide the others
         entry.update(
             status="error",
@@ -426,6 +454,8 @@ def _note(name: str, result: Any) -> str:
     if name == "timing engine":
         runs = result.get("runs", {})
         return ", ".join(f"{k} {v['median_us']:.3g} us" for k, v in runs.items())[:120]
+    if name == "modules":
+        return _modules_note(result)
     if name == "environment":
         devices = result.get("machine", {}).get("devices", [{}])
         return str(devices[0].get("name", ""))
@@ -435,7 +465,19 @@ def _note(name: str, result: Any) -> str:
     )
 
 
+def _modules_note(result: dict[str, Any]) -> str:
+    note = f"{len(result.get('present', {}))} present"
+    if result.get("installed_from_wheels"):
+        note += f", installed from .whl/: {', '.join(result['installed_from_wheels'])}"
+    if result.get("optional_absent"):
+        note += f"; optional, absent: {', '.join(result['optional_absent'])}"
+    return note
+
+
 def exit_code(report: dict[str, Any]) -> int:
-    """0 when every section is ok or skipped; 1 when any failed or errored."""
-    bad = [e for e in report["sections"].values() if e["status"] in ("failed", "error")]
-    return 1 if bad else 0
+    """0 when every section is ok or skipped; 1 when any failed or errored; 2 when
+    packages are missing (the check stopped before measuring anything)."""
+    statuses = {e["status"] for e in report["sections"].values()}
+    if "missing" in statuses:
+        return 2
+    return 1 if statuses & {"failed", "error"} else 0
