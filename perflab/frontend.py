@@ -284,11 +284,15 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
 
 
 def _trace_once(fn: Callable[[], object], result: TimingResult) -> Any:
+    from perflab.analysis.side_streams import side_stream_warning
     from perflab.analysis.trace_stats import kernel_table
     from perflab.capture.profile import profile
 
     trace = profile(fn, cuda=result.backend == "cuda")
     result.kernels = kernel_table(trace)
+    warning = side_stream_warning(trace)
+    if warning is not None:
+        result.warnings.append(warning)
     return trace
 
 

@@ -310,7 +310,7 @@ def test_cold_calls_say_exactly_what_was_flushed() -> None:
 
 
 def test_throttle_check_unavailable_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    on_cpu = ThrottleWatch.start(HostClock(flush=False)).finish(3)
+    on_cpu = ThrottleWatch.start(HostClock(flush=False)).finish([0.0] * 3, 0.0)
     assert on_cpu["checked"] is False and "no GPU" in on_cpu["why"]
     assert on_cpu["warnings"] == []
 
@@ -319,8 +319,7 @@ def test_throttle_check_unavailable_is_reported(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # the import now fails
     watch = ThrottleWatch.start(Named())
-    watch.sample()  # nothing to read: no error
-    missing = watch.finish(3)
+    missing = watch.finish([0.0] * 3, 0.0)  # no filler, no NVML: nothing to read
     watch.close()
     assert missing["checked"] is False and "pynvml" in missing["why"]
     assert missing["warnings"] == [f"throttle check unavailable: {missing['why']}"]

@@ -1,17 +1,21 @@
 """The timing engine on a real GPU (skipped without one; run by scripts/gpu-check).
 
 These are the only tests of the CUDA paths: events, the torch.cuda._sleep queue filler,
-graph replay, the persisting-L2 reset and NVML. The logic they feed is tested on the
-host in test_timing_engine.py."""
+graph replay and its capture errors, the SM clock of each sample, the persisting-L2 reset,
+NVML (pynvml or libnvidia-ml through ctypes) and work on other streams. The logic they
+feed is tested on the host in test_timing_engine.py and test_gpu_clock.py."""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
-from perflab.capture import gpu_clock
+from perflab.capture import env, gpu_clock, graph, nvml
 from perflab.capture.timer import (
     ESTIMATE_SAMPLES,
     PROBE_SAMPLES,
@@ -19,6 +23,7 @@ from perflab.capture.timer import (
     measure,
     time_function,
 )
+from perflab.errors import InputError
 
 pytestmark = pytest.mark.gpu
 
@@ -108,29 +113,172 @@ def test_persisting_l2_carve_out_is_reset() -> None:
     assert size.value == 0
 
 
-def test_throttle_check_finds_this_gpu_in_nvml_or_says_why() -> None:
+def test_throttle_check_reads_this_gpu_through_nvml() -> None:
+    """NVML (pynvml, else libnvidia-ml through ctypes) is there wherever the driver is."""
     import torch
 
     a = torch.randn(4096, 4096, device="cuda")
     r = time_function(lambda: a @ a, budget_ms=50)
-    try:
-        import pynvml
-    except ImportError:
-        assert r.throttle == {"checked": False, "why": r.throttle["why"]}
-        assert "pynvml" in r.throttle["why"]
-        assert any(w.startswith("throttle check unavailable") for w in r.warnings)
-        return
     assert r.throttle["checked"] is True, r.throttle
-    assert r.throttle["min_sm_mhz"] and r.throttle["min_sm_mhz"] > 0
-    pynvml.nvmlInit()
+    assert "NVML" in r.throttle["method"] and "queue filler" in r.throttle["method"]
+    assert r.throttle["default_from"].startswith("NVML")
+    assert isinstance(r.throttle["violation_ns"], dict)
+    assert not any(w.startswith("NVML unavailable") for w in r.warnings)
+
+
+def test_ctypes_nvml_finds_this_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # the ctypes binding, even if installed
+    api, why = nvml.load_nvml()
+    assert why is None and isinstance(api, nvml.CtypesNvml)
+    clock = gpu_clock.TorchCudaClock(torch, flush=False)
+    api.nvmlInit()
     try:
-        clock = gpu_clock.TorchCudaClock(torch, flush=False)
-        handle = gpu_clock.nvml_handle(pynvml, clock.identity)
-        uuid = pynvml.nvmlDeviceGetUUID(handle)
-        uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-        assert uuid == clock.identity["uuid"]
+        handle = gpu_clock.nvml_handle(api, clock.identity)
+        assert handle is not None
+        assert api.nvmlDeviceGetUUID(handle) == clock.identity["uuid"]
+        top = api.nvmlDeviceGetMaxClockInfo(handle, api.NVML_CLOCK_SM)
+        assert 500 < top < 4000
+        assert 0 < api.nvmlDeviceGetClockInfo(handle, api.NVML_CLOCK_SM) <= top
+        assert (
+            api.nvmlDeviceGetViolationStatus(handle, api.NVML_PERF_POLICY_POWER).violationTime >= 0
+        )
+        assert api.nvmlSystemGetDriverVersion()
     finally:
-        pynvml.nvmlShutdown()
+        api.nvmlShutdown()
+        clock.close()
+    device = env._torch_device(torch, torch.cuda.current_device())
+    assert device["sm_clock_max_mhz"] == top  # the maximum, named so
+    assert "sm_clock_mhz" not in device
+
+
+def test_every_sample_has_its_own_plausible_sm_clock() -> None:
+    """The filler before each window gives that window's SM clock: one per sample, all
+    finite, near the clock the filler was calibrated at (it reads a little low: the
+    filler's start is timed too)."""
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    clock = gpu_clock.TorchCudaClock(torch, flush=True)
+    try:
+        run = measure(clock, lambda: a @ a, TimingOptions(budget_ms=50, warmup_ms=10))
+        mhz = gpu_clock.clock_mhz_from_filler(clock.filler_cycles(run.lead_ns), run.samples.lead_ns)
+        calibrated = clock.filler_cycles(1e6) / 1e3  # MHz
+    finally:
+        clock.close()
+    assert run.lead_ns > 0
+    assert mhz.size == len(run.samples.window_ns) and np.isfinite(mhz).all()
+    assert mhz.min() > 200 and mhz.max() < 4000
+    assert 0.5 * calibrated < float(np.median(mhz)) < 1.5 * calibrated
+    top = env._torch_device(torch, torch.cuda.current_device()).get("sm_clock_max_mhz")
+    if top:  # a lower bound of the clock cannot pass the device's maximum
+        assert mhz.max() <= 1.02 * top
+
+
+def test_timed_result_reports_the_window_clocks_and_counts_drops() -> None:
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    r = time_function(lambda: a @ a, budget_ms=50)
+    t = r.throttle
+    clocks = t["window_sm_mhz"]
+    assert clocks is not None, t
+    assert 200 < clocks["min"] <= clocks["median"] <= clocks["max"] < 4000
+    assert t["default_sm_mhz"] is not None and 500 < t["default_sm_mhz"] < 4000
+    assert r.n + t["dropped_samples"] == r.options["samples"]
+    assert "drop" not in t
+
+
+# --- CUDA graphs and streams ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("sync", ["item", "print", "cpu"])
+def test_a_sync_under_graph_is_a_perflab_error_and_the_next_run_works(
+    sync: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    x = torch.ones(1024, device="cuda")
+    cells = {
+        "item": lambda: x.sum().item(),
+        "print": lambda: print(x.sum()),
+        "cpu": lambda: x.cpu(),
+    }
+    before = torch.cuda.current_stream()
+    with pytest.raises(InputError) as caught:
+        time_function(cells[sync], graph=True, budget_ms=10, warmup_ms=1)
+    assert str(caught.value).startswith(graph.SYNC_MESSAGE), str(caught.value)
+    assert torch.cuda.current_stream() == before
+    assert not torch.cuda.is_current_stream_capturing()
+    y = torch.zeros(1, device="cuda", dtype=torch.float64)
+    r = time_function(lambda: y.add_(1.0), graph=True, number=10, repeat=3, flush_l2=False)
+    assert r.n == 3 and y.item() > 0
+    capsys.readouterr()
+
+
+def test_a_graph_of_one_call_says_what_it_saves() -> None:
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+    one = time_function(lambda: x.add_(1.0), graph=True, budget_ms=20, flush_l2=False)
+    assert one.number == 1 and graph.ONE_CALL_NOTE in one.warnings
+    many = time_function(lambda: x.add_(1.0), graph=True, number=20, budget_ms=20, flush_l2=False)
+    assert graph.ONE_CALL_NOTE not in many.warnings
+
+
+def _timing_args(*argv: str) -> argparse.Namespace:
+    from perflab.frontend import TIMING_ARGUMENTS, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, TIMING_ARGUMENTS)
+    return parser.parse_args(list(argv))
+
+
+def test_kernels_on_a_side_stream_are_warned_with_trace() -> None:
+    import torch
+
+    from perflab.frontend import timed_run
+
+    x = torch.ones(1 << 20, device="cuda")
+    y = torch.ones(1 << 20, device="cuda")
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+
+    def one_stream() -> None:
+        x.mul_(1.0)
+        y.mul_(1.0)
+
+    def two_streams() -> None:
+        x.mul_(1.0)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y.mul_(1.0)  # never joined back: outside the timed window
+
+    args = _timing_args("--trace", "--budget", "10", "--warmup", "1")
+    warned = timed_run(two_streams, args, "two").result.warnings
+    assert any(w.startswith("the traced run put kernels on 2 streams") for w in warned), warned
+    quiet = timed_run(one_stream, args, "one").result.warnings
+    assert not any("streams" in w for w in quiet), quiet
+    torch.cuda.synchronize()
+
+
+def test_a_cell_that_leaves_another_stream_current_is_noted() -> None:
+    import torch
+
+    x = torch.ones(1024, device="cuda")
+    before = torch.cuda.current_stream()
+
+    def cell() -> None:
+        torch.cuda.set_stream(torch.cuda.Stream())  # type: ignore[no-untyped-call]
+        x.add_(1.0)
+
+    try:
+        r = time_function(cell, budget_ms=10, warmup_ms=1)
+    finally:
+        torch.cuda.set_stream(before)
+    assert any("changed the current CUDA stream" in w for w in r.warnings), r.warnings
+    plain = time_function(lambda: x.add_(1.0), budget_ms=10, warmup_ms=1)
+    assert not any("changed the current CUDA stream" in w for w in plain.warnings)
 
 
 def test_cupy_clock_times_cupy_work_with_a_filler() -> None:

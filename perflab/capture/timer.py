@@ -21,6 +21,10 @@ full queue and the GPU never waits for the host inside the window (nvbench's blo
 kernel). The host time of issuing every sample (``host_ns``) is kept too, and a sample
 whose filler was shorter than its host time is flagged host-bound: the GPU may have
 waited for the CPU, and the sample then measures the host's loop, not the kernel.
+The filler spins a known number of SM cycles, so its event-timed length (``lead_ns``)
+also gives the SM clock just before each window: the throttle check
+(:class:`perflab.capture.gpu_clock.ThrottleWatch`) drops samples whose clock was below
+75% of the default SM clock, as nvbench does.
 
 The timer's floor (what it reads for a sample of nothing: on a GPU one empty kernel
 between the events) and resolution (its smallest step) are measured once per clock and
@@ -452,9 +456,8 @@ def take_samples(
     flush: bool = True,
 ) -> Samples:
     """``count`` samples of ``steps`` calls of ``step``, in this order per sample: flush,
-    [filler], start mark, the calls, end mark, then ``after_issue`` (e.g. an SM clock
-    reading, taken while the device runs the queue). Only the calls lie between the
-    marks; one sync at the end."""
+    [filler], start mark, the calls, end mark, then ``after_issue`` (a hook called once
+    the sample is issued). Only the calls lie between the marks; one sync at the end."""
     host = time.perf_counter_ns
     marks = []
     issued = []
@@ -667,7 +670,7 @@ class _Run:
     resolution_ns: float | None = None
 
 
-def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: Any = None) -> _Run:
+def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions) -> _Run:
     """The engine proper, on any clock: estimate, plan, warm up per call, sample in
     rounds until a stopping rule fires."""
     floor_ns, resolution_ns = timer_steps(clock)
@@ -690,7 +693,6 @@ def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: An
     lead = 0.0
     if clock.asynchronous and clock.can_fill and opts.fill_queue:
         lead = queue_lead(clock, step, steps)
-    reading = watch.sample if watch is not None else None
     samples = Samples()
     t0 = time.perf_counter_ns()
     reason = None
@@ -703,7 +705,6 @@ def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions, watch: An
                 steps,
                 next_round(n, time.perf_counter_ns() - t0, opts, plan),
                 lead,
-                reading,
             )
         )
         per_call_ns = np.asarray(samples.window_ns) / plan.number
@@ -734,8 +735,9 @@ def time_function(
     try:
         timer_steps(clock)  # once per process, before the NVTX range
         with gc_paused(), Range(opts.name, nvtx=opts.nvtx):
-            run = measure(clock, fn, opts, watch)
-        throttle = watch.finish(len(run.samples.window_ns))
+            run = measure(clock, fn, opts)
+        # the SM clock of each sample, from its filler (event-timed in lead_ns)
+        throttle = watch.finish(run.samples.lead_ns, run.lead_ns)
     finally:
         clock.close()
         watch.close()
