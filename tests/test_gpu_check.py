@@ -53,6 +53,8 @@ def test_dry_run_passes_end_to_end(tmp_path: Path) -> None:
     }
     checks = report["sections"]["timing engine"]["result"]["checks"]
     assert checks and all(c["passed"] for c in checks.values())
+    for run in report["sections"]["timing engine"]["result"]["runs"].values():
+        assert run["floor_ns"] > 0 and run["resolution_ns"] > 0
     # the GPU test files collect here (skipped without a GPU, none deselected by error)
     assert "skipped" in report["sections"]["gpu tests"]["result"]["summary"]
     # the summary table comes last, before the path line
@@ -100,6 +102,20 @@ def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -
     assert list(modules["result"]["missing"]) == ["msgspec"]
     lines = done.stdout.strip().splitlines()
     assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
+
+
+def test_timing_section_json_carries_the_timer_floor_and_resolution() -> None:
+    """What the dry run writes for the timing engine: each run's floor (what the timer
+    reads for a sample of nothing) and resolution beside its median, checked present."""
+    step = next(s for s in gpu_check.sections(skip_tests=True) if s.name == "timing engine")
+    entry = json.loads(json.dumps(gpu_check.run_section(step, "cpu")))
+    assert entry["status"] == "ok", entry
+    runs = entry["result"]["runs"]
+    assert runs and all(r["floor_ns"] > 0 and r["resolution_ns"] > 0 for r in runs.values())
+    check = "timer floor and resolution on every result"
+    assert entry["result"]["checks"][check]["passed"]
+    runs["matmul_warm"]["floor_ns"] = None  # a result that did not record its floor
+    assert not gpu_check._engine_checks(runs, "cpu")[check]["passed"]
 
 
 def test_error_and_failure_make_the_exit_code_non_zero() -> None:

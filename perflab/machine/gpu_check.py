@@ -13,6 +13,7 @@ what the sections and the gpu tests import and brings missing wheels from ``.whl
 from __future__ import annotations
 
 import functools
+import math
 import os
 import shutil
 import signal
@@ -157,6 +158,8 @@ def _summary(r: Any) -> dict[str, Any]:
         "n": r.n,
         "number": r.number,
         "stop_reason": r.stop_reason,
+        "floor_ns": r.floor_ns,  # what the timer reads for a sample of nothing
+        "resolution_ns": r.resolution_ns,  # its smallest step between two readings
         "host_ns_median": None if r.host_ns is None else float(sorted(r.host_ns)[r.n // 2]),
         "host_bound_samples": r.options["host_bound_samples"],
         "queue_filler_ns": r.options["queue_filler_ns"],
@@ -199,6 +202,10 @@ def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, d
             all(r["stop_reason"] and r["host_ns_median"] is not None for r in every),
             str({k: r["stop_reason"] for k, r in rows.items()}),
         ),
+        "timer floor and resolution on every result": _check(
+            all(_positive(r["floor_ns"]) and _positive(r["resolution_ns"]) for r in every),
+            str({k: (r["floor_ns"], r["resolution_ns"]) for k, r in rows.items()}),
+        ),
         "throttle field says checked, or why not": _check(
             all(r["throttle"].get("checked") or r["throttle"].get("why") for r in every),
             str(rows["matmul_warm"]["throttle"]),
@@ -225,6 +232,10 @@ def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, d
         warm_ms < 100, f"{graph['warmup_calls']} calls ~ {warm_ms:.1f} ms"
     )
     return checks
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 def _host_queue_checks() -> dict[str, dict[str, Any]]:
