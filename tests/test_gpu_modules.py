@@ -174,7 +174,7 @@ def test_pins_are_this_venvs_versions() -> None:
 def test_instructions_name_the_packages_and_give_the_download_line() -> None:
     checked = gpu_modules.ModuleCheck(
         missing={"msgspec": "ModuleNotFoundError: x", "torch": "ModuleNotFoundError: y"},
-        imported_through={"msgspec": ["tests/test_trace_cli.py:12", "perflab/io/kineto.py:3"]},
+        reached_through={"msgspec": ["tests/test_trace_cli.py:12", "perflab/io/kineto.py:3"]},
     )
     text = gpu_modules.instructions(checked)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -186,7 +186,7 @@ def test_instructions_name_the_packages_and_give_the_download_line() -> None:
     lines = text.splitlines()
     assert line in lines
     assert "  scripts/gpu-wheels" in lines
-    assert "    imported through tests/test_trace_cli.py:12 -> perflab/io/kineto.py:3" in lines
+    assert "    reached through tests/test_trace_cli.py:12 -> perflab/io/kineto.py:3" in lines
     assert lines[-1] == "Not carried as wheels (install them on this machine): torch"
 
 

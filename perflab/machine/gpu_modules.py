@@ -367,7 +367,7 @@ class ModuleCheck:
     missing: dict[str, str] = field(default_factory=dict)
     optional_absent: dict[str, str] = field(default_factory=dict)
     unclassified: list[str] = field(default_factory=list)
-    imported_through: dict[str, list[str]] = field(default_factory=dict)
+    reached_through: dict[str, list[str]] = field(default_factory=dict)
     installed_from_wheels: list[str] = field(default_factory=list)
     modules_followed: int = 0
 
@@ -388,7 +388,7 @@ def check(found: Reach) -> ModuleCheck:
     for name in sorted(found.third_party):
         if name in NOT_RUN:
             continue
-        result.imported_through[name] = found.chain(name)
+        result.reached_through[name] = found.chain(name)
         if name not in PACKAGES:
             result.unclassified.append(name)
         if is_needed(name):
@@ -476,7 +476,7 @@ def instructions(result: ModuleCheck) -> str:
         why = PACKAGES[name].why if name in PACKAGES else "imported by the checked code"
         lines += [
             f"  {dist_of(name)}: {why} ({result.missing[name]})",
-            "    imported through " + " -> ".join(result.imported_through.get(name, [])),
+            "    reached through " + " -> ".join(result.reached_through.get(name, [])),
         ]
     wheels = [n for n in names if n in PACKAGES and PACKAGES[n].travels]
     others = [n for n in names if n not in wheels]
