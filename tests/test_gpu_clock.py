@@ -392,8 +392,11 @@ def test_cupy_device_names_maximum_clocks_as_maximum() -> None:
 
 
 class _Stream:
+    handles = iter(range(0x10, 0x1000, 0x10))
+
     def __init__(self, name: str) -> None:
         self.name = name
+        self.cuda_stream = 0 if name == "default" else next(self.handles)
 
     def wait_stream(self, other: _Stream) -> None:
         pass
@@ -586,18 +589,18 @@ def test_torch_clock_knows_the_filler_cycles_and_the_maximum_clock() -> None:
 def test_a_stream_left_current_by_the_timed_code_is_noted() -> None:
     cuda = _FakeCuda()
     clock = _torch_clock(cuda)
+    cuda.set_stream(_Stream("default"))  # another object for the same stream: no change
     clock.close()
     assert not any("changed the current CUDA stream" in n for n in clock.notes)
     clock = _torch_clock(cuda)
-    cuda.set_stream(_Stream("user"))  # what torch.cuda.set_stream(s) in a cell does
+    user = _Stream("user")
+    cuda.set_stream(user)  # what torch.cuda.set_stream(s) in a cell does
     clock.close()
-    assert any(
-        n.startswith(
-            "the timed code changed the current CUDA stream (from <stream default> to "
-            "<stream user>)"
-        )
-        for n in clock.notes
+    expected = (
+        f"the timed code changed the current CUDA stream (from stream 0x0 to "
+        f"{user.cuda_stream:#x}): work on a stream other than the one the timing events"
     )
+    assert any(n.startswith(expected) for n in clock.notes), clock.notes
 
 
 # --- work on other streams, from a trace ----------------------------------------------

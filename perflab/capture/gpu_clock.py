@@ -48,7 +48,7 @@ class _EventClock:
     max_sm_mhz = math.nan  # the device's maximum SM clock, as CUDA reports it
     _flush_buf: Any = None
     _cycles_per_ns: float | None = None
-    _stream: Any = None  # the current stream when the clock was made
+    _stream: int | None = None  # the current stream's handle when the clock was made
 
     def __init__(self) -> None:
         self.notes: list[str] = []
@@ -67,7 +67,9 @@ class _EventClock:
     def sync(self) -> None:
         raise NotImplementedError
 
-    def current_stream(self) -> Any:
+    def current_stream(self) -> int:
+        """The current stream's handle (a cudaStream_t as an int: stream objects of one
+        stream need not compare equal)."""
         raise NotImplementedError
 
     def mark(self) -> Any:
@@ -112,8 +114,8 @@ class _EventClock:
         now = self.current_stream()
         if self._stream is not None and now != self._stream:
             self.notes.append(
-                f"the timed code changed the current CUDA stream (from {self._stream} to "
-                f"{now}): work on a stream other than the one the timing events are on may "
+                f"the timed code changed the current CUDA stream (from stream {self._stream:#x} "
+                f"to {now:#x}): work on a stream other than the one the timing events are on may "
                 "run outside the timed window; set the stream outside the timed code, or "
                 "restore it (with torch.cuda.stream(s): ...) and join it back "
                 "(torch.cuda.current_stream().wait_stream(s))"
@@ -138,7 +140,7 @@ class TorchCudaClock(_EventClock):
         self.device = str(props.name)
         self.identity = torch_identity(props)
         self.max_sm_mhz = _mhz_from_khz(getattr(props, "clock_rate", 0))
-        self._stream = torch.cuda.current_stream()
+        self._stream = self.current_stream()
         l2 = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_FLUSH_BYTES
         # Twice the L2 so nothing useful survives the flush.
         self._flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda") if flush else None
@@ -167,8 +169,8 @@ class TorchCudaClock(_EventClock):
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
-    def current_stream(self) -> Any:
-        return self.torch.cuda.current_stream()
+    def current_stream(self) -> int:
+        return int(self.torch.cuda.current_stream().cuda_stream)
 
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
         """Capture ``number`` calls into a CUDA graph; return its replay."""
@@ -189,7 +191,7 @@ class CupyCudaClock(_EventClock):
         self.device = name.decode() if isinstance(name, bytes) else str(name)
         self.identity = _cupy_identity(props)
         self.max_sm_mhz = _mhz_from_khz(props.get("clockRate", 0))
-        self._stream = cupy.cuda.get_current_stream()
+        self._stream = self.current_stream()
         l2 = int(props["l2CacheSize"]) or DEFAULT_FLUSH_BYTES
         self._flush_buf = cupy.empty(2 * l2, dtype=cupy.uint8) if flush else None
         self.flushes = flush
@@ -218,8 +220,8 @@ class CupyCudaClock(_EventClock):
     def sync(self) -> None:
         self.cupy.cuda.get_current_stream().synchronize()
 
-    def current_stream(self) -> Any:
-        return self.cupy.cuda.get_current_stream()
+    def current_stream(self) -> int:
+        return int(self.cupy.cuda.get_current_stream().ptr)
 
     def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
         replay = graph.capture_cupy(self.cupy, fn, number)
@@ -348,9 +350,9 @@ def reset_persisting_l2(notes: list[str]) -> dict[str, Any]:
 
 def clock_mhz_from_filler(cycles: int, filler_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """The SM clock (MHz) of each sample from its queue filler: the filler spins ``cycles``
-    SM cycles (clock64), and an event pair around it gives its time. Events also time the
-    filler's start inside the stream, so this reads a little low (a lower bound); NaN
-    where there was no filler."""
+    SM cycles (clock64), and an event pair around it gives its time. That time also holds
+    the filler's start in the stream (and, in a host-bound sample, any wait for the host
+    to enqueue it), so this reads low: a lower bound. NaN where there was no filler."""
     ns = np.asarray(filler_ns, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         mhz = cycles * 1e3 / ns
