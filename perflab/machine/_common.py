@@ -122,11 +122,16 @@ def median_call_ns(
     name: str,
     noise: NoiseLog | None = None,
     fill_queue: bool = True,
+    number: int | None = None,
+    graph: bool = False,
+    flush: bool = False,
 ) -> float:
-    """Median time of one ``fn()`` call through perflab's timing engine (no cache flush:
-    the sweeps want warm caches; on a GPU a queue filler before each sample, so short
-    kernels are not launch-bound). The engine's warnings go to ``noise``.
-    ``fill_queue=False`` for calls that block the host anyway (pageable copies)."""
+    """Median time of one ``fn()`` call through perflab's timing engine (no cache flush by
+    default: the sweeps want warm caches; on a GPU a queue filler before each sample, so
+    short kernels are not launch-bound). The engine's warnings go to ``noise``.
+    ``fill_queue=False`` for calls that block the host anyway (pageable copies);
+    ``number`` calls per timed window (``graph``: replayed as one CUDA graph); ``flush``
+    evicts the caches before each sample."""
     from perflab.capture.timer import time_function
 
     result = time_function(
@@ -134,11 +139,13 @@ def median_call_ns(
         backend=backend,
         budget_ms=budget_ms,
         warmup_ms=min(budget_ms, 10.0),
-        flush_l2=False,
+        flush_l2=flush,
         nvtx=False,
         min_samples=5,
         name=name,
         fill_queue=fill_queue,
+        number=number,
+        graph=graph,
     )
     if noise is not None:
         noise.add(name, result.warnings)

@@ -5,7 +5,9 @@ Compute: the best GFLOP/s of the matmul sweep per dtype. On the CPU the dtype ke
 ``fp32`` (the better of torch and numpy), ``bf16`` (torch) and ``fp64`` (numpy).
 Bandwidth: the copy plateaus by level (``L2``, ``L3``, ``DRAM``, ``HBM``...). When no
 plateau reached past the caches, memory bandwidth is the median copy rate over the
-working sets larger than twice the last cache.
+working sets larger than twice the last cache. Points bound by call overhead (see
+:mod:`perflab.machine.bandwidth`) are never a ceiling: a level with nothing else is left
+out, and the ceilings' notes say why.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from perflab.machine import bandwidth, matmul
 from perflab.machine._common import cache_capacities
 from perflab.model.ceilings import Ceilings
-from perflab.model.machine import BenchResult
+from perflab.model.machine import BenchResult, Level, Series
+from perflab.model.units import counted
 
 MEMORY_REACH = 8  # the bandwidth sweep goes to 8x the last cache
 CPU_FLOPS_KEYS = {
@@ -39,17 +43,90 @@ def flops_by_dtype(result: BenchResult) -> dict[str, float]:
 
 def bandwidth_by_level(result: BenchResult, on_gpu: bool) -> dict[str, float]:
     """GB/s per level, device memory first (the roofline's default roof), then caches
-    from the largest."""
+    from the largest; levels bound by call overhead are left out (see
+    :func:`bandwidth_ceilings` for why each was)."""
+    return bandwidth_ceilings(result, on_gpu)[0]
+
+
+def bandwidth_ceilings(result: BenchResult, on_gpu: bool) -> tuple[dict[str, float], list[str]]:
+    """GB/s per level as :func:`bandwidth_by_level`, and a note for each level refused
+    or narrowed because of points bound by call overhead."""
     copy = result.get("copy")
-    levels = {lv.name: lv.value for lv in copy.levels}
+    bound = _overhead_bound(copy)
+    notes: list[str] = []
+    if bound is None and any(not _is_memory(lv.name, on_gpu) for lv in copy.levels):
+        notes.append(
+            "bandwidth: the copy sweep records no call overhead (older result): its cache "
+            "levels are taken as measured, and the smallest may be bound by call overhead"
+        )
+    levels: dict[str, float] = {}
+    in_levels = np.zeros(len(copy), dtype=bool)
+    for lv in copy.levels:
+        value, note = _level_ceiling(copy, lv, bound)
+        if note:
+            notes.append(note)
+        if value is not None:
+            levels[lv.name] = value
+        in_levels |= (copy.x >= lv.x_min) & (copy.x <= lv.x_max)
+    notes.extend(_outside_levels_note(copy, _bound_mask(bound, copy) & ~in_levels))
     memory = "HBM" if on_gpu else "DRAM"
     if memory not in levels:
         last_cache = max(cache_capacities(on_gpu).values(), default=math.inf)
-        beyond = copy.y[copy.x > 2 * last_cache]
-        if beyond.size:
-            levels[memory] = float(np.median(beyond))
+        beyond = (copy.x > 2 * last_cache) & ~_bound_mask(bound, copy)
+        if beyond.any():
+            levels[memory] = float(np.median(copy.y[beyond]))
     ordered = sorted(levels, key=lambda name: (name != memory, -list(levels).index(name)))
-    return {name: levels[name] for name in ordered}
+    return {name: levels[name] for name in ordered}, notes
+
+
+def _is_memory(name: str, on_gpu: bool) -> bool:
+    return name.startswith("HBM" if on_gpu else "DRAM")
+
+
+def _overhead_bound(copy: Series) -> npt.NDArray[np.bool_] | None:
+    share = copy.extra.get("overhead_share")
+    return None if share is None else bandwidth.overhead_bound(share)
+
+
+def _bound_mask(bound: npt.NDArray[np.bool_] | None, copy: Series) -> npt.NDArray[np.bool_]:
+    return np.zeros(len(copy), dtype=bool) if bound is None else bound
+
+
+def _outside_levels_note(copy: Series, bound: npt.NDArray[np.bool_]) -> list[str]:
+    """Why the overhead-bound points that no level holds give no ceiling, if any."""
+    if not bound.any():
+        return []
+    span = bandwidth.size_span(copy.x[bound])
+    return [
+        f"bandwidth: no ceiling from {counted(int(bound.sum()), 'copy point')} ({span}): "
+        f"each took under {bandwidth.OVERHEAD_BOUND_RATIO:g}x an empty call's time, bound "
+        "by call overhead, not by memory"
+    ]
+
+
+def _level_ceiling(
+    copy: Series, level: Level, bound: npt.NDArray[np.bool_] | None
+) -> tuple[float | None, str]:
+    """A level's ceiling from its points that are not overhead-bound: the level's value
+    when none is, the median of the others when some are, none when all are."""
+    inside = (copy.x >= level.x_min) & (copy.x <= level.x_max)
+    overhead = inside & _bound_mask(bound, copy)
+    if not overhead.any():
+        return level.value, ""
+    ratio = f"{bandwidth.OVERHEAD_BOUND_RATIO:g}x"
+    kept = inside & ~overhead
+    if not kept.any():
+        return None, (
+            f"bandwidth: no {level.name} ceiling: all {int(inside.sum())} of its points take "
+            f"under {ratio} an empty call's time, so they time the call, not the "
+            f"{level.name} (its plateau, {level.value:.4g} GB/s, would be a floor, not a roof)"
+        )
+    value = float(np.median(copy.y[kept]))
+    left_out = counted(int(overhead.sum()), "point")
+    return value, (
+        f"bandwidth: {level.name} from {int(kept.sum())} of its {int(inside.sum())} points, "
+        f"leaving out {left_out} that took under {ratio} an empty call's time"
+    )
 
 
 def measure(
@@ -71,15 +148,18 @@ def measure(
     mm = matmul.run(backend=bw.backend, quick=quick, show_progress=show_progress)
     notes = [
         f"compute: best of a matmul sweep over n = {mm.options['sizes']}",
-        "bandwidth: copy plateaus, bytes read + written",
+        "bandwidth: copy plateaus, bytes read + written, each point repeated in its timed "
+        "window; cache levels timed hot, memory cold",
     ]
     if not on_gpu:
         notes.append("no GPU: these are the CPU's ceilings")
+    bandwidth_levels, bandwidth_notes = bandwidth_ceilings(bw, on_gpu)
+    notes.extend(bandwidth_notes)
     ceilings = Ceilings(
         device=bw.device,
         backend=bw.backend,
         flops=flops_by_dtype(mm),
-        bandwidth=bandwidth_by_level(bw, on_gpu),
+        bandwidth=bandwidth_levels,
         versions=bw.versions,
         notes=notes,
     )
