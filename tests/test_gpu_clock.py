@@ -156,6 +156,27 @@ def test_nothing_to_check_says_why(no_nvml: None) -> None:
     assert out["warnings"] == [f"throttle check unavailable: {out['why']}"]
 
 
+def test_without_a_filler_nvml_alone_is_checked_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nvml, "load_nvml", lambda: (_FakeNvml(), None))
+    watch = ThrottleWatch.start(_FakeCudaClock())
+    out = watch.finish([0.0, 0.0], 0.0)  # fill_queue=False: no filler ran
+    watch.close()
+    assert out["checked"] is True and out["window_sm_mhz"] is None
+    assert out["method"] == "NVML violation counters before/after"
+    assert out["warnings"][0].startswith("SM clock per sample not measured (no queue filler)")
+    assert not out["drop"].any()
+
+
+def test_without_a_default_clock_nothing_is_dropped_and_it_says_so(no_nvml: None) -> None:
+    clock = _FakeCudaClock()
+    clock.max_sm_mhz = math.nan  # CUDA gave no clock rate either
+    watch = ThrottleWatch.start(clock)
+    out = watch.finish([50_000.0, 500_000.0], 50_000.0)
+    assert out["window_sm_mhz"] == {"min": 198.0, "median": 1089.0, "max": 1980.0}
+    assert not out["drop"].any() and out["default_sm_mhz"] is None
+    assert out["warnings"][0].startswith("SM clock per sample measured but not checked")
+
+
 class _ThrottlingQueue(HostQueueClock):
     """The host queue as a 'cuda' clock whose filler is a busy spin that runs 10x as
     long as asked on every other sample (a clock at a tenth of its speed)."""

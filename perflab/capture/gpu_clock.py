@@ -499,35 +499,8 @@ class ThrottleWatch:
                 "warnings": [f"throttle check unavailable: {why}"],
             }
         drop = below_clock(mhz, self.reference_mhz)
-        warnings = []
-        if clocked is not None and not math.isfinite(self.reference_mhz):
-            warnings.append(
-                "SM clock per sample measured but not checked: no default SM clock known "
-                "(neither NVML nor the CUDA device gave one)"
-            )
-        if drop.any():
-            warnings.append(
-                f"dropped {int(drop.sum())} of {drop.size} samples run below 75% of the default "
-                f"SM clock ({self.reference_mhz:.0f} MHz; lowest {np.nanmin(mhz):.0f} MHz)"
-            )
-        violated: dict[str, int] = {}
-        reasons: list[str] = []
-        if self.nvml is not None:
-            after = self._violations()
-            violated = {k: after[k] - v for k, v in self.before.items() if after.get(k, v) > v}
-            reasons = self._reasons()
-        if violated:
-            warnings.append(
-                "clocks throttled during the run: "
-                + ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in violated.items())
-            )
-        if clocked is None:
-            warnings.append(
-                "SM clock per sample not measured (no queue filler): only NVML's violation "
-                "counters were checked"
-            )
-        if self.nvml is None:
-            warnings.append(f"NVML unavailable ({self.nvml_why}): throttle reasons not read")
+        violated, reasons = self._nvml_after()
+        warnings = self._clock_warnings(mhz, drop) + self._nvml_warnings(violated)
         return {
             "checked": True,
             "method": _method(clocked is not None, self.nvml is not None),
@@ -541,6 +514,43 @@ class ThrottleWatch:
             "drop": drop,
             "warnings": warnings,
         }
+
+    def _nvml_after(self) -> tuple[dict[str, int], list[str]]:
+        """What NVML's violation counters gained during the run (ns per policy), and the
+        throttle reasons at its end; nothing without NVML."""
+        if self.nvml is None:
+            return {}, []
+        after = self._violations()
+        violated = {k: after[k] - v for k, v in self.before.items() if after.get(k, v) > v}
+        return violated, self._reasons()
+
+    def _clock_warnings(
+        self, mhz: npt.NDArray[np.float64], drop: npt.NDArray[np.bool_]
+    ) -> list[str]:
+        if not np.isfinite(mhz).any():
+            return [
+                "SM clock per sample not measured (no queue filler): only NVML's violation "
+                "counters were checked"
+            ]
+        if not math.isfinite(self.reference_mhz):
+            return [
+                "SM clock per sample measured but not checked: no default SM clock known "
+                "(neither NVML nor the CUDA device gave one)"
+            ]
+        if not drop.any():
+            return []
+        return [
+            f"dropped {int(drop.sum())} of {drop.size} samples run below 75% of the default "
+            f"SM clock ({self.reference_mhz:.0f} MHz; lowest {np.nanmin(mhz):.0f} MHz)"
+        ]
+
+    def _nvml_warnings(self, violated: dict[str, int]) -> list[str]:
+        if self.nvml is None:
+            return [f"NVML unavailable ({self.nvml_why}): throttle reasons not read"]
+        if not violated:
+            return []
+        spent = ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in violated.items())
+        return [f"clocks throttled during the run: {spent}"]
 
     def close(self) -> None:
         if self.nvml is not None:
