@@ -435,6 +435,10 @@ def test_cuda_latency_has_cycles_and_levels() -> None:
 def test_cuda_bandwidth_launch_matmul_h2d_run():
     bw = bandwidth.run(backend="cuda", quick=True, max_bytes=256 * MIB, show_progress=False)
     assert all(np.all(s.y > 0) for s in bw.series)
+    copy = bw.get("copy")  # L2-sized points repeat in one graph; past the L2 they run cold
+    assert copy.extra["repeats"][0] > 1 and np.all(copy.extra["repeats"] >= 1)
+    assert bw.options["empty_call_ns"]["copy"] > 0
+    assert copy.extra["hot"].tolist() == [float(x <= bw.options["hot_up_to_bytes"]) for x in copy.x]
     lr = launch.run(backend="cuda", batches=(10, 100), show_progress=False)
     costs = launch.steady_us(lr)
     assert costs["empty/sync"] > costs["empty/graph"] > 0
