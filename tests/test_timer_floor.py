@@ -201,3 +201,40 @@ def test_the_floor_is_measured_without_a_cache_flush() -> None:
     clock.flush = lambda: flushes.__setitem__(0, flushes[0] + 1)  # type: ignore[method-assign]
     assert timer_floor(clock) is not None
     assert flushes[0] == 0
+
+
+# --- windows that timed nothing -----------------------------------------------------------
+
+
+class _ZeroEvery(HostClock):
+    """The host clock, but every ``period``-th window reads 0 ns (as events around no
+    device work do)."""
+
+    period = 1
+
+    def __init__(self) -> None:
+        super().__init__(flush=False)
+        self.reads = 0
+
+    def elapsed_ns(self, start: Any, end: Any) -> float:
+        self.reads += 1
+        return 0.0 if self.reads % self.period == 0 else super().elapsed_ns(start, end)
+
+
+def test_a_run_whose_every_window_read_0_ns_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timer, "_make_clock", lambda opts: _ZeroEvery())
+    with pytest.raises(InputError, match=r"read 0 ns: nothing measurable ran between"):
+        time_function(lambda: None, number=1, repeat=10, warmup_ms=0)
+
+
+def test_windows_of_0_ns_are_left_out_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    class EveryOther(_ZeroEvery):
+        period = 2
+
+    monkeypatch.setattr(timer, "_make_clock", lambda opts: EveryOther())
+    r = time_function(lambda: sum(range(50)), number=1, repeat=20, warmup_ms=0)
+    assert (r.samples_ns > 0).all() and 0 < r.n < 20
+    assert any(f"{20 - r.n} of 20 samples read 0 ns and are left out" in w for w in r.warnings)
+    assert r.host_ns is not None and r.host_ns.size == r.n
+    assert r.options["unmeasured_samples"] == 20 - r.n
+    TimingResult.from_dict(r.to_dict())  # what the engine returns, a saved file may hold

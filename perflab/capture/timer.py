@@ -65,7 +65,7 @@ from perflab.capture import env
 from perflab.capture.nvtx import Range
 from perflab.errors import InputError, no_gpu
 from perflab.model import stats
-from perflab.model.timing import TimingResult, first_unmeasurable
+from perflab.model.timing import TimingResult, first_unmeasurable, measurable
 from perflab.model.units import format_ns
 
 NOISE_IQR_FRACTION = 0.10
@@ -582,6 +582,36 @@ def _measurable(ns: float) -> float | None:
     return ns if first_unmeasurable([ns]) is None else None
 
 
+def nothing_timed(window_ns: npt.NDArray[np.float64], clock_name: str) -> str:
+    """Why a run whose every sample read 0 ns (or no time at all) has no result."""
+    hint = (
+        "the code may put no work on the current CUDA stream (time host code with "
+        "--backend cpu), or each sample is shorter than one step of the events (batch calls "
+        "with -n or --hot)"
+        if clock_name == "cuda"
+        else "batch calls with -n or --hot"
+    )
+    return (
+        f"every one of the {window_ns.size} samples read {_readings(window_ns)}: nothing "
+        f"measurable ran between the timer's marks; {hint}"
+    )
+
+
+def unmeasured_warning(window_ns: npt.NDArray[np.float64], measured: npt.NDArray[np.bool_]) -> str:
+    left_out = window_ns[~measured]
+    return (
+        f"{left_out.size} of {window_ns.size} samples read {_readings(left_out)} and are left "
+        "out (a window of 0 ns is shorter than one step of the clock), so the median leans "
+        "high: batch calls with -n or --hot"
+    )
+
+
+def _readings(window_ns: npt.NDArray[np.float64]) -> str:
+    if (window_ns == 0).all():
+        return "0 ns"
+    return "0 ns or no time at all" if (window_ns == 0).any() else "no time a timer reports"
+
+
 def hot_batch(floor_ns: float | None, resolution_ns: float | None) -> float:
     """The least time of a hot batch: HOT_FLOOR_FACTOR floors and HOT_RESOLUTION_FACTOR
     steps of the clock (the timer's overhead < 1% of it), and HOT_MIN_BATCH_NS."""
@@ -753,11 +783,16 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
         if clock.asynchronous
         else np.zeros(window.size, bool)
     )
-    keep = ~np.asarray(throttle.pop("drop", np.zeros(window.size, bool)), dtype=bool)
+    measured = measurable(window / number)
+    if not measured.any():
+        raise InputError(nothing_timed(window, clock.name))
+    keep = ~np.asarray(throttle.pop("drop", np.zeros(window.size, bool)), dtype=bool) & measured
     if not keep.any():
-        keep[:] = True  # never drop everything: the warning says the clocks were low
+        keep = measured  # never drop everything: the warning says the clocks were low
     per_call = window[keep] / number
     warnings = noise_warnings(per_call, opts.min_samples) + list(throttle.pop("warnings", []))
+    if not measured.all():
+        warnings.append(unmeasured_warning(window, measured))
     warnings += list(clock.notes)
     if flagged.any():
         warnings.append(
@@ -805,6 +840,7 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
             "relative_standard_error": _finite_or_none(relative_standard_error(per_call)),
             "queue_filler_ns": run.lead_ns,
             "host_bound_samples": int(flagged[keep].sum()),
+            "unmeasured_samples": int((~measured).sum()),  # read 0 ns: left out
             **clock.setup,
             **opts.extra,
         },

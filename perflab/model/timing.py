@@ -48,12 +48,17 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def measurable(values: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Which values are times a timer can report (SAMPLE_BOUNDS; NaN is not)."""
+    array = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.asarray((array >= MIN_SAMPLE_NS) & (array <= MAX_SAMPLE_NS), dtype=np.bool_)
+
+
 def first_unmeasurable(values: npt.ArrayLike) -> int | None:
     """Index of the first value no timer can have reported (outside SAMPLE_BOUNDS, or
     not finite), or None when every value is a measurable time."""
-    array = np.asarray(values, dtype=np.float64).reshape(-1)
-    with np.errstate(invalid="ignore"):
-        bad = ~((array >= MIN_SAMPLE_NS) & (array <= MAX_SAMPLE_NS))
+    bad = ~measurable(np.reshape(values, -1))
     return int(np.argmax(bad)) if bad.any() else None
 
 
