@@ -90,5 +90,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for note in terminalreporter.config.stash.get(_NOT_COLLECTED, []):
-        terminalreporter.write_line(f"not collected (-m gpu): {note}")
+    notes = terminalreporter.config.stash.get(_NOT_COLLECTED, [])
+    if notes:
+        from perflab.machine.gpu_modules import NOT_COLLECTED
+
+        for note in notes:
+            terminalreporter.write_line(NOT_COLLECTED + note)

@@ -118,6 +118,17 @@ def test_timing_section_json_carries_the_timer_floor_and_resolution() -> None:
     assert not gpu_check._engine_checks(runs, "cpu")[check]["passed"]
 
 
+def test_a_gpu_file_left_out_by_conftest_is_found_in_pytest_output() -> None:
+    out = (
+        "sss\nnot collected (-m gpu): test_x.py: its gpu tests need cupy, not installed here\n"
+        "3 skipped in 0.1s\n"
+    )
+    assert gpu_check.not_collected(out) == [
+        "test_x.py: its gpu tests need cupy, not installed here"
+    ]
+    assert gpu_check.not_collected("3 skipped in 0.1s") == []
+
+
 def test_error_and_failure_make_the_exit_code_non_zero() -> None:
     def boom(backend: str) -> Any:
         raise RuntimeError("driver went away")

@@ -308,7 +308,17 @@ def gpu_tests(backend: str) -> dict[str, Any]:
     result = {"returncode": proc.returncode, "command": cmd[2:], **_tail(out)}
     if proc.returncode != 0:
         raise CheckFailed(f"gpu tests: {result['summary']}", result)
+    left_out = not_collected(out)
+    if left_out:  # conftest leaves out a gpu file whose imports are missing: not a pass
+        result["not_collected"] = left_out
+        raise CheckFailed(f"gpu tests: {len(left_out)} file(s) not collected", result)
     return result
+
+
+def not_collected(pytest_output: str) -> list[str]:
+    """The files that tests/conftest.py left out of a gpu-only run, with why."""
+    mark = gpu_modules.NOT_COLLECTED
+    return [ln.split(mark, 1)[1] for ln in pytest_output.splitlines() if mark in ln]
 
 
 def _path_with(first: str) -> list[str]:

@@ -119,6 +119,8 @@ GPU_TEST_FILES = (
 # gpu-check's own code: every import in it is followed
 OWN_CODE = ("scripts/gpu-check", "perflab/machine/gpu_check.py")
 CONFTEST = "tests/conftest.py"
+# how tests/conftest.py names, in a gpu-only run's summary, a gpu file it left out
+NOT_COLLECTED = "not collected (-m gpu): "
 
 
 # --- reading the imports -------------------------------------------------------------
