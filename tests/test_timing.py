@@ -239,7 +239,9 @@ def test_saved_zero_samples_are_refused_naming_the_file_and_field(tmp_path) -> N
     """A result whose samples were all 0 ns used to load, and compare then printed
     'ratio inf (95% CI nan-nan)' or raised ZeroDivisionError."""
     path = _saved(tmp_path, [0.0] * 12)
-    with pytest.raises(SchemaError, match=r"field samples_ns\[0\]\): .*nothing was timed") as info:
+    with pytest.raises(
+        SchemaError, match=r"field samples_ns\[0\]\): .*, not 0\.0 \(nothing was timed"
+    ) as info:
         TimingResult.load(path)
     assert str(path) in str(info.value)
 

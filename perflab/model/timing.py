@@ -65,7 +65,7 @@ def first_unmeasurable(values: npt.ArrayLike) -> int | None:
 def unmeasurable_text(value: float) -> str:
     """Why ``value`` is not a time a timer reports."""
     why = " (nothing was timed: a clock reads no less than one tick)" if value == 0 else ""
-    return f"must be {SAMPLE_BOUNDS}, not {value!r}{why}"
+    return f"must be {SAMPLE_BOUNDS}, not {float(value)!r}{why}"
 
 
 def now_iso() -> str:
