@@ -1,15 +1,24 @@
 """Nsight Systems SQLite export (``nsys export --type sqlite``) -> :class:`Trace`.
 
 Reads kernels, memcpy, memset, CUDA runtime calls, synchronisation and NVTX ranges, names
-from ``StringIds`` and GPU properties from ``TARGET_INFO_GPU``. The file is opened read-only.
+from ``StringIds`` and GPU properties from ``TARGET_INFO_GPU``.
+
+The file is someone else's, so reading it must not run anything of theirs or take without
+bound: it is opened read-only and immutable (no statement can write, so no trigger fires); only
+the columns perflab uses are selected, never ``*``; a generated column (computed on reading, at
+any cost), a view or a virtual table where perflab reads a table is refused by name; and every
+query runs under a time bound, a bound on each value's size and one on the text fetched in all
+(:class:`ReadLimits`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +112,108 @@ _COLUMNS: dict[str, dict[str, tuple[int, int]]] = {
     "NVTX_EVENTS": {**_TIMES, "globalTid": _ANY_INT},
 }
 _ROWS_CHECKED = {"NVTX_EVENTS": _NVTX_RANGES}
+# every column that a query of each table touches, in SELECT or WHERE: each must be stored
+_READ: dict[str, tuple[str, ...]] = {
+    **{table: tuple(spec) for table, spec in _COLUMNS.items()},
+    "NVTX_EVENTS": (*_COLUMNS["NVTX_EVENTS"], "eventType", "textId", "text"),
+    "StringIds": ("id", "value"),
+}
+_GPU_INFO = "TARGET_INFO_GPU"  # kept whole in the trace's meta, but for generated columns
+_KNOWN = {name.lower(): name for name in (*_READ, _GPU_INFO)}  # SQLite's names ignore case
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# What reading one export may cost (ReadLimits.for_size): real exports stay far inside these.
+MAX_VALUE_BYTES = 1 << 20  # one text or blob; nsys's longest names are tens of KB
+MIN_TEXT_BYTES = 64 << 20  # text and blobs in all, beyond the file's own size
+BASE_SECONDS = 60.0  # SQLite's work in all, plus a second for each READ_RATE bytes of file
+READ_RATE = 4 << 20
+PROGRESS_OPCODES = 1000  # how often (in SQLite VM steps) the time bound is checked
+FETCH_ROWS = 256  # rows fetched at a time, each batch's text counted before the next
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """What reading one export may cost. ``seconds``: SQLite's work in all (a query still
+    running past it is stopped); ``text_bytes``: text and blobs fetched in all (a stored value
+    cannot be larger than the file, so more is computed, not stored); ``value_bytes``: any
+    one value."""
+
+    seconds: float
+    text_bytes: int
+    value_bytes: int = MAX_VALUE_BYTES
+
+    @classmethod
+    def for_size(cls, size: int) -> ReadLimits:
+        """Bounds for a file of ``size`` bytes, generous for any real export."""
+        return cls(BASE_SECONDS + size / READ_RATE, size + MIN_TEXT_BYTES)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.3g} MiB"
+
+
+class _Reader:
+    """perflab's queries on one export, within its :class:`ReadLimits`; every failure is an
+    InputError naming the file and the table (and the column where one is to blame)."""
+
+    def __init__(self, db: sqlite3.Connection, source: str, limits: ReadLimits) -> None:
+        self.db, self.source, self.limits = db, source, limits
+        self.deadline = time.monotonic() + limits.seconds
+        self.text_left = limits.text_bytes
+        if hasattr(db, "setlimit"):  # Python 3.11+; SQLite then refuses longer values itself
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.value_bytes)
+        db.set_progress_handler(self._past_deadline, PROGRESS_OPCODES)
+
+    def _past_deadline(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def rows(
+        self, table: str, sql: str, params: Sequence[Any] = (), text: dict[int, str] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Every row of ``sql``, a query of ``table``. ``text``: the columns (position ->
+        name) whose values count against the bound on text fetched."""
+        out: list[tuple[Any, ...]] = []
+        try:
+            cursor = self.db.execute(sql, params)
+            while batch := cursor.fetchmany(FETCH_ROWS):
+                self._count_text(table, batch, text or {})
+                out.extend(batch)
+        except sqlite3.Error as exc:
+            raise self._failed(table, exc) from None
+        return out
+
+    def first(self, table: str, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        try:
+            row: tuple[Any, ...] | None = self.db.execute(sql, params).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failed(table, exc) from None
+        return row
+
+    def _count_text(self, table: str, batch: list[Any], text: dict[int, str]) -> None:
+        for at, column in text.items():
+            self.text_left -= sum(len(v) for row in batch if isinstance(v := row[at], str | bytes))
+            if self.text_left < 0:
+                raise InputError(
+                    f"more than {_mib(self.limits.text_bytes)} of text read, the bound for "
+                    "this file (its stored text is less): values computed on reading, not an "
+                    "Nsight Systems export",
+                    source=self.source,
+                    position=f"table {table}, column {column}",
+                )
+
+    def _failed(self, table: str, exc: sqlite3.Error) -> InputError:
+        if self._past_deadline():
+            message = (
+                f"reading it took longer than {self.limits.seconds:.3g} s: stopped (a table "
+                "whose values are computed on reading, or a damaged file)"
+            )
+        elif isinstance(exc, sqlite3.DataError):  # string or blob too big
+            message = (
+                f"a value longer than {_mib(self.limits.value_bytes)}: not an Nsight Systems export"
+            )
+        else:
+            message = f"not a readable Nsight Systems export: {exc}"
+        return InputError(message, source=self.source, position=f"table {table}")
 
 
 class _Parts:
@@ -146,14 +257,19 @@ class _Parts:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def load_nsys(path: str | os.PathLike[str]) -> Trace:
+def load_nsys(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> Trace:
+    """The trace in the export at ``path``; ``limits``: what reading it may cost (by default
+    :meth:`ReadLimits.for_size` of the file)."""
     source = str(path)
-    regular_size(path)  # a FIFO or device would block or never end
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    size = regular_size(path)  # a FIFO or device would block or never end
+    # immutable: no locks, no journal, nothing written (so no trigger can fire)
+    uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
     try:
         with closing(sqlite3.connect(uri, uri=True)) as db:
             db.text_factory = _lenient_text  # a damaged string must not abort the import
-            return _read(db, source)
+            db.execute("PRAGMA query_only = ON")
+            db.execute("PRAGMA trusted_schema = OFF")  # the schema's SQL calls no function
+            return _read(_Reader(db, source, limits or ReadLimits.for_size(size)))
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # not a database, corrupt...
         raise InputError(f"not a readable Nsight Systems export: {exc}", source=source) from None
 
@@ -169,12 +285,58 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _check_columns(db: sqlite3.Connection, table: str, source: str) -> None:
+def _tables(reader: _Reader) -> set[str]:
+    """The export's tables, those perflab reads spelt as perflab spells them. A view or a
+    virtual table in place of one of those is refused: its rows are computed on reading, by
+    SQL of the file's choosing."""
+    found = set()
+    master = reader.rows("sqlite_master", "SELECT type, name, sql FROM sqlite_master")
+    for kind, name, sql in master:
+        known = _KNOWN.get(str(name).lower())
+        if kind != "table" and not (kind == "view" and known):
+            continue
+        if known and (kind == "view" or _virtual(sql)):
+            what = "a view" if kind == "view" else "a virtual table"
+            raise InputError(
+                f"{what}, not a table: its rows would be computed on reading by SQL in the "
+                "file; an Nsight Systems export stores them",
+                source=reader.source,
+                position=f"table {known}",
+            )
+        found.add(known or str(name))
+    return found
+
+
+def _virtual(sql: Any) -> bool:
+    return isinstance(sql, str) and sql.lstrip().upper().startswith("CREATE VIRTUAL")
+
+
+def _check_stored(reader: _Reader, table: str) -> None:
+    """Every column perflab reads from ``table`` is there and stored: a generated column's
+    value is computed by an expression of the file's, on every read, at any cost."""
+    hidden = {
+        str(name).lower(): flag
+        for _, name, *_rest, flag in reader.rows(table, f"PRAGMA table_xinfo({table})")
+    }
+    for column in _READ[table]:
+        flag = hidden.get(column.lower())
+        if flag is None:
+            problem = "no such column: not an Nsight Systems export"
+        elif flag:  # 2: a virtual generated column, 3: a stored one (1: a virtual table's)
+            problem = (
+                "a generated column (GENERATED ALWAYS AS ...): its values are computed by an "
+                "expression in the file; an Nsight Systems export stores them"
+            )
+        else:
+            continue
+        raise InputError(problem, source=reader.source, position=f"table {table}, column {column}")
+
+
+def _check_columns(reader: _Reader, table: str) -> None:
     """Every row of ``table`` that perflab reads holds integers in range in the columns of
     ``_COLUMNS``, and ends no earlier than it starts; else an InputError naming the row."""
     spec = _COLUMNS[table]
-    present = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-    columns = [c for c in spec if c in present]
+    columns = list(spec)
     tests = [f"NOT (typeof({c}) = 'integer' AND {c} BETWEEN ? AND ?)" for c in columns]
     tests.append(f"end - start > {DUR_MAX_NS} OR end < start")
     rows = _ROWS_CHECKED.get(table, "1")
@@ -184,10 +346,11 @@ def _check_columns(db: sqlite3.Connection, table: str, source: str) -> None:
         f"WHERE ({rows}) AND ({' OR '.join(tests)}) LIMIT 1"
     )
     bounds = [b for c in columns for b in spec[c]]
-    bad = db.execute(sql, bounds).fetchone()
+    bad = reader.first(table, sql, bounds)
     if bad is None:
         return
     rowid, values = bad[0], dict(zip(columns, bad[1:], strict=True))
+    source = reader.source
     for column, value in values.items():
         lo, hi = spec[column]
         if type(value) is not int or not lo <= value <= hi:
@@ -204,21 +367,19 @@ def _check_columns(db: sqlite3.Connection, table: str, source: str) -> None:
     )
 
 
-def _tables(db: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def _fetch(db: sqlite3.Connection, sql: str, width: int) -> npt.NDArray[np.int64]:
-    rows = db.execute(sql).fetchall()
+def _fetch(reader: _Reader, table: str, sql: str, width: int) -> npt.NDArray[np.int64]:
+    rows = reader.rows(table, sql)
     try:
         return np.array(rows, dtype=np.int64).reshape(-1, width)
     except (TypeError, ValueError, OverflowError) as exc:
-        table = sql.split("FROM")[-1].split()[0]
-        raise InputError(f"unexpected value in {table}: {exc}") from None
+        raise InputError(
+            f"unexpected value: {exc}", source=reader.source, position=f"table {table}"
+        ) from None
 
 
-def _read(db: sqlite3.Connection, source: str) -> Trace:
-    tables = _tables(db)
+def _read(reader: _Reader) -> Trace:
+    source = reader.source
+    tables = _tables(reader)
     activity = {t for t in tables if t.startswith("CUPTI_ACTIVITY_KIND_")} | (
         {"NVTX_EVENTS"} & tables
     )
@@ -227,16 +388,19 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
             "SQLite file is not an Nsight Systems export (no StringIds or CUPTI/NVTX tables)",
             source=source,
         )
+    for table in sorted(_READ.keys() & tables):
+        _check_stored(reader, table)
     for table in sorted(_COLUMNS.keys() & tables):
-        _check_columns(db, table, source)
+        _check_columns(reader, table)
     strings = StringTable()
-    (bad_ids,) = db.execute(
+    (bad_ids,) = reader.first(
+        "StringIds",
         "SELECT count(*) FROM StringIds WHERE NOT (typeof(id) = 'integer' "
-        "AND id BETWEEN 0 AND 50000000)"
-    ).fetchone()
+        "AND id BETWEEN 0 AND 50000000)",
+    ) or (0,)
     if bad_ids:
         raise InputError("StringIds ids out of range", source=source, position="StringIds")
-    ids = db.execute("SELECT id, value FROM StringIds").fetchall()
+    ids = reader.rows("StringIds", "SELECT id, value FROM StringIds", text={1: "value"})
     max_id = max((i for i, _ in ids), default=0)
     string_of = np.full(max_id + 1, strings.add(""), dtype=np.int64)
     string_of[[i for i, _ in ids]] = strings.add_all(_text(v) for _, v in ids)
@@ -246,7 +410,7 @@ def _read(db: sqlite3.Connection, source: str) -> Trace:
         return np.where(ok, string_of[np.clip(raw, 0, max_id)], string_of[0])
 
     try:
-        return _assemble(db, tables, _Context(db, strings, name_ids, source))
+        return _assemble(tables, _Context(reader, strings, name_ids))
     except InputError as exc:
         if exc.source:
             raise
@@ -269,10 +433,13 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Context:
-    db: sqlite3.Connection
+    reader: _Reader
     strings: StringTable
     name_ids: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]
-    source: str
+
+    @property
+    def source(self) -> str:
+        return self.reader.source
 
 
 def _gpu_block(
@@ -289,14 +456,14 @@ def _host_block(kind: EventKind, rows: npt.NDArray[np.int64], names: Any, corr: 
 
 
 def _kernel_block(ctx: _Context) -> _Block:
-    k = _fetch(ctx.db, _KERNEL_SQL, 14)
+    k = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SQL, 14)
     # the SQL selects these in KERNEL_COLUMNS order, grid_x .. shared_mem
     dims = {c: k[:, 6 + i] for i, c in enumerate(list(KERNEL_COLUMNS)[1:9])}
     return _gpu_block(EventKind.KERNEL, k, ctx.name_ids(k[:, 5]), side=("kernels", dims))
 
 
 def _memcpy_block(ctx: _Context) -> _Block:
-    m = _fetch(ctx.db, _MEMCPY_SQL, 7)
+    m = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SQL, 7)
     direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
     names = ctx.strings.add_all(f"Memcpy {d}" for d in direction)
     copies = {"bytes": m[:, 5], "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction]}
@@ -304,25 +471,25 @@ def _memcpy_block(ctx: _Context) -> _Block:
 
 
 def _memset_block(ctx: _Context) -> _Block:
-    s = _fetch(ctx.db, _MEMSET_SQL, 6)
+    s = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_MEMSET", _MEMSET_SQL, 6)
     names = np.full(len(s), ctx.strings.add("Memset"))
     sets = {"bytes": s[:, 5], "direction": np.full(len(s), MEMCPY_DIRECTIONS.index("memset"))}
     return _gpu_block(EventKind.MEMSET, s, names, side=("memcpy", sets))
 
 
 def _runtime_block(ctx: _Context) -> _Block:
-    r = _fetch(ctx.db, _RUNTIME_SQL, 5)
+    r = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_RUNTIME", _RUNTIME_SQL, 5)
     return _host_block(EventKind.RUNTIME, r, ctx.name_ids(r[:, 4]), r[:, 3])
 
 
 def _sync_block(ctx: _Context) -> _Block:
-    y = _fetch(ctx.db, _SYNC_SQL, 6)
+    y = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _SYNC_SQL, 6)
     names = ctx.strings.add_all(_SYNC_TYPE.get(int(t), "Synchronization") for t in y[:, 5])
     return _gpu_block(EventKind.SYNC, y, names)
 
 
 def _nvtx_block(ctx: _Context) -> _Block:
-    raw = ctx.db.execute(_NVTX_SQL).fetchall()
+    raw = ctx.reader.rows("NVTX_EVENTS", _NVTX_SQL, text={4: "text"})
     rows = _fetch_rows(raw, ctx.source)
     texts = [_text(t) for *_, t in raw]
     text_ids = np.array([i if type(i) is int else -1 for *_, i, _ in raw], dtype=np.int64)
@@ -342,7 +509,7 @@ _BLOCKS: tuple[tuple[str, Callable[[_Context], _Block]], ...] = (
 _SIDE_SCHEMAS = {"kernels": KERNEL_COLUMNS, "memcpy": MEMCPY_COLUMNS}
 
 
-def _assemble(db: sqlite3.Connection, tables: set[str], ctx: _Context) -> Trace:
+def _assemble(tables: set[str], ctx: _Context) -> Trace:
     parts = _Parts()
     sides: dict[str, list[Table]] = {name: [] for name in _SIDE_SCHEMAS}
     rows_read = 0
@@ -363,7 +530,7 @@ def _assemble(db: sqlite3.Connection, tables: set[str], ctx: _Context) -> Trace:
         "source": ctx.source,
         "format": "nsys",
         "events_read": rows_read,
-        "devices": _gpu_info(db, tables),
+        "devices": _gpu_info(ctx.reader, tables),
     }
     return _trace_of(parts, ctx, kernels, memcpy, meta)
 
@@ -413,16 +580,20 @@ def _split_global_tid(gtid: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64
     return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
 
 
-def _gpu_info(db: sqlite3.Connection, tables: set[str]) -> list[dict[str, Any]]:
-    if "TARGET_INFO_GPU" not in tables:
+def _gpu_info(reader: _Reader, tables: set[str]) -> list[dict[str, Any]]:
+    """Each GPU's row of TARGET_INFO_GPU, its stored columns with plain names (no ``*``: a
+    generated column would be computed, and a name is spliced into the SQL)."""
+    if _GPU_INFO not in tables:
         return []
-    cur = db.execute("SELECT * FROM TARGET_INFO_GPU")
-    cols = [c[0] for c in cur.description]
-    out = []
-    for row in cur.fetchall():
-        d = {c: v for c, v in zip(cols, row, strict=True) if _plain_value(v)}
-        out.append(d)
-    return out
+    info = reader.rows(_GPU_INFO, f"PRAGMA table_xinfo({_GPU_INFO})")
+    cols = [
+        str(name) for _, name, *_rest, flag in info if not flag and _IDENTIFIER.fullmatch(str(name))
+    ]
+    if not cols:
+        return []
+    sql = f"SELECT {', '.join(f'[{c}]' for c in cols)} FROM {_GPU_INFO}"  # noqa: S608
+    rows = reader.rows(_GPU_INFO, sql, text=dict(enumerate(cols)))
+    return [{c: v for c, v in zip(cols, row, strict=True) if _plain_value(v)} for row in rows]
 
 
 def _plain_value(value: Any) -> bool:
