@@ -240,3 +240,63 @@ def test_ceilings_alone_say_no_points_instead_of_an_empty_table(tmp_path: Path) 
     for page in (html, saved):
         assert "no points" in page and "<th>bound by</th>" not in page
     assert "no points" in chart._repr_mimebundle_()["text/plain"]
+
+
+class _CountedPasses(list):  # type: ignore[type-arg]
+    """A list that counts the passes made over it."""
+
+    passes = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        self.passes += 1
+        return super().__iter__()
+
+
+def test_points_from_ncu_pass_over_the_metrics_once() -> None:
+    # a pass per kernel made `perflab roofline --ncu` of 3,000 kernels take over a minute
+    from perflab.model.ncu import NcuMetric, NcuReport
+    from perflab.render.roofline import points_from_ncu
+
+    metrics = _CountedPasses(
+        NcuMetric(k, "s", name, unit, value, str(value))
+        for k in range(200)
+        for name, unit, value in (
+            ("gpu__time_duration.sum", "ns", 1000.0 + k),
+            ("dram__bytes.sum", "byte", 1e6),
+        )
+    )
+    kernels = [{"Kernel Name": f"k{k}"} for k in range(200)]
+    points = points_from_ncu(NcuReport("x.csv", kernels, metrics))
+    assert [p.name for p in points] == [f"k{k}" for k in range(200)]
+    assert points[7].seconds == pytest.approx(1007e-9)
+    assert metrics.passes == 1
+
+
+def test_a_chart_of_many_points_names_the_longest_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # naming every point placed each label clear of every marker and label before it: time
+    # grew with the square of the points (1,000 ncu kernels: 9 s; 3,000: over a minute)
+    from perflab.render import labels
+    from perflab.render.roofline import MAX_LABELS, roofline
+
+    checks = []
+    overlap = labels.overlap
+
+    def counted_overlap(a: labels.Box, b: labels.Box) -> bool:
+        checks.append(1)
+        return overlap(a, b)
+
+    n = 300
+    points = [(f"k{i}", 1e9 * (1 + i % 17), 1e8 * (1 + i % 13), 1e-4 * (1 + i)) for i in range(n)]
+    chart = roofline(points, device="H200")
+    monkeypatch.setattr(labels, "overlap", counted_overlap)
+    fig = chart.figure()
+    named = [
+        text
+        for layout in fig.center
+        if type(layout).__name__ == "LabelSet" and "label" in layout.source.data
+        for text in layout.source.data["label"]
+    ]
+    assert sorted(named) == sorted(f"k{i}" for i in range(n - MAX_LABELS, n))  # the longest
+    assert f"names beside the {MAX_LABELS} longest of {n} points" in fig.title.text
+    # each label is checked against the markers and labels taken: linear in the points
+    assert len(checks) <= len(labels.CANDIDATES) * MAX_LABELS * (n + MAX_LABELS + 10)

@@ -4,7 +4,8 @@ device, compute capability), every metric (section, name, unit, value) and the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from perflab.model.display import Shown
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-@dataclass
+@dataclass(slots=True)  # a report of thousands of kernels holds a million of these
 class NcuMetric:
     kernel: int
     section: str
@@ -23,7 +24,7 @@ class NcuMetric:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class NcuRule:
     kernel: int
     section: str
@@ -51,20 +52,32 @@ class NcuReport(Shown):
         """One row per metric: kernel, section, name, unit, value (float or NaN), text."""
         import pandas as pd
 
-        return pd.DataFrame(
-            [m.__dict__ for m in self.metrics],
-            columns=["kernel", "section", "name", "unit", "value", "text"],
-        )
+        return pd.DataFrame(_values(NcuMetric, self.metrics), columns=_names(NcuMetric))
 
     def rules_to_pandas(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame([r.__dict__ for r in self.rules], columns=list(NcuRule.__annotations__))
+        return pd.DataFrame(_values(NcuRule, self.rules), columns=_names(NcuRule))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "kernels": self.kernels,
-            "metrics": [m.__dict__ for m in self.metrics],
-            "rules": [r.__dict__ for r in self.rules],
+            "metrics": [
+                dict(zip(_names(NcuMetric), v, strict=True))
+                for v in _values(NcuMetric, self.metrics)
+            ],
+            "rules": [
+                dict(zip(_names(NcuRule), v, strict=True)) for v in _values(NcuRule, self.rules)
+            ],
         }
+
+
+def _names(kind: type[NcuMetric | NcuRule]) -> list[str]:
+    return [f.name for f in fields(kind)]
+
+
+def _values(kind: type[NcuMetric | NcuRule], items: list[Any]) -> list[tuple[Any, ...]]:
+    """Each item's fields, in order (the classes have slots, no ``__dict__``)."""
+    get = attrgetter(*_names(kind))
+    return [get(item) for item in items]

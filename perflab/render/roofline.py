@@ -8,6 +8,7 @@ memory level) or from ``(name, flops, bytes, seconds)`` tuples.
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -37,6 +38,7 @@ LEVEL_ALIASES = {
     "shared": "l1_shared",
     "l1tex": "l1_shared",
 }
+MAX_LABELS = 40  # points named beside their marker; the hover box names every one
 HEADERS = ("kernel", "level", "time", "FLOP/s", "bytes/s", "FLOP/B", "bound by", "of ceiling")
 
 
@@ -144,12 +146,9 @@ def points_from_ncu(report: Any) -> list[Point]:
     SASS FP instruction counters (0 when the report has none: such points sit at the left
     edge of the chart and are compared on bandwidth)."""
     points: list[Point] = []
+    by_kernel = _numeric_metrics(report)
     for k, launch in enumerate(report.kernels):
-        values = {
-            m.name: (m.value, m.unit)
-            for m in report.metrics
-            if m.kernel == k and m.value is not None
-        }
+        values = by_kernel.get(k, {})
         seconds = _ncu_seconds(values)
         if seconds is None:
             continue
@@ -171,6 +170,16 @@ def points_from_ncu(report: Any) -> list[Point]:
                     )
                 )
     return points
+
+
+def _numeric_metrics(report: Any) -> dict[int, dict[str, tuple[float, str]]]:
+    """Each kernel's numeric metrics, name -> (value, unit), in one pass over the report (a
+    pass per kernel made a report of thousands of kernels take minutes)."""
+    by_kernel: dict[int, dict[str, tuple[float, str]]] = {}
+    for m in report.metrics:
+        if m.value is not None:
+            by_kernel.setdefault(m.kernel, {})[m.name] = (m.value, m.unit)
+    return by_kernel
 
 
 def _ncu_seconds(values: dict[str, tuple[float, str]]) -> float | None:
@@ -385,7 +394,7 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
         x_axis_label="arithmetic intensity (FLOP/byte)",
         y_axis_label="performance (FLOP/s)",
         tools="pan,wheel_zoom,box_zoom,reset",
-        title=f"{r.roof.device}: {_provenance(r.roof)}",
+        title=f"{r.roof.device}: {_provenance(r.roof)}{_names_shown(r.verdicts)}",
     )
     _flops_ticks(fig.yaxis[0], axes)
     placer = LabelPlacer((axes.x_lo, axes.x_hi), (axes.y_lo, axes.y_hi), width, height)
@@ -481,8 +490,8 @@ def _points(fig: Any, verdicts: list[Verdict], placer: LabelPlacer) -> None:
     sides: dict[bool, dict[str, list[Any]]] = {
         side: {"x": [], "y": [], "label": [], "dx": [], "dy": []} for side in (False, True)
     }
-    for x, y, name in zip(cols["x"], cols["y"], cols["name"], strict=True):
-        label = str(name)[:40]
+    for i in labelled(verdicts):
+        x, y, label = cols["x"][i], cols["y"][i], str(cols["name"][i])[:40]
         spot = placer.place(x, y, label)
         row = {"x": x, "y": y, "label": label, "dx": spot.dx, "dy": spot.dy}
         for key, value in row.items():
@@ -504,13 +513,33 @@ def _points(fig: Any, verdicts: list[Verdict], placer: LabelPlacer) -> None:
     fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
 
 
+def labelled(verdicts: list[Verdict]) -> list[int]:
+    """The points named on the chart: the :data:`MAX_LABELS` longest-running, in their
+    order. More names would cover the plot (the hover box and the table name every point),
+    and each label is placed clear of every marker and label before it, so naming them all
+    would take time that grows with the square of the number of points."""
+    if len(verdicts) <= MAX_LABELS:
+        return list(range(len(verdicts)))
+    longest = heapq.nlargest(
+        MAX_LABELS, range(len(verdicts)), key=lambda i: verdicts[i].point.seconds
+    )
+    return sorted(longest)
+
+
+def _names_shown(verdicts: list[Verdict]) -> str:
+    """What the title says when not every point is named on the chart."""
+    if len(verdicts) <= MAX_LABELS:
+        return ""
+    return f"; names beside the {MAX_LABELS} longest of {len(verdicts):,} points"
+
+
 def _provenance(roof: Roof) -> str:
     return "measured ceilings" if roof.measured else "spec-sheet ceilings (not measured)"
 
 
 def _point_columns(verdicts: list[Verdict]) -> dict[str, list[Any]]:
     palette = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b")
-    names = list(dict.fromkeys(v.point.name for v in verdicts))
+    colour_of = {name: i for i, name in enumerate(dict.fromkeys(v.point.name for v in verdicts))}
     markers = {"hbm": "circle", "l2": "square", "l1_shared": "triangle", "dram": "circle"}
     cols: dict[str, list[Any]] = {
         k: []
@@ -543,7 +572,7 @@ def _point_columns(verdicts: list[Verdict]) -> dict[str, list[Any]]:
         cols["ai"].append("no FLOPs counted" if no_flops else f"{p.intensity:.3g} FLOP/B")
         cols["bound"].append(f"{v.ceiling} ({v.headroom:.3g}x headroom)")
         cols["fraction"].append(f"{100 * v.fraction:.1f}%")
-        cols["color"].append(palette[names.index(p.name) % len(palette)])
+        cols["color"].append(palette[colour_of[p.name] % len(palette)])
         cols["marker"].append(markers.get(v.memory_key, "diamond"))
     return cols
 
