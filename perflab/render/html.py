@@ -1,12 +1,15 @@
-"""Small HTML building blocks. Every string from outside goes through :func:`esc`."""
+"""Small HTML and text building blocks. Every string from outside goes through :func:`esc`
+in HTML and through :func:`printable` in text meant for a terminal."""
 
 from __future__ import annotations
 
 import base64
 import functools
 import html
+import re
 from collections.abc import Collection, Iterable, Sequence
 from importlib import resources
+from typing import Final
 
 
 @functools.cache
@@ -22,6 +25,27 @@ def style() -> str:
 def esc(value: object) -> str:
     """Escape any value for HTML text and attribute context."""
     return html.escape(str(value), quote=True)
+
+
+# What a terminal acts on: C0 controls, DEL and C1 controls (0x9b acts as ESC [ on some
+# terminals), the line and paragraph separators, and the bidirectional marks, embeddings,
+# overrides and isolates. Printed raw, a name from a file could move the cursor, clear the
+# screen, set the window's title, or show text other than what the file holds.
+UNSAFE_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: each character of :data:`UNSAFE_TEXT` written as its Python
+    escape (``\\x00``, ``\\x1b``, ``\\u202e``). Tabs and newlines are among them: pass a
+    name or a field, not a whole view."""
+    if UNSAFE_TEXT.search(text) is None:
+        return text
+    return UNSAFE_TEXT.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def svg_image(svg: str, alt: str, style: str = "") -> str:
@@ -60,7 +84,10 @@ def table(
 def text_table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: Collection[int] = (0,)
 ) -> str:
-    """A fixed-width text table: columns ``left`` (text) left-aligned, the rest right."""
+    """A fixed-width text table: columns ``left`` (text) left-aligned, the rest right.
+    Cells are :func:`printable`: a control character in a name cannot reach the terminal."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]

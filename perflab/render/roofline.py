@@ -21,7 +21,7 @@ from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, 
 from perflab.errors import InputError
 from perflab.model.serialize import write_text
 from perflab.model.units import format_ns
-from perflab.render.html import esc, table, text_table, wrap
+from perflab.render.html import esc, printable, table, text_table, wrap
 from perflab.render.labels import LabelPlacer, log_ticks
 
 if TYPE_CHECKING:
@@ -294,7 +294,8 @@ def above_roof_notes(r: Roofline) -> list[str]:
     for v in r.verdicts:
         if v.fraction <= 1.0:
             continue
-        head = f"{v.point.name[:60]} is at {100 * v.fraction:.0f}% of its ceiling ({v.ceiling})"
+        name = printable(v.point.name)[:60]
+        head = f"{name} is at {100 * v.fraction:.0f}% of its ceiling ({v.ceiling})"
         if r.roof.measured:
             why = (
                 "the ceiling is a measurement, and this kernel beat it: the benchmark did not "
@@ -345,12 +346,12 @@ def roofline(points: Iterable[Any], device: str = "H200", *, ceilings: Any = Non
     for p in pts:
         if p.level is not None and p.level not in roof.memory:
             raise InputError(
-                f"{p.name}: no {p.level!r} bandwidth ceiling for {roof.device} "
+                f"{printable(p.name)}: no {p.level!r} bandwidth ceiling for {roof.device} "
                 f"(known: {', '.join(roof.memory)})"
             )
         if p.dtype is not None and p.dtype not in roof.compute:
             raise InputError(
-                f"{p.name}: no {p.dtype!r} compute ceiling for {roof.device} "
+                f"{printable(p.name)}: no {p.dtype!r} compute ceiling for {roof.device} "
                 f"(known: {', '.join(roof.compute)})"
             )
     return Roofline(roof, assess_all(pts, roof))

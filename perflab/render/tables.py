@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ from perflab.analysis.trace_summary import Totals, TraceSummary
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
 from perflab.model.units import format_bytes, format_ns, format_us, shorten
-from perflab.render.html import esc, table, text_table, wrap
+from perflab.render.html import esc, printable, table, text_table, wrap
 
 HEADERS = ("name", "calls", "total", "mean", "share")
 MAX_NAME = 80
@@ -63,8 +64,13 @@ ADVICE_TYPES = ("OPT", "WRN")  # rule results that give advice (INF ones only in
 TEXT_WIDTH = 100
 
 
-def _advice(report: NcuReport, kernel: int) -> list[NcuRule]:
-    return [r for r in report.rules if r.kernel == kernel and r.type in ADVICE_TYPES]
+def _advice(report: NcuReport) -> dict[int, list[NcuRule]]:
+    """Each kernel's advice, in one pass over the rules (not one per kernel)."""
+    by_kernel: dict[int, list[NcuRule]] = {}
+    for r in report.rules:
+        if r.type in ADVICE_TYPES:
+            by_kernel.setdefault(r.kernel, []).append(r)
+    return by_kernel
 
 
 def _rule_head(rule: NcuRule) -> str:
@@ -72,25 +78,29 @@ def _rule_head(rule: NcuRule) -> str:
     return f"[{rule.type}] {rule.rule}{gain}"
 
 
-def _launch(report: NcuReport, kernel: int) -> str:
-    launch = report.kernels[kernel]
-    n = sum(1 for m in report.metrics if m.kernel == kernel)
-    return (
-        f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')} ({n} metrics)"
-    )
+def _launches(report: NcuReport) -> list[str]:
+    """Each kernel's grid, block and number of metrics, in one pass over the metrics."""
+    counts = Counter(m.kernel for m in report.metrics)
+    return [
+        f"grid {launch.get('Grid Size', '?')} block {launch.get('Block Size', '?')} "
+        f"({counts[k]} metrics)"
+        for k, launch in enumerate(report.kernels)
+    ]
 
 
 def ncu_text(report: NcuReport) -> str:
-    """Per kernel: its launch, then each rule's whole advice, wrapped (never cut)."""
+    """Per kernel: its launch, then each rule's whole advice, wrapped (never cut). Text from
+    the report is :func:`printable`: a control character in a name is shown escaped."""
     lines = []
-    for k, launch in enumerate(report.kernels):
-        name = launch.get("Kernel Name", "?")
-        lines.append(f"kernel {k}: {_short(name)} {_launch(report, k)}")
-        for rule in _advice(report, k):
-            head = f"  {_rule_head(rule)}: "
+    advice = _advice(report)
+    for k, (launch, shape) in enumerate(zip(report.kernels, _launches(report), strict=True)):
+        name = printable(launch.get("Kernel Name", "?"))
+        lines.append(f"kernel {k}: {_short(name)} {printable(shape)}")
+        for rule in advice.get(k, []):
+            head = f"  {printable(_rule_head(rule))}: "
             lines.append(
                 textwrap.fill(
-                    " ".join(rule.description.split()),
+                    printable(" ".join(rule.description.split())),
                     width=TEXT_WIDTH,
                     initial_indent=head,
                     subsequent_indent=" " * 6,
@@ -104,15 +114,13 @@ def ncu_text(report: NcuReport) -> str:
 def ncu_html(report: NcuReport) -> str:
     """The same as :func:`ncu_text`, with full kernel names and advice (escaped)."""
     parts = []
-    for k, launch in enumerate(report.kernels):
+    advice = _advice(report)
+    for k, (launch, shape) in enumerate(zip(report.kernels, _launches(report), strict=True)):
         name = launch.get("Kernel Name", "?")
-        parts.append(
-            f'<div class="wrap">kernel {k}: <code>{esc(name)}</code> '
-            f"{esc(_launch(report, k))}</div>"
-        )
+        parts.append(f'<div class="wrap">kernel {k}: <code>{esc(name)}</code> {esc(shape)}</div>')
         items = [
             f"<li><b>{esc(_rule_head(rule))}</b>: {esc(rule.description)}</li>"
-            for rule in _advice(report, k)
+            for rule in advice.get(k, [])
         ]
         if items:
             parts.append(f'<ul class="advice">{"".join(items)}</ul>')

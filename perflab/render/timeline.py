@@ -49,7 +49,7 @@ from perflab.model.trace import (
 )
 from perflab.model.units import counted, format_ns, shorten
 from perflab.render.bokeh_embed import notebook_bundle, standalone_html
-from perflab.render.html import esc, static_text
+from perflab.render.html import esc, printable, static_text
 
 MAX_NAME = 300  # hover shows at most this many characters of a name
 LANE_PX = 22
@@ -576,7 +576,7 @@ def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     lanes_line = f"{counted(len(lanes.labels), 'lane')}, under a strip of {strip_title(lanes)}:"
     lines = [trace.describe(), lanes_line]
     lines += [
-        f"  {'GPU' if g else 'CPU'}  {label}  ({n:,} events)"
+        f"  {'GPU' if g else 'CPU'}  {printable(label)}  ({n:,} events)"
         for label, g, n in zip(
             lanes.labels, lanes.gpu.tolist(), lanes.counts().tolist(), strict=True
         )
