@@ -6,7 +6,8 @@ whose numbers hold together (durations >= 0, busy <= span, totals >= 0, a save r
 a Chrome export that succeed), or a perflab error that names the file. Anything else (a raw
 Python exception, a negative total) is collected and reported with the seed of the case.
 Mutations: byte flips, truncations, huge/negative/NaN/inf numbers, wrong types, deep nesting,
-duplicate keys and columns.
+duplicate keys and columns; for Nsight Systems exports, hostile schemas too (generated columns,
+views, virtual tables, extra or missing columns, other types, huge values, triggers).
 
 ``python tests/test_fuzz_io.py [SECONDS]`` prints the counts without failing (measurement).
 """
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 import pytest
 from data_paths import TRACES
+from nsys_hostile import EXPENSIVE, columns, edit, generated, rebuilt, view_instead
 
 from perflab.errors import PerflabError
 from perflab.io import export_chrome, load_ncu, load_trace
@@ -412,6 +414,88 @@ def fuzz_nsys(workdir: Path, seconds: float = SECONDS) -> Stats:
     return run("nsys sqlite", 3, _nsys_maker(), load_trace, check_trace, workdir, seconds)
 
 
+# -- Nsight Systems schemas made hostile -------------------------------------------------------
+
+# the columns perflab reads from each table, and the text ones among them
+SCHEMA_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "streamId", "demangledName", "gridX"],
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ["start", "end", "bytes", "copyKind"],
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "globalTid", "nameId"],
+    "NVTX_EVENTS": ["start", "end", "eventType", "text", "textId"],
+    "StringIds": ["id", "value"],
+    "TARGET_INFO_GPU": ["id", "name", "smCount"],
+}
+TEXT_COLUMNS = [("StringIds", "value"), ("NVTX_EVENTS", "text"), ("TARGET_INFO_GPU", "name")]
+# what a generated column computes: constants, or huge text and long work
+CHEAP = ["1", "NULL", "'text'", "-1", "2.5", "X'00ff'"]
+COSTLY = ["hex(zeroblob(3000000))", "length(hex(zeroblob(100000000)))"]
+TYPES = ["TEXT", "BLOB", "REAL", "", "NUMERIC"]
+CASTS = ["CAST({c} AS TEXT)", "CAST({c} AS REAL) + 0.5", "CAST({c} AS BLOB)", "'x' || {c}"]
+
+
+def _schema_mutation(rng: random.Random) -> list[str]:
+    """One hostile change to the export's schema or values, as statements."""
+    table = rng.choice(sorted(SCHEMA_COLUMNS))
+    column = rng.choice(SCHEMA_COLUMNS[table])
+    spelt = rng.choice([table, table.lower(), table.upper()])
+    kind = rng.randrange(9)
+    if kind == 0:  # a column perflab reads, generated (a stored one is computed as it is made)
+        stored = rng.random() < 0.3
+        expression = rng.choice(CHEAP if stored else CHEAP + COSTLY)
+        return generated(table, column, expression, stored=stored, rows=rng.choice([5, None]))
+    if kind == 1:
+        return view_instead(table, spelt)
+    if kind == 2:  # an empty virtual table in place of the table
+        listed = ", ".join(name for name, _ in columns(table))
+        return [
+            f"ALTER TABLE {table} RENAME TO stored_rows",
+            f"CREATE VIRTUAL TABLE {spelt} USING fts5({listed})",
+        ]
+    if kind == 3:  # a column perflab does not read: plain, or generated at any cost
+        by_row = [EXPENSIVE] if "start" in SCHEMA_COLUMNS[table] else []
+        extra = rng.choice(CHEAP + COSTLY + by_row)
+        plain = f"DEFAULT {rng.choice(CHEAP)}"
+        made = f"GENERATED ALWAYS AS ({extra}) VIRTUAL"
+        return [f"ALTER TABLE {spelt} ADD COLUMN extra {rng.choice([plain, made])}"]
+    if kind == 4:
+        return [f"ALTER TABLE {spelt} DROP COLUMN {column}"]
+    if kind == 5:  # the column declared another type, holding values of another type
+        value = rng.choice(CASTS).format(c=column)
+        return rebuilt(table, column, f"{column} {rng.choice(TYPES)}", value)
+    if kind == 6:  # a huge value, below or above what perflab reads
+        text_table, text_column = rng.choice(TEXT_COLUMNS)
+        size = rng.choice([1000, 500_000, 1_100_000, 3_000_000])
+        value = rng.choice([f"randomblob({size})", f"hex(zeroblob({size // 2}))"])
+        return [
+            f"UPDATE {text_table} SET {text_column} = {value} WHERE rowid = "
+            f"(SELECT rowid FROM {text_table} LIMIT 1 OFFSET {rng.randrange(8)})"
+        ]
+    if kind == 7:  # a trigger that would wipe the kernels, were anything written
+        event = rng.choice(["INSERT", "UPDATE", "DELETE"])
+        return [
+            f"CREATE TRIGGER wipe{rng.randrange(10**6)} AFTER {event} ON {table} "
+            "BEGIN DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL; END"
+        ]
+    return [f"CREATE INDEX by_cost{rng.randrange(10**6)} ON {table} (length(hex(zeroblob(100))))"]
+
+
+def _nsys_schema_maker() -> Callable[[random.Random, Path], Path]:
+    def make(rng: random.Random, workdir: Path) -> Path:
+        path = workdir / "t.sqlite"
+        shutil.copyfile(NSYS, path)
+        edit(path, [_schema_mutation(rng) for _ in range(rng.randint(1, 3))], strict=False)
+        return path
+
+    return make
+
+
+def fuzz_nsys_schema(workdir: Path, seconds: float = SECONDS) -> Stats:
+    """Exports whose schema computes values on reading (generated columns, views, virtual
+    tables), lacks or adds columns, declares other types, holds huge values or triggers: a
+    correct trace or perflab's error naming the file, never a hang or a raw exception."""
+    return run("nsys schema", 7, _nsys_schema_maker(), load_trace, check_trace, workdir, seconds)
+
+
 # -- Nsight Compute CSV ------------------------------------------------------------------------
 
 CSV_VALUES = [
@@ -592,6 +676,7 @@ FUZZERS = {
     "kineto_gzip": fuzz_kineto_gzip,
     "kineto_parallel": fuzz_kineto_parallel,
     "nsys": fuzz_nsys,
+    "nsys_schema": fuzz_nsys_schema,
     "ncu": fuzz_ncu,
     "saved_npz": fuzz_saved_npz,
     "saved_json": fuzz_saved_json,
