@@ -31,11 +31,11 @@ def test_idle_breakdown_prints_times_with_units(nccl) -> None:  # type: ignore[n
     total = format_ns(device["idle_us"] * 1e3)
     assert f"idle {total}" in str(nccl.summary())  # the summary's own words...
     assert f"idle GPU time by cause: {total} in" in printed  # ...and the same figure here
-    assert format_ns(idle["host launch delay"] * 1e3) in printed
+    assert format_ns(idle["host-busy"] * 1e3) in printed
     assert sum(idle.values()) == pytest.approx(device["idle_us"], rel=1e-4)  # still us
     assert idle.to_dict() == dict(idle) and json.loads(json.dumps(idle)) == dict(idle)
     html = idle._repr_mimebundle_()["text/html"]
-    assert format_ns(idle["data transfer"] * 1e3) in html and not RAW_FLOAT.search(html)
+    assert format_ns(idle["launch-overhead"] * 1e3) in html and not RAW_FLOAT.search(html)
 
 
 def test_gap_table_shows_time_since_trace_start(nccl) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,6 @@
-"""Goodput analyses over a :class:`Trace`: idle gaps and their causes, per-stream
-utilisation, launch statistics, kernel tables, MFU and achieved bandwidth. Pure and vectorised.
+"""Goodput analyses over a :class:`Trace`: idle gaps and their causes (as tables; the
+analysis itself is :mod:`perflab.analysis.idle_causes`), per-stream utilisation, launch
+statistics, kernel tables, MFU and achieved bandwidth. Pure and vectorised.
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from perflab.analysis.trace_intervals import merge, overlap_per_interval, union_length
+from perflab.analysis.idle_classify import CAUSES
+from perflab.analysis.trace_intervals import union_length
 from perflab.model.display import Shown
 from perflab.model.optable import OpTable
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
-from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.trace_keys import device_pairs, launch_links
 from perflab.model.units import format_ns, us_from_ns
 
 if TYPE_CHECKING:
     import pandas as pd
 
-GAP_CAUSES = ("host launch delay", "synchronization", "data transfer", "other")
+# the causes of idle gaps (perflab.analysis.idle_causes has their rules)
+GAP_CAUSES = CAUSES
 
 
 # What a Frame column holds, for its text/HTML views (its data stay plain numbers)
@@ -122,44 +125,27 @@ def stream_utilisation(trace: Trace) -> Frame:
 
 
 def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
-    """Every gap in a device's busy time (longer than ``min_ns``), with what preceded it:
-    a data transfer (the work before or after it is a copy), synchronization (a sync event
-    covers part of the gap), a host launch delay (the next work was launched after the gap
-    began) or other."""
-    work = trace.mask(*GPU_WORK_KINDS) & (trace.event_device() >= 0)
-    pairs, pair_of_track = device_pairs(trace)
-    dev_key = pair_of_track[trace.track]
-    syncs = merge(*_sync_intervals(trace))
-    launched = launch_start(trace)
+    """Every gap in a device's busy time (longer than ``min_ns``) with its cause, the work
+    before and after it, and the first piece of evidence (``why``): a table view of
+    :func:`perflab.analysis.idle_causes.idle_causes`, which has the rules and all the
+    evidence."""
+    from perflab.analysis.idle_causes import idle_causes
+
+    found = idle_causes(trace, min_ns)
+    g = found.gaps
+    names = found.trace.strings
     cols: dict[str, list[Any]] = {
-        k: [] for k in ("device", "start_ns", "dur_ns", "cause", "before", "after")
+        "device": [found.device_labels[d] for d in g.device.tolist()],
+        "start_ns": g.start.tolist(),
+        "dur_ns": (g.end - g.start).tolist(),
+        "cause": [GAP_CAUSES[c] for c in g.cause.tolist()],
+        "before": [names[n] for n in trace.name[g.prev].tolist()],
+        "after": [names[n] for n in trace.name[g.next].tolist()],
+        "why": [found.evidence(i)[0].text for i in range(len(found))],
     }
-    for key in distinct(dev_key[work]).tolist():
-        rows = np.flatnonzero(work & (dev_key == key))
-        rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
-        s, e = trace.start_ns[rows], trace.end_ns[rows]
-        reach = np.maximum.accumulate(e)
-        gap = s[1:] - reach[:-1]
-        at = np.flatnonzero(gap > min_ns)
-        if len(at) == 0:
-            continue
-        g0, g1 = reach[at], s[at + 1]
-        prev = rows[_last_ending(e, reach, at)]
-        nxt = rows[at + 1]
-        copy = (trace.kind[prev] == EventKind.MEMCPY) | (trace.kind[nxt] == EventKind.MEMCPY)
-        synced = overlap_per_interval(g0, g1, syncs) > 0
-        late = launched[nxt] > g0
-        cause = np.select([copy, synced, late], [2, 1, 0], default=3)
-        label = device_pair_label(int(pairs[key, 0]), int(pairs[key, 1]))
-        cols["device"] += [label] * len(at)
-        cols["start_ns"] += g0.tolist()
-        cols["dur_ns"] += (g1 - g0).tolist()
-        cols["cause"] += [GAP_CAUSES[c] for c in cause.tolist()]
-        cols["before"] += trace.names_of(prev)
-        cols["after"] += trace.names_of(nxt)
     origin = int(trace.start_ns.min()) if len(trace) else 0
     longer = f" longer than {format_ns(min_ns)}" if min_ns else ""
-    title = f"idle gaps{longer} in GPU busy time, with what came before and after"
+    title = f"idle gaps{longer} in GPU busy time, with their causes (heuristics: see idle_causes)"
     return Frame(cols, {"start_ns": SINCE_START, "dur_ns": NS}, origin, title)
 
 
@@ -176,31 +162,15 @@ class IdleBreakdown(Shown, dict[str, float]):
 
 
 def idle_breakdown(trace: Trace, min_ns: int = 0) -> IdleBreakdown:
-    """Total idle microseconds per cause, and the number of gaps (see :func:`idle_gaps`)."""
-    gaps = idle_gaps(trace, min_ns)
-    idle_us = dict.fromkeys(GAP_CAUSES, 0.0)
-    count = dict.fromkeys(GAP_CAUSES, 0)
-    for cause, dur in zip(gaps.columns["cause"], gaps.columns["dur_ns"], strict=True):
-        idle_us[cause] += dur / 1e3
-        count[cause] += 1
-    return IdleBreakdown(idle_us, count)
+    """Total idle microseconds per cause, and the number of gaps, every cause of
+    :data:`GAP_CAUSES` listed (see :func:`perflab.analysis.idle_causes.idle_causes`)."""
+    from perflab.analysis.idle_causes import idle_causes
 
-
-def _last_ending(e: npt.NDArray[Any], reach: npt.NDArray[Any], at: npt.NDArray[Any]) -> Any:
-    """Index (within the sorted rows) of the event whose end defines ``reach[at]``."""
-    # reach is non-decreasing: where it first took its value is the event that set it
-    return np.searchsorted(reach, reach[at], side="left")
-
-
-def _sync_intervals(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Sync events and runtime calls that wait (cudaStreamSynchronize, cudaDeviceSynchronize,
-    cudaEventSynchronize, cuStreamWaitEvent...)."""
-    waits = np.array(
-        ["synchronize" in s.lower() or "wait" in s.lower() for s in trace.strings], dtype=bool
+    by_cause = idle_causes(trace, min_ns).by_cause()
+    return IdleBreakdown(
+        {cause: total.idle_us for cause, total in by_cause.items()},
+        {cause: total.gaps for cause, total in by_cause.items()},
     )
-    waiting_call = (trace.kind == EventKind.RUNTIME) & waits[trace.name] if len(trace) else False
-    is_wait = (trace.kind == EventKind.SYNC) | waiting_call
-    return trace.start_ns[is_wait], trace.end_ns[is_wait]
 
 
 def kernel_table(trace: Trace) -> OpTable:

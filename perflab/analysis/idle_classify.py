@@ -1,0 +1,374 @@
+"""The rules behind :mod:`perflab.analysis.idle_causes` (read its docstring first): gaps in
+each device's busy time, the launch that ended each, the cause code of each gap, and the host
+events that serve as evidence. All vectorised: a few sorts of the trace's rows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.analysis.copies import MEMORY_KINDS, host_memory_codes
+from perflab.analysis.host_stacks import (
+    HostStacks,
+    last_at_or_before,
+)
+from perflab.model.trace import (
+    GPU_WORK_KINDS,
+    MEMCPY_DIRECTIONS,
+    EventKind,
+    Trace,
+    TrackKind,
+    distinct,
+)
+from perflab.model.trace_keys import device_pairs, launch_links
+
+I64 = npt.NDArray[np.int64]
+
+CAUSES = ("host-busy", "after-sync", "launch-overhead", "gpu-dependency", "unknown")
+HOST_BUSY, AFTER_SYNC, LAUNCH_OVERHEAD, GPU_DEPENDENCY, UNKNOWN = range(len(CAUSES))
+
+SYNC_SLACK_NS = 10_000  # a sync "returned at about the gap's start": within 10 us of it
+LAUNCH_PATH_NS = 10_000  # host time between two launches that is only the launch path
+QUEUED_START_NS = 5_000  # a queued same-stream start this soon is the device's own latency
+QUEUE_WAIT_NS = 50_000  # work that sat queued on an idle GPU this long waited on the GPU side
+TOP_WORK = 3  # host events named per gap, longest first
+
+_SYNC_CALL = re.compile(r"^(cuda|cu)(stream|device|event|ctx)synchronize$")
+_BLOCKING_COPY_CALL = re.compile(r"^(cudamemcpy(2d|3d)?(peer)?(tosymbol|fromsymbol)?|cumemcpy\w*)$")
+SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+# copy directions with a host side (and "unknown"): the ones a copy call can block on
+_HOST_DIRECTIONS = [MEMCPY_DIRECTIONS.index(d) for d in ("unknown", "HtoD", "DtoH", "HtoH")]
+_VERSION = re.compile(r"_v\d+$")  # nsys names calls with their API version: _v3020
+_STREAM_WAIT = re.compile(r"^(cuda|cu)streamwaitevent$")
+
+
+def call_name(name: str) -> str:
+    """A runtime call's name without nsys's version suffix, lower-case:
+    ``"cudaStreamSynchronize_v3020"`` -> ``"cudastreamsynchronize"``."""
+    bare = name
+    while _VERSION.search(bare):
+        bare = _VERSION.sub("", bare)
+    return bare.lower()
+
+
+@dataclass
+class GapColumns:
+    """Per gap (numpy columns of one length): device pair, start, end, the work before and
+    after (event rows), the next work's launch call, its thread (track), cause code, the
+    sync and copy found (rows, -1 if none), the thread's previous launch, and the stretch
+    of host time examined for evidence with how much of it recorded events cover."""
+
+    device: I64
+    start: I64
+    end: I64
+    prev: I64
+    next: I64
+    launch: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    thread: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    cause: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, np.int8))
+    sync: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_after: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    copy: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    previous_launch: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    stream_wait: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_from: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_to: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    traced_ns: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def take(self, rows: npt.NDArray[Any]) -> GapColumns:
+        n = len(self)  # columns not filled in yet (empty) stay empty
+        return GapColumns(**{k: v[rows] if len(v) == n else v for k, v in vars(self).items()})
+
+
+@dataclass
+class HostEvidence:
+    """Host events named as evidence: per entry the gap (index), the event row, its role
+    (``within`` outermost covering, ``inside`` innermost covering, ``work`` ran in the
+    stretch) and how much of the stretch it covers (ns)."""
+
+    gap: I64
+    row: I64
+    index: I64  # in HostStacks' order
+    role: npt.NDArray[np.int8]
+    overlap: I64
+
+
+WITHIN, INSIDE, WORK = 0, 1, 2
+_ROLE_NAMES = ("within", "inside", "work")
+
+
+def find_gaps(trace: Trace, min_ns: int = 0, window: tuple[int, int] | None = None) -> GapColumns:
+    """Every gap longer than ``min_ns`` in each device's busy time (union of its kernels,
+    copies and memsets), with the work before (the event whose end began the gap) and after
+    (the first to start when it ended); with ``window``, only gaps inside it."""
+    work = trace.mask(*GPU_WORK_KINDS) & (trace.event_device() >= 0)
+    _, pair_of_track = device_pairs(trace)
+    dev_key = pair_of_track[trace.track]
+    parts: list[tuple[I64, ...]] = []
+    for key in distinct(dev_key[work]).tolist():
+        rows = np.flatnonzero(work & (dev_key == key))
+        rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
+        s, e = trace.start_ns[rows], trace.end_ns[rows]
+        reach = np.maximum.accumulate(e)
+        at = np.flatnonzero(s[1:] - reach[:-1] > min_ns)
+        g0, g1 = reach[at], s[at + 1]
+        # reach is non-decreasing: where it first took its value is the event that set it
+        prev = rows[np.searchsorted(reach, g0, side="left")]
+        parts.append((np.full(len(at), key, np.int64), g0, g1, prev, rows[at + 1]))
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return GapColumns(empty, empty, empty, empty, empty)
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    return GapColumns(*cols)
+
+
+def _name_mask(trace: Trace, test: Any) -> npt.NDArray[np.bool_]:
+    """Per event: ``test(name)``, decided once per distinct name."""
+    if not trace.strings:
+        return np.zeros(len(trace), dtype=bool)
+    per_name = np.zeros(len(trace.strings), dtype=bool)
+    ids = distinct(trace.name)
+    per_name[ids] = [bool(test(trace.strings[i])) for i in ids.tolist()]
+    return per_name[trace.name]
+
+
+def _on_cpu(trace: Trace) -> npt.NDArray[np.bool_]:
+    if len(trace) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(trace.tracks["kind"][trace.track] == TrackKind.CPU)
+
+
+def sync_calls(trace: Trace, links: I64) -> npt.NDArray[np.bool_]:
+    """Per event: a host call that waits for the GPU (see the module docstring)."""
+    runtime = trace.kind == EventKind.RUNTIME
+    named = runtime & _name_mask(trace, lambda n: _SYNC_CALL.match(call_name(n)))
+    ops = (trace.kind == EventKind.CPU_OP) & _name_mask(trace, lambda n: n in SYNC_OPS)
+    calls: npt.NDArray[np.bool_] = named | ops | _blocking_copy_calls(trace, links)
+    return calls & _on_cpu(trace)
+
+
+def _blocking_copy_calls(trace: Trace, links: I64) -> npt.NDArray[np.bool_]:
+    """Copy calls that blocked the host: synchronous by name, or returned after their copy
+    finished when the copy touches host memory that is not pinned (a device-to-device or
+    pinned copy that finishes during its own call did not make the call wait)."""
+    out = np.zeros(len(trace), dtype=bool)
+    copies = np.flatnonzero((trace.kind == EventKind.MEMCPY) & (links >= 0))
+    if len(copies) == 0:
+        return out
+    call = links[copies]
+    sync_named = _name_mask(trace, lambda n: _BLOCKING_COPY_CALL.match(call_name(n)))[call]
+    pinned = host_memory_codes(trace)[copies] == MEMORY_KINDS.index("pinned")
+    direction = np.zeros(len(trace), dtype=np.int64)
+    direction[trace.memcpy["event"]] = trace.memcpy["direction"]
+    touches_host = np.isin(direction[copies], _HOST_DIRECTIONS)
+    waited = (trace.end_ns[call] >= trace.end_ns[copies]) & touches_host & ~pinned
+    out[call[sync_named | waited]] = True
+    return out
+
+
+def _first_ending_from(rows: I64, trace: Trace, thread: I64, t: I64) -> I64:
+    """Per query: the event of ``rows`` on ``thread`` that ends first at or after ``t``."""
+    found = last_at_or_before(trace.track[rows].astype(np.int64), -trace.end_ns[rows], thread, -t)
+    return _rows_of(rows, found)
+
+
+def _rows_of(rows: I64, found: I64) -> I64:
+    """``rows[found]`` where found >= 0, -1 elsewhere (rows may be empty)."""
+    if len(rows) == 0:
+        return np.full(len(found), -1, dtype=np.int64)
+    return np.where(found >= 0, rows[np.maximum(found, 0)], -1)
+
+
+def _last_before(rows: I64, trace: Trace, thread: I64, t: I64, by_end: bool = True) -> I64:
+    """Per query: the event of ``rows`` on ``thread`` that ends (or starts) last at or
+    before ``t``."""
+    time = trace.end_ns[rows] if by_end else trace.start_ns[rows]
+    found = last_at_or_before(trace.track[rows].astype(np.int64), time, thread, t)
+    return _rows_of(rows, found)
+
+
+def _pick(values: npt.NDArray[Any], rows: I64, fill: int = -1) -> I64:
+    """``values[rows]`` where rows >= 0, ``fill`` elsewhere."""
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
+
+
+def classify(trace: Trace, gaps: GapColumns, stacks: HostStacks) -> GapColumns:
+    """Fill in each gap's launch, thread, cause and the rows its evidence names."""
+    links = launch_links(trace)
+    start, end = trace.start_ns, trace.end_ns
+    g0, g1 = gaps.start, gaps.end
+    launch = links[gaps.next]
+    has = launch >= 0
+    thread = np.where(has, trace.track[np.maximum(launch, 0)], -1).astype(np.int64)
+    ls, le = _pick(start, launch), _pick(end, launch)
+    is_sync = sync_calls(trace, links)
+    # a blocking copy call queues its copy when it begins, then waits for it
+    queued_at = np.where(has & is_sync[np.maximum(launch, 0)], ls, le)
+
+    queued = has & (queued_at <= g0)
+    # launched during the gap, yet started long after its launch returned: the GPU held it
+    waited = has & (g1 - np.maximum(queued_at, g0) > QUEUE_WAIT_NS)
+    same_stream = trace.track[gaps.prev] == trace.track[gaps.next]
+    device_start = queued & same_stream & (g1 - g0 <= QUEUED_START_NS)
+
+    sync, sync_after = _syncs_at_gap_start(trace, np.flatnonzero(is_sync), thread, g0, ls, le)
+    sync = np.where(has & (sync != launch), sync, -1)
+    sync_after = np.where(sync >= 0, sync_after, -1)
+
+    launches = distinct(links[links >= 0])
+    previous = _last_before(launches, trace, thread, ls - 1, by_end=False)
+    previous = np.where(previous == launch, -1, previous)
+    back_to_back = (previous >= 0) & (ls - _pick(end, previous, fill=0) <= LAUNCH_PATH_NS)
+    under_way = has & (ls <= g0) & (le > g0)
+
+    recorded = stacks.has_events(thread, _non_runtime(trace, stacks))
+    cause = np.select(
+        [~has, device_start, queued | waited, sync >= 0, under_way | back_to_back, recorded],
+        [UNKNOWN, LAUNCH_OVERHEAD, GPU_DEPENDENCY, AFTER_SYNC, LAUNCH_OVERHEAD, HOST_BUSY],
+        default=UNKNOWN,
+    ).astype(np.int8)
+
+    host_from = np.maximum(g0, np.maximum(_pick(end, sync, 0), _pick(end, sync_after, 0)))
+    examined = has & np.isin(cause, (HOST_BUSY, AFTER_SYNC, UNKNOWN))
+    host_to = np.where(examined, np.minimum(np.maximum(ls, host_from), g1), host_from)
+    return GapColumns(
+        device=gaps.device,
+        start=g0,
+        end=g1,
+        prev=gaps.prev,
+        next=gaps.next,
+        launch=launch,
+        thread=thread,
+        cause=cause,
+        sync=sync,
+        sync_after=sync_after,
+        copy=_copy_waited_for(trace, gaps, sync, links),
+        previous_launch=previous,
+        stream_wait=_stream_wait(trace, thread, ls, previous, queued | waited),
+        host_from=host_from,
+        host_to=host_to,
+        traced_ns=np.zeros(len(g0), np.int64),
+    )
+
+
+def _syncs_at_gap_start(
+    trace: Trace, syncs: I64, thread: I64, g0: I64, ls: I64, le: I64
+) -> tuple[I64, I64]:
+    """Per gap: the synchronising call its thread was blocked in when the GPU went idle
+    (the first to end at or after ``g0 - SYNC_SLACK_NS``, begun by ``g0 + SYNC_SLACK_NS``,
+    ended before the launch returned; -1 if none), and a sync that followed it at once
+    (begun within the slack of its end, ending later, before the launch; -1 if none)."""
+    start, end = trace.start_ns, trace.end_ns
+    sync = _first_ending_from(syncs, trace, thread, g0 - SYNC_SLACK_NS)
+    blocked = (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (_pick(end, sync) <= le)
+    sync = np.where(blocked, sync, -1)
+    after = _last_before(syncs, trace, thread, ls)
+    follows = (
+        blocked
+        & (after >= 0)
+        & (after != sync)
+        & (_pick(start, after) <= _pick(end, sync) + SYNC_SLACK_NS)
+        & (_pick(end, after) > _pick(end, sync))
+    )
+    return sync, np.where(follows, after, -1)
+
+
+def _stream_wait(
+    trace: Trace, thread: I64, ls: I64, previous: I64, queued: npt.NDArray[np.bool_]
+) -> I64:
+    """Per queued gap: a stream-wait call its thread made between its previous launch and
+    the next work's launch (-1 if none)."""
+    waits = np.flatnonzero(
+        (trace.kind == EventKind.RUNTIME)
+        & _name_mask(trace, lambda n: _STREAM_WAIT.match(call_name(n)))
+    )
+    found = _last_before(waits, trace, thread, ls)
+    since_previous = _pick(trace.start_ns, found) >= _pick(trace.end_ns, previous, 0)
+    return np.where(queued & (found >= 0) & since_previous, found, -1)
+
+
+def _non_runtime(trace: Trace, stacks: HostStacks) -> npt.NDArray[np.bool_]:
+    """Per sorted host event: whether it is host work other than a runtime call."""
+    kind = trace.kind[stacks.rows]
+    return np.asarray((kind != EventKind.RUNTIME) & (kind != EventKind.SYNC))
+
+
+def _copy_waited_for(trace: Trace, gaps: GapColumns, sync: I64, links: I64) -> I64:
+    """Per gap with a sync: the copy it waited for: the blocking copy call's own copy, the
+    work before the gap if it is a copy, or the copy on the device that finished last
+    while the sync was waiting."""
+    copy = np.full(len(sync), -1, dtype=np.int64)
+    copies = np.flatnonzero(trace.kind == EventKind.MEMCPY)
+    if len(copies) == 0:
+        return copy
+    own = np.full(len(trace), -1, dtype=np.int64)
+    linked = copies[links[copies] >= 0]
+    own[links[linked]] = linked
+    copy = np.where(sync >= 0, own[np.maximum(sync, 0)], -1)
+    prev_is_copy = trace.kind[gaps.prev] == EventKind.MEMCPY
+    copy = np.where((copy < 0) & (sync >= 0) & prev_is_copy, gaps.prev, copy)
+    _, pair_of_track = device_pairs(trace)
+    group = pair_of_track[trace.track[copies]].astype(np.int64)
+    last = last_at_or_before(group, trace.end_ns[copies], gaps.device, gaps.start)
+    last = _rows_of(copies, last)
+    waited = (last >= 0) & (sync >= 0) & (_pick(trace.end_ns, last) >= _pick(trace.start_ns, sync))
+    return np.where((copy < 0) & waited, last, copy)
+
+
+def host_evidence(gaps: GapColumns, stacks: HostStacks) -> HostEvidence:
+    """The host events that say what each gap's thread did over its examined stretch
+    [host_from, host_to): the outermost and innermost events covering all of it, and the
+    ``TOP_WORK`` longest events directly below those (which partition the recorded time);
+    fills ``gaps.traced_ns`` with the time those cover."""
+    todo = np.flatnonzero((gaps.host_to > gaps.host_from) & (gaps.thread >= 0))
+    a, b, thread = gaps.host_from[todo], gaps.host_to[todo], gaps.thread[todo]
+    q_in, i_in, _ = stacks.containing(thread, a)
+    q_new, i_new = stacks.starting_within(thread, a, b)
+    query = np.concatenate([q_in, q_new])
+    index = np.concatenate([i_in, i_new])
+    s, e = stacks.start[index], stacks.end[index]
+    depth = stacks.depth[index]
+    overlap = np.minimum(e, b[query]) - np.maximum(s, a[query])
+    covers = (s <= a[query]) & (e >= b[query])
+    levels = np.bincount(query[covers], minlength=len(todo))  # covering events per query
+    chosen: list[tuple[I64, I64, int]] = []
+
+    cov = np.flatnonzero(covers)
+    by_depth = cov[np.lexsort((depth[cov], query[cov]))]
+    if len(by_depth):
+        q = query[by_depth]
+        first = np.concatenate(([True], q[1:] != q[:-1]))
+        last = np.concatenate((q[1:] != q[:-1], [True]))
+        chosen.append((by_depth[first], np.full(int(first.sum()), WITHIN), 0))
+        inner = by_depth[last & ~first]
+        chosen.append((inner, np.full(len(inner), INSIDE), 0))
+
+    below = np.flatnonzero(~covers & (depth == levels[query]) & (overlap > 0))
+    traced = np.bincount(query[below], weights=overlap[below], minlength=len(todo))
+    gaps.traced_ns[todo] = np.minimum(traced.astype(np.int64), b - a)
+    ranked = below[np.lexsort((depth[below], -overlap[below], query[below]))]
+    q = query[ranked]
+    first_of = np.concatenate(([0], np.flatnonzero(q[1:] != q[:-1]) + 1))
+    rank = np.arange(len(q)) - np.repeat(first_of, np.diff(np.append(first_of, len(q))))
+    top = ranked[rank < TOP_WORK] if len(q) else ranked
+    chosen.append((top, np.full(len(top), WORK), 0))
+
+    picked = np.concatenate([c[0] for c in chosen]) if chosen else np.zeros(0, np.int64)
+    roles = (
+        np.concatenate([c[1] for c in chosen]).astype(np.int8) if chosen else np.zeros(0, np.int8)
+    )
+    return HostEvidence(
+        gap=todo[query[picked]],
+        row=stacks.rows[index[picked]],
+        index=index[picked],
+        role=roles,
+        overlap=overlap[picked].astype(np.int64),
+    )

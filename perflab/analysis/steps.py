@@ -1,0 +1,122 @@
+"""Training steps: the ``ProfilerStep#<n>`` ranges torch.profiler records on the host, and
+which GPU work and which idle gaps belong to each.
+
+A step's host range is where its ``ProfilerStep#<n>`` events lie (their earliest start to
+latest end; several ranks of a merged trace are joined). GPU work belongs to the step whose
+host range contains the start of the runtime call that launched it; a gap belongs to the
+step that launched the work ending it (work with no launch call: the step whose GPU work
+spans its end). So every gap has one step at most, and a step's GPU window (the gap before
+its first work, through the end of its last work) follows the previous step's without
+overlap when the GPU runs work in launch order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.errors import InputError
+from perflab.model.trace import GPU_WORK_KINDS, Trace, TrackKind
+
+if TYPE_CHECKING:
+    from perflab.analysis.idle_classify import GapColumns
+
+I64 = npt.NDArray[np.int64]
+_STEP = re.compile(r"ProfilerStep#(\d{1,18})")
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The steps of a trace, sorted by host start: number, host range [start, end)."""
+
+    number: I64
+    start: I64
+    end: I64
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    def index_of(self, step: int) -> int:
+        """The position of step ``step``; a perflab error naming the steps there are if
+        the trace has none of that number."""
+        found = np.flatnonzero(self.number == step)
+        if len(found) == 0:
+            raise InputError(f"the trace has no ProfilerStep#{step} range; {self.described()}")
+        return int(found[0])
+
+    def described(self) -> str:
+        if len(self) == 0:
+            return "it has no ProfilerStep ranges at all"
+        numbers = sorted(self.number.tolist())
+        shown = ", ".join(map(str, numbers[:20]))
+        return f"its steps are {shown}" + (" ..." if len(numbers) > 20 else "")
+
+    def containing(self, t: I64) -> I64:
+        """Per time: the index of the step whose host range contains it, -1 if none."""
+        at = np.searchsorted(self.start, t, side="right") - 1
+        inside = (at >= 0) & (t < self.end[np.maximum(at, 0)]) if len(self) else at >= 0
+        return np.where(inside, at, -1)
+
+
+def profiler_steps(trace: Trace) -> Steps:
+    """The ``ProfilerStep#<n>`` host ranges of ``trace`` (names matched once each)."""
+    number_of_name = np.full(len(trace.strings), -1, dtype=np.int64)
+    for i, text in enumerate(trace.strings):
+        found = _STEP.fullmatch(text)
+        if found:
+            number_of_name[i] = int(found.group(1))
+    on_cpu = trace.tracks["kind"][trace.track] == TrackKind.CPU if len(trace) else np.zeros(0, bool)
+    numbers = number_of_name[trace.name] if len(trace.strings) else np.full(len(trace), -1)
+    rows = np.flatnonzero((numbers >= 0) & on_cpu)
+    if len(rows) == 0:
+        empty = np.zeros(0, np.int64)
+        return Steps(empty, empty, empty)
+    step_ids, inverse = np.unique(numbers[rows], return_inverse=True)
+    start = np.full(len(step_ids), np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(len(step_ids), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(start, inverse, trace.start_ns[rows])
+    np.maximum.at(end, inverse, trace.end_ns[rows])
+    order = np.argsort(start, kind="stable")
+    return Steps(step_ids[order], start[order], end[order])
+
+
+def work_steps(trace: Trace, steps: Steps, links: I64) -> I64:
+    """Per event: the step (index) that launched it, -1 for events no step launched."""
+    out = np.full(len(trace), -1, dtype=np.int64)
+    work = np.flatnonzero(trace.mask(*GPU_WORK_KINDS) & (links >= 0))
+    if len(work) and len(steps):
+        out[work] = steps.containing(trace.start_ns[links[work]])
+    return out
+
+
+def step_windows(trace: Trace, steps: Steps, launched_by: I64) -> tuple[I64, I64]:
+    """Per step: the first start and last end of the GPU work it launched (the host range
+    where it launched none)."""
+    first, last = steps.start.copy(), steps.end.copy()
+    rows = np.flatnonzero(launched_by >= 0)
+    if len(rows):
+        seen = np.zeros(len(steps), dtype=bool)
+        seen[launched_by[rows]] = True
+        first[seen], last[seen] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        np.minimum.at(first, launched_by[rows], trace.start_ns[rows])
+        np.maximum.at(last, launched_by[rows], trace.end_ns[rows])
+    return first, last
+
+
+def gap_steps(trace: Trace, steps: Steps, gaps: GapColumns, links: I64) -> I64:
+    """Per gap: the step (index) that launched the work ending it; for work with no launch,
+    the step whose GPU window holds the gap's end; -1 where no step does."""
+    launched_by = work_steps(trace, steps, links)
+    out = launched_by[gaps.next] if len(gaps) else np.zeros(0, np.int64)
+    orphan = np.flatnonzero(links[gaps.next] < 0) if len(gaps) else np.zeros(0, np.int64)
+    if len(orphan) and len(steps):
+        first, last = step_windows(trace, steps, launched_by)
+        order = np.argsort(first, kind="stable")
+        at = np.searchsorted(first[order], gaps.end[orphan], side="right") - 1
+        ok = (at >= 0) & (gaps.end[orphan] <= last[order][np.maximum(at, 0)])
+        out[orphan] = np.where(ok, order[np.maximum(at, 0)], -1)
+    return np.asarray(out, dtype=np.int64)

@@ -1,0 +1,298 @@
+"""Kineto traces with injected idle causes, and the truth about every gap they contain.
+
+:func:`injected_trace` strings together segments, each of which makes the GPU idle for a
+known reason (the host busy in a Python function, a sync then host work, a DtoH readback of
+pageable memory then a sync, tiny kernels launched back to back, a cross-stream wait, a
+collective waiting for its peers, work with no launch, a thread that records only runtime
+calls) and records, for every gap it creates, where the gap begins, its cause and names that
+its evidence must mention. DtoD copies (no gap) are counted. Every segment ends with a long
+kernel launched while the GPU is still busy, so the host is behind the GPU when the next
+segment begins and no gap appears that was not injected. Each segment sits in its own
+``ProfilerStep#<n>`` range. Times are whole microseconds (exact in Kineto's JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PID, MAIN, OTHER_THREAD, DEVICE = 100, 101, 202, 0
+STREAM, SIDE_STREAM = 7, 20
+ORIGIN = 1_000_000  # us
+LONG_KERNEL = "long_gemm_kernel"
+LONG_US = 800
+
+
+@dataclass(frozen=True)
+class Gap:
+    """An injected gap: where it starts (us on the trace clock), its cause, and names its
+    evidence must contain."""
+
+    start_us: int
+    end_us: int
+    cause: str
+    evidence: tuple[str, ...]
+    step: int
+
+
+@dataclass
+class Builder:
+    """Kineto events, a host clock (main thread) and the time the GPU's work ends."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    host: int = ORIGIN
+    gpu_end: int = ORIGIN
+    corr: int = 1000
+    gaps: list[Gap] = field(default_factory=list)
+    dtod: int = 0
+    step: int = 0
+
+    def x(self, cat: str, name: str, ts: int, dur: int, tid: int = MAIN, **args: Any) -> None:
+        pid = DEVICE if cat in ("kernel", "gpu_memcpy", "gpu_memset") else PID
+        self.events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+            | ({"args": args} if args else {})
+        )
+
+    def launch(
+        self,
+        name: str,
+        at: int,
+        gpu_start: int,
+        gpu_dur: int,
+        *,
+        call: str = "cudaLaunchKernel",
+        call_dur: int = 5,
+        cat: str = "kernel",
+        stream: int = STREAM,
+        tid: int = MAIN,
+        **gpu_args: Any,
+    ) -> int:
+        """A runtime call at ``at`` and the GPU work it launched; returns the call's end."""
+        self.corr += 1
+        self.x("cuda_runtime", call, at, call_dur, tid=tid, correlation=self.corr)
+        self.x(
+            cat,
+            name,
+            gpu_start,
+            gpu_dur,
+            tid=stream,
+            device=DEVICE,
+            stream=stream,
+            correlation=self.corr,
+            **gpu_args,
+        )
+        self.gpu_end = max(self.gpu_end, gpu_start + gpu_dur)
+        return at + call_dur
+
+    def close(self, stream: int = STREAM) -> None:
+        """Launch a long kernel while the GPU is busy (queued: it starts when the GPU's work
+        ends, no gap), leaving the host behind the GPU."""
+        at = self.host + 2
+        assert at + 5 <= self.gpu_end, "the closing kernel must be queued"
+        self.host = self.launch(LONG_KERNEL, at, self.gpu_end, LONG_US, stream=stream)
+
+    def injected(self, start: int, end: int, cause: str, *evidence: str) -> None:
+        self.gaps.append(Gap(start, end, cause, evidence, self.step))
+
+    def document(self) -> dict[str, Any]:
+        props = [{"id": DEVICE, "name": "Generated GPU", "computeMajor": 9, "computeMinor": 0}]
+        return {
+            "schemaVersion": 1,
+            "deviceProperties": props,
+            "traceEvents": sorted(self.events, key=lambda e: (e["ts"], -e["dur"])),
+        }
+
+
+# -- segments: each injects gaps of one cause and ends with Builder.close() ------------------
+
+
+def host_busy(b: Builder, rng: random.Random) -> None:
+    """The thread runs a Python function past the GPU's end, then launches."""
+    busy = rng.randint(100, 400)
+    start = b.host + 2
+    end = b.gpu_end + busy
+    b.x("python_function", "train.py(40): preprocess_batch", start, end - start)
+    b.x("cpu_op", "aten::to", start + 1, end - start - 2)
+    at = end + 1
+    k0 = at + 5 + 2
+    b.injected(b.gpu_end, k0, "host-busy", "preprocess_batch", "cudaLaunchKernel")
+    b.host = b.launch("relu_kernel", at, k0, 30)
+    b.close()
+
+
+def sync_then_host(b: Builder, rng: random.Random) -> None:
+    """The thread blocks in cudaStreamSynchronize until the GPU drains, then runs host code."""
+    work = rng.randint(150, 500)
+    s0, g0 = b.host + 2, b.gpu_end
+    b.x("cuda_runtime", "cudaStreamSynchronize", s0, g0 + 4 - s0)
+    b.x("python_function", "train.py(77): postprocess", g0 + 6, work)
+    at = g0 + 6 + work + 1
+    k0 = at + 7
+    b.injected(g0, k0, "after-sync", "cudaStreamSynchronize", "postprocess")
+    b.host = b.launch("add_kernel", at, k0, 40)
+    b.close()
+
+
+def readback(b: Builder, rng: random.Random) -> None:
+    """cudaMemcpyAsync DtoH into pageable memory blocks until the copy ends; then a sync and
+    host work."""
+    work = rng.randint(200, 600)
+    at = b.host + 2
+    c0 = b.gpu_end
+    copy_end = c0 + 8
+    b.launch(
+        "Memcpy DtoH (Device -> Pageable)",
+        at,
+        c0,
+        8,
+        call="cudaMemcpyAsync",
+        call_dur=copy_end + 3 - at,
+        cat="gpu_memcpy",
+        bytes=65536,
+    )
+    s0 = copy_end + 4
+    b.x("cuda_runtime", "cudaStreamSynchronize", s0, 2)
+    b.x("cpu_op", "log_metrics", s0 + 3, work)
+    launch_at = s0 + 3 + work + 1
+    k0 = launch_at + 7
+    b.injected(
+        copy_end,
+        k0,
+        "after-sync",
+        "cudaMemcpyAsync",
+        "Memcpy DtoH (Device -> Pageable)",
+        "cudaStreamSynchronize",
+        "log_metrics",
+    )
+    b.host = b.launch("gemv_kernel", launch_at, k0, 50)
+    b.close()
+
+
+def tiny_kernels(b: Builder, rng: random.Random) -> None:
+    """Host work past the GPU's end (one host-busy gap), then tiny kernels launched back to
+    back: each runs 2 us, each launch takes 6 us, so the GPU waits for every launch."""
+    n = rng.randint(3, 8)
+    g0 = b.gpu_end
+    b.x("cpu_op", "build_inputs", b.host + 2, g0 + 60 - b.host - 2)
+    at = g0 + 61
+    k0 = at + 6 + 1
+    b.injected(g0, k0, "host-busy", "build_inputs")
+    for i in range(n):
+        b.x("cpu_op", "aten::add", at - 1, 7)
+        end = b.launch(f"tiny_kernel_{i}", at, k0, 2, call_dur=6)
+        at = end + 1
+        prev_end, k0 = k0 + 2, at + 6 + 1
+        if i < n - 1:
+            b.injected(prev_end, k0, "launch-overhead", "cudaLaunchKernel")
+    # the closing kernel is launched 1 us after the last launch: back to back as well
+    close_at = at
+    k_close = close_at + 5 + 1
+    b.injected(b.gpu_end, k_close, "launch-overhead", "cudaLaunchKernel")
+    b.host = b.launch(LONG_KERNEL, close_at, k_close, LONG_US)
+
+
+def dtod_copies(b: Builder, rng: random.Random) -> None:
+    """Device-to-device copies queued behind the GPU's work: no gap, counted by direction."""
+    for _ in range(rng.randint(1, 4)):
+        b.host = b.launch(
+            "Memcpy DtoD (Device -> Device)",
+            b.host + 2,
+            b.gpu_end,
+            10,
+            call="cudaMemcpyAsync",
+            cat="gpu_memcpy",
+            bytes=1 << 20,
+        )
+        b.dtod += 1
+    b.close()
+
+
+def cross_stream_wait(b: Builder, rng: random.Random) -> None:
+    """Work on a side stream, queued early behind a cudaStreamWaitEvent, starts well after
+    the GPU has gone idle (its event came from elsewhere)."""
+    wait = rng.randint(80, 300)
+    g0 = b.gpu_end
+    b.x("cuda_runtime", "cudaStreamWaitEvent", b.host + 2, 1)
+    b.host = b.launch("side_kernel", b.host + 4, g0 + wait, 40, stream=SIDE_STREAM)
+    b.injected(g0, g0 + wait, "gpu-dependency", "cudaStreamWaitEvent", "side_kernel")
+    b.close(stream=SIDE_STREAM)
+
+
+def collective(b: Builder, rng: random.Random) -> None:
+    """An all-reduce queued early waits for its peers."""
+    wait = rng.randint(100, 400)
+    g0 = b.gpu_end
+    b.host = b.launch(
+        "ncclKernel_AllReduce_RING_LL_Sum_float", b.host + 2, g0 + wait, 60, call_dur=8
+    )
+    b.injected(g0, g0 + wait, "gpu-dependency", "ncclKernel_AllReduce", "collective")
+    b.close()
+
+
+def no_launch(b: Builder, rng: random.Random) -> None:
+    """Work no runtime call links to (no correlation id)."""
+    wait = rng.randint(40, 200)
+    g0 = b.gpu_end
+    b.x("kernel", "orphan_kernel", g0 + wait, 20, tid=STREAM, device=DEVICE, stream=STREAM)
+    b.gpu_end = g0 + wait + 20
+    b.injected(g0, g0 + wait, "unknown", "orphan_kernel")
+    b.close()
+
+
+def runtime_only_thread(b: Builder, rng: random.Random) -> None:
+    """A thread that records only runtime calls launches after the GPU went idle."""
+    delay = rng.randint(40, 200)
+    g0 = b.gpu_end
+    at = g0 + delay
+    k0 = at + 5 + 2
+    b.launch("helper_thread_kernel", at, k0, 30, tid=OTHER_THREAD)
+    b.injected(g0, k0, "unknown", "only CUDA runtime calls")
+    b.close()
+
+
+SEGMENTS: dict[str, Callable[[Builder, random.Random], None]] = {
+    "host-busy": host_busy,
+    "sync": sync_then_host,
+    "readback": readback,
+    "tiny": tiny_kernels,
+    "dtod": dtod_copies,
+    "cross-stream": cross_stream_wait,
+    "collective": collective,
+    "no-launch": no_launch,
+    "runtime-only": runtime_only_thread,
+}
+
+
+@dataclass(frozen=True)
+class Injected:
+    """A generated trace (Kineto JSON document) and the truth about it."""
+
+    doc: dict[str, Any]
+    gaps: list[Gap]
+    dtod: int
+    segments: list[str]
+
+    def data(self) -> bytes:
+        return json.dumps(self.doc).encode()
+
+
+def injected_trace(seed: int = 0, segments: list[str] | None = None, repeat: int = 2) -> Injected:
+    """Every segment ``repeat`` times in a seeded order (or ``segments`` in that order)."""
+    rng = random.Random(seed)
+    names = segments if segments is not None else [*SEGMENTS] * repeat
+    if segments is None:
+        rng.shuffle(names)
+    b = Builder()
+    # a first long kernel: the host starts behind the GPU
+    b.host = b.launch(LONG_KERNEL, b.host, b.host + 7, LONG_US)
+    for step, name in enumerate(names, start=1):
+        b.step = step
+        begin = b.host + 1
+        SEGMENTS[name](b, rng)
+        b.x("user_annotation", f"ProfilerStep#{step}", begin, b.host + 1 - begin)
+        b.host += 1
+    return Injected(b.document(), b.gaps, b.dtod, names)
