@@ -21,7 +21,10 @@ from perflab.model.trace import EventKind, Trace, distinct
 OTHER = "other"
 
 # Order matters: communication and attention kernels are often built from GEMM pieces
-# (e.g. CUTLASS-based FMHA), and convolutions run as implicit GEMMs.
+# (e.g. CUTLASS-based FMHA), and convolutions run as implicit GEMMs. Normalisation (batch,
+# layer, group, instance, RMS norm; cuDNN's bn_fw/bn_bw; Welford statistics) comes before
+# reduction, which would otherwise take it for its "norm"; a vector norm (a reduce kernel
+# with NormTwoOps, ...) and a normal distribution ("normal") stay out of it.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"),
     ("attention", r"flash|fmha|attention|attn|sdpa|\bmha"),
@@ -29,7 +32,12 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ("gemm", r"gemm|gemv|cublas|cutlass|xmma|wgmma|hgmma|matmul|\bmm_|_mm\b|sm\d+_xmma"),
     ("triton", r"^triton_|triton"),
     ("memory", r"memcpy|memset|copy|fill|catarray|transpose|gather|scatter|index_select"),
-    ("reduction", r"reduce|reduction|softmax|norm|bn_fw|bn_bw|argmax|argmin|topk|cumsum|scan"),
+    (
+        "normalization",
+        r"bn_fw|bn_bw|batch_?norm|layer_?norm|group_?norm|instance_?norm|rms_?norm|welford"
+        r"|rowwise_?moments|^(?!.*(?:norm\w*ops|normal)).*norm",
+    ),
+    ("reduction", r"reduce|reduction|softmax|argmax|argmin|topk|cumsum|scan"),
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|foreach|apply_kernel"),
 )
 
