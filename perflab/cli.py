@@ -31,13 +31,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def terminal_safe(message: str) -> str:
+    """An error message for a terminal: its lines and tabs kept, every other control
+    character (from a file name, a kernel name, a trace) written as its escape, so that a
+    name cannot move the cursor, recolour the terminal or hide text."""
+    from perflab.render.html import printable
+
+    return "\n".join(
+        "\t".join(printable(part) for part in line.split("\t")) for line in message.split("\n")
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code = args.handler(args)
     except PerflabError as exc:
-        print(f"perflab: error: {exc}", file=sys.stderr)
+        print(f"perflab: error: {terminal_safe(str(exc))}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an optional package a view or tool imports itself
         package = (exc.name or "").split(".")[0]

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +111,17 @@ def test_machine_lists_every_microbenchmark(capsys: pytest.CaptureFixture[str]) 
         main(["machine", "--help"])
     out = capsys.readouterr().out
     assert all(name in out for name in MICROBENCHMARKS)
+
+
+def test_an_error_message_cannot_drive_the_terminal(tmp_path: Path, capsys: Any) -> None:
+    """A file name with an escape sequence reaches the error message escaped; the message's
+    own lines and tabs stay as they are."""
+    from perflab.cli import main, terminal_safe
+
+    bad = tmp_path / "trace\x1b[2J\x07.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert main(["trace", "summary", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "trace\\x1b[2J\\x07.json" in err
+    assert terminal_safe("a\tb\nc\x00") == "a\tb\nc\\x00"
