@@ -18,10 +18,10 @@ TRACE = TRACES / "kineto" / "sampled_4streams.json.gz"
 def test_summary_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "summary", str(TRACE), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert list(doc) == ["events", "kernels", "devices", "comm", "memcpy", "categories"]
+    assert list(doc) == ["events", "kernels", "devices", "comm", "memcpy", "categories", "idle"]
     assert set(doc["kernels"]) == {"count", "total_us"}
     assert set(doc["comm"]) == {"count", "total_us", "overlapped_us"}
-    assert set(doc["memcpy"]) == {"count", "total_us", "bytes"}
+    assert set(doc["memcpy"]) == {"count", "total_us", "bytes", "by_kind"}
     for dev in doc["devices"].values():
         assert set(dev) == {"busy_us", "span_us", "idle_us", "kernels"}
         assert isinstance(dev["busy_us"], float)

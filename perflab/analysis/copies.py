@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.trace_intervals import exact_sum
-from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace
+from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, unique_rows
 
 #: memory kinds a copy's name can give for a side ("Pageable -> Device")
 MEMORY_KINDS = ("unknown", "pageable", "pinned", "device", "array", "managed")
@@ -79,7 +79,7 @@ def host_memory_codes(trace: Trace) -> npt.NDArray[np.int8]:
     pairs = np.stack([trace.name[events].astype(np.int64), direction.astype(np.int64)], axis=1)
     if len(pairs) == 0:
         return out
-    distinct_pairs, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    distinct_pairs, inverse = unique_rows(pairs)
     codes = np.array(
         [
             _MEMORY_CODE.get(host_memory(trace.strings[n], MEMCPY_DIRECTIONS[d]) or "unknown", 0)
@@ -87,7 +87,7 @@ def host_memory_codes(trace: Trace) -> npt.NDArray[np.int8]:
         ],
         dtype=np.int8,
     )
-    out[events] = codes[inverse.ravel()]
+    out[events] = codes[inverse]
     return out
 
 
@@ -128,6 +128,6 @@ def copy_advice(by_kind: dict[str, CopyKind]) -> list[str]:
         elif direction in ("DtoD", "PtoP"):
             lines.append(
                 f"{kind.count} {direction} copies are device work (no host memory involved): "
-                "pinning does not apply; fewer or fused copies do"
+                "pinned memory does not apply to them"
             )
     return lines

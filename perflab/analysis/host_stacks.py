@@ -120,16 +120,6 @@ class HostStacks:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def has_events(
-        self, track: I64, kinds: npt.NDArray[np.bool_] | None = None
-    ) -> npt.NDArray[np.bool_]:
-        """Per thread in ``track``: whether it has any host event (of the sorted ones
-        marked in ``kinds``, when given)."""
-        marked = np.ones(len(self.rows), dtype=bool) if kinds is None else kinds
-        per_track = np.zeros(len(self.first_of_track), dtype=bool)
-        per_track[self.track[marked]] = True
-        return per_track[np.maximum(track, 0)] & (track >= 0)
-
     def containing(self, track: I64, t: I64) -> tuple[I64, I64, I64]:
         """The events containing each time ``t[j]`` on thread ``track[j]`` (start <= t <
         end): ``(query j, sorted index, depth)`` triples, outermost first per query."""

@@ -83,19 +83,21 @@ from perflab.analysis.idle_classify import (
     find_gaps,
     host_evidence,
 )
+from perflab.analysis.idle_rules import HEURISTIC_NOTE, RULES
 from perflab.analysis.steps import gap_steps, profiler_steps, step_windows, work_steps
 from perflab.analysis.trace_intervals import exact_sum
 from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace
 from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
-from perflab.model.units import format_bytes, format_ns
+from perflab.model.units import format_bytes, format_ns, shorten
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "CAUSES",
+    "HEURISTIC_NOTE",
     "LAUNCH_PATH_NS",
     "QUEUED_START_NS",
     "QUEUE_WAIT_NS",
@@ -104,30 +106,13 @@ __all__ = [
     "CauseTotal",
     "Evidence",
     "IdleCauses",
+    "cause_totals",
     "idle_causes",
     "step_window",
 ]
 
-#: one line per cause: its rule, for help texts and views (the module docstring has all)
-RULES: dict[str, str] = {
-    "host-busy": "the launching thread ran other recorded work between the GPU going idle "
-    "(or its sync returning) and the launch; evidence: the host events over that time",
-    "after-sync": "the launching thread was blocked in a synchronising call (stream/device/"
-    "event sync, a blocking copy, aten::item) within 10 us of the GPU going idle: the "
-    "queue drained, then the GPU waited for the host",
-    "launch-overhead": "queued on the same stream and started within 5 us; or its launch "
-    "call was under way when the GPU went idle; or it began within 10 us of the thread's "
-    "previous launch returning (back-to-back launches)",
-    "gpu-dependency": "queued before the gap began, or waited over 50 us in the queue after "
-    "its launch returned: the GPU side held it (another stream's event, a collective's "
-    "peers, a copy engine)",
-    "unknown": "no launch call links to the next work, or the launching thread recorded "
-    "only CUDA runtime calls: the trace cannot say what the host did",
-}
-HEURISTIC_NOTE = (
-    "causes are heuristics over the trace's events (rules: perflab.analysis.idle_causes); "
-    "the evidence shows what each verdict rests on"
-)
+NAME_CHARS = 100  # an event's name in an evidence sentence (long C++ kernel names are cut)
+MINOR_SHARE = 0.01  # host events below this share of the stretch are not named, but the first
 
 
 @dataclass(frozen=True)
@@ -217,14 +202,7 @@ class IdleCauses(Shown):
 
     def by_cause(self) -> dict[str, CauseTotal]:
         """Idle time and gaps per cause, every cause listed (in :data:`CAUSES` order)."""
-        dur = self.gaps.end - self.gaps.start
-        total = self.total_ns
-        out = {}
-        for code, cause in enumerate(CAUSES):
-            on = self.gaps.cause == code
-            ns = exact_sum(dur[on])
-            out[cause] = CauseTotal(ns / 1e3, int(on.sum()), ns / total if total else 0.0)
-        return out
+        return _totals(self.gaps.cause, self.gaps.end - self.gaps.start)
 
     def longest(self, n: int = 10) -> npt.NDArray[np.int64]:
         """Indices of the ``n`` longest gaps, longest first."""
@@ -305,12 +283,12 @@ class _Explainer:
         self.cause = int(g.cause[gap])
 
     def name(self, row: int) -> str:
-        return self.t.strings[int(self.t.name[row])]
+        """An event's name as sentences show it (cut to NAME_CHARS; Evidence.name is whole)."""
+        return shorten(self.t.strings[int(self.t.name[row])], NAME_CHARS)
 
     def event(self, role: str, row: int, text: str) -> Evidence:
-        return Evidence(
-            role, text, self.name(row), int(self.t.start_ns[row]), int(self.t.dur_ns[row])
-        )
+        name = self.t.strings[int(self.t.name[row])]
+        return Evidence(role, text, name, int(self.t.start_ns[row]), int(self.t.dur_ns[row]))
 
     def when(self, t: int) -> str:
         """``t`` relative to the gap's start, in words."""
@@ -422,6 +400,8 @@ class _Explainer:
         for n, k in enumerate(mine[h.role[mine] == WORK].tolist()):
             row = int(h.row[k])
             share = int(h.overlap[k]) / span
+            if n and share < MINOR_SHARE:
+                continue  # the longest is always named; others when they matter
             out.append(
                 self.event(
                     "work",
@@ -623,8 +603,8 @@ def idle_causes(trace: Trace, min_ns: int = 0, step: int | None = None) -> IdleC
     if step is not None:
         mine, window = _step_selection(trace, step, gaps)
         gaps = gaps.take(np.flatnonzero(mine))
+    gaps = classify(trace, gaps)
     stacks = HostStacks(trace)
-    gaps = classify(trace, gaps, stacks)
     host = host_evidence(gaps, stacks)
     pairs, _ = device_pairs(trace)
     labels = {
@@ -632,3 +612,20 @@ def idle_causes(trace: Trace, min_ns: int = 0, step: int | None = None) -> IdleC
         for k in np.unique(gaps.device).tolist()
     }
     return IdleCauses(trace, gaps, host, stacks, labels, int(min_ns), step, window)
+
+
+def cause_totals(trace: Trace, min_ns: int = 0) -> dict[str, CauseTotal]:
+    """Idle time and gaps per cause (every cause listed), without building any evidence:
+    what the trace summary shows."""
+    gaps = classify(trace, find_gaps(trace, min_ns))
+    return _totals(gaps.cause, gaps.end - gaps.start)
+
+
+def _totals(cause: npt.NDArray[np.int8], dur: npt.NDArray[np.int64]) -> dict[str, CauseTotal]:
+    total = exact_sum(dur)
+    out = {}
+    for code, name in enumerate(CAUSES):
+        on = cause == code
+        ns = exact_sum(dur[on])
+        out[name] = CauseTotal(ns / 1e3, int(on.sum()), ns / total if total else 0.0)
+    return out

@@ -24,6 +24,7 @@ from perflab.model.trace import (
     Trace,
     TrackKind,
     distinct,
+    kind_mask,
 )
 from perflab.model.trace_keys import device_pairs, launch_links
 
@@ -38,6 +39,8 @@ QUEUED_START_NS = 5_000  # a queued same-stream start this soon is the device's 
 QUEUE_WAIT_NS = 50_000  # work that sat queued on an idle GPU this long waited on the GPU side
 TOP_WORK = 3  # host events named per gap, longest first
 
+# host events that say what a thread did (runtime calls say only what it asked of CUDA)
+HOST_WORK_KINDS = (EventKind.CPU_OP, EventKind.PYTHON, EventKind.ANNOTATION, EventKind.OTHER)
 _SYNC_CALL = re.compile(r"^(cuda|cu)(stream|device|event|ctx)synchronize$")
 _BLOCKING_COPY_CALL = re.compile(r"^(cudamemcpy(2d|3d)?(peer)?(tosymbol|fromsymbol)?|cumemcpy\w*)$")
 SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
@@ -116,7 +119,7 @@ def find_gaps(trace: Trace, min_ns: int = 0, window: tuple[int, int] | None = No
     for key in distinct(dev_key[work]).tolist():
         rows = np.flatnonzero(work & (dev_key == key))
         rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
-        s, e = trace.start_ns[rows], trace.end_ns[rows]
+        s, e = trace.start_ns[rows], _ends(trace, rows)
         reach = np.maximum.accumulate(e)
         at = np.flatnonzero(s[1:] - reach[:-1] > min_ns)
         g0, g1 = reach[at], s[at + 1]
@@ -130,14 +133,26 @@ def find_gaps(trace: Trace, min_ns: int = 0, window: tuple[int, int] | None = No
     return GapColumns(*cols)
 
 
-def _name_mask(trace: Trace, test: Any) -> npt.NDArray[np.bool_]:
-    """Per event: ``test(name)``, decided once per distinct name."""
-    if not trace.strings:
-        return np.zeros(len(trace), dtype=bool)
-    per_name = np.zeros(len(trace.strings), dtype=bool)
-    ids = distinct(trace.name)
-    per_name[ids] = [bool(test(trace.strings[i])) for i in ids.tolist()]
-    return per_name[trace.name]
+def _named(trace: Trace, rows: I64, test: Any) -> I64:
+    """The rows among ``rows`` whose name passes ``test``, decided once per distinct name."""
+    if len(rows) == 0:
+        return rows
+    ids = trace.name[rows]
+    names = distinct(ids)
+    passed = np.zeros(len(trace.strings), dtype=bool)
+    passed[names] = [bool(test(trace.strings[i])) for i in names.tolist()]
+    return rows[passed[ids]]
+
+
+def _ends(trace: Trace, rows: I64) -> I64:
+    """End times of ``rows`` (Trace.end_ns adds the whole columns)."""
+    return np.asarray(trace.start_ns[rows] + trace.dur_ns[rows], dtype=np.int64)
+
+
+def _pick_end(trace: Trace, rows: I64, fill: int = -1) -> I64:
+    """End of each of ``rows`` where rows >= 0, ``fill`` elsewhere."""
+    at = np.maximum(rows, 0)
+    return np.where(rows >= 0, trace.start_ns[at] + trace.dur_ns[at], fill)
 
 
 def _on_cpu(trace: Trace) -> npt.NDArray[np.bool_]:
@@ -146,37 +161,43 @@ def _on_cpu(trace: Trace) -> npt.NDArray[np.bool_]:
     return np.asarray(trace.tracks["kind"][trace.track] == TrackKind.CPU)
 
 
-def sync_calls(trace: Trace, links: I64) -> npt.NDArray[np.bool_]:
-    """Per event: a host call that waits for the GPU (see the module docstring)."""
-    runtime = trace.kind == EventKind.RUNTIME
-    named = runtime & _name_mask(trace, lambda n: _SYNC_CALL.match(call_name(n)))
-    ops = (trace.kind == EventKind.CPU_OP) & _name_mask(trace, lambda n: n in SYNC_OPS)
-    calls: npt.NDArray[np.bool_] = named | ops | _blocking_copy_calls(trace, links)
-    return calls & _on_cpu(trace)
+def sync_calls(trace: Trace, links: I64) -> I64:
+    """The rows of host calls that wait for the GPU (see the module docstring)."""
+    on_cpu = _on_cpu(trace)
+    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & on_cpu)
+    ops = np.flatnonzero((trace.kind == EventKind.CPU_OP) & on_cpu)
+    calls = np.concatenate(
+        [
+            _named(trace, runtime, lambda n: _SYNC_CALL.match(call_name(n))),
+            _named(trace, ops, lambda n: n in SYNC_OPS),
+            _blocking_copy_calls(trace, links),
+        ]
+    )
+    return distinct(calls[on_cpu[calls]])
 
 
-def _blocking_copy_calls(trace: Trace, links: I64) -> npt.NDArray[np.bool_]:
+def _blocking_copy_calls(trace: Trace, links: I64) -> I64:
     """Copy calls that blocked the host: synchronous by name, or returned after their copy
     finished when the copy touches host memory that is not pinned (a device-to-device or
     pinned copy that finishes during its own call did not make the call wait)."""
-    out = np.zeros(len(trace), dtype=bool)
     copies = np.flatnonzero((trace.kind == EventKind.MEMCPY) & (links >= 0))
     if len(copies) == 0:
-        return out
+        return copies
     call = links[copies]
-    sync_named = _name_mask(trace, lambda n: _BLOCKING_COPY_CALL.match(call_name(n)))[call]
+    sync_named = np.isin(
+        call, _named(trace, call, lambda n: _BLOCKING_COPY_CALL.match(call_name(n)))
+    )
     pinned = host_memory_codes(trace)[copies] == MEMORY_KINDS.index("pinned")
     direction = np.zeros(len(trace), dtype=np.int64)
     direction[trace.memcpy["event"]] = trace.memcpy["direction"]
     touches_host = np.isin(direction[copies], _HOST_DIRECTIONS)
-    waited = (trace.end_ns[call] >= trace.end_ns[copies]) & touches_host & ~pinned
-    out[call[sync_named | waited]] = True
-    return out
+    waited = (_ends(trace, call) >= _ends(trace, copies)) & touches_host & ~pinned
+    return np.asarray(call[sync_named | waited], dtype=np.int64)
 
 
 def _first_ending_from(rows: I64, trace: Trace, thread: I64, t: I64) -> I64:
     """Per query: the event of ``rows`` on ``thread`` that ends first at or after ``t``."""
-    found = last_at_or_before(trace.track[rows].astype(np.int64), -trace.end_ns[rows], thread, -t)
+    found = last_at_or_before(trace.track[rows].astype(np.int64), -_ends(trace, rows), thread, -t)
     return _rows_of(rows, found)
 
 
@@ -190,7 +211,7 @@ def _rows_of(rows: I64, found: I64) -> I64:
 def _last_before(rows: I64, trace: Trace, thread: I64, t: I64, by_end: bool = True) -> I64:
     """Per query: the event of ``rows`` on ``thread`` that ends (or starts) last at or
     before ``t``."""
-    time = trace.end_ns[rows] if by_end else trace.start_ns[rows]
+    time = _ends(trace, rows) if by_end else trace.start_ns[rows]
     found = last_at_or_before(trace.track[rows].astype(np.int64), time, thread, t)
     return _rows_of(rows, found)
 
@@ -200,18 +221,17 @@ def _pick(values: npt.NDArray[Any], rows: I64, fill: int = -1) -> I64:
     return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
 
 
-def classify(trace: Trace, gaps: GapColumns, stacks: HostStacks) -> GapColumns:
+def classify(trace: Trace, gaps: GapColumns) -> GapColumns:
     """Fill in each gap's launch, thread, cause and the rows its evidence names."""
     links = launch_links(trace)
-    start, end = trace.start_ns, trace.end_ns
     g0, g1 = gaps.start, gaps.end
     launch = links[gaps.next]
     has = launch >= 0
     thread = np.where(has, trace.track[np.maximum(launch, 0)], -1).astype(np.int64)
-    ls, le = _pick(start, launch), _pick(end, launch)
-    is_sync = sync_calls(trace, links)
+    ls, le = _pick(trace.start_ns, launch), _pick_end(trace, launch)
+    syncs = sync_calls(trace, links)
     # a blocking copy call queues its copy when it begins, then waits for it
-    queued_at = np.where(has & is_sync[np.maximum(launch, 0)], ls, le)
+    queued_at = np.where(has & np.isin(launch, syncs), ls, le)
 
     queued = has & (queued_at <= g0)
     # launched during the gap, yet started long after its launch returned: the GPU held it
@@ -219,24 +239,26 @@ def classify(trace: Trace, gaps: GapColumns, stacks: HostStacks) -> GapColumns:
     same_stream = trace.track[gaps.prev] == trace.track[gaps.next]
     device_start = queued & same_stream & (g1 - g0 <= QUEUED_START_NS)
 
-    sync, sync_after = _syncs_at_gap_start(trace, np.flatnonzero(is_sync), thread, g0, ls, le)
+    sync, sync_after = _syncs_at_gap_start(trace, syncs, thread, g0, ls, le)
     sync = np.where(has & (sync != launch), sync, -1)
     sync_after = np.where(sync >= 0, sync_after, -1)
 
     launches = distinct(links[links >= 0])
     previous = _last_before(launches, trace, thread, ls - 1, by_end=False)
     previous = np.where(previous == launch, -1, previous)
-    back_to_back = (previous >= 0) & (ls - _pick(end, previous, fill=0) <= LAUNCH_PATH_NS)
+    back_to_back = (previous >= 0) & (ls - _pick_end(trace, previous, 0) <= LAUNCH_PATH_NS)
     under_way = has & (ls <= g0) & (le > g0)
 
-    recorded = stacks.has_events(thread, _non_runtime(trace, stacks))
+    recorded = _records_host_work(trace)[np.maximum(thread, 0)] & (thread >= 0)
     cause = np.select(
         [~has, device_start, queued | waited, sync >= 0, under_way | back_to_back, recorded],
         [UNKNOWN, LAUNCH_OVERHEAD, GPU_DEPENDENCY, AFTER_SYNC, LAUNCH_OVERHEAD, HOST_BUSY],
         default=UNKNOWN,
     ).astype(np.int8)
 
-    host_from = np.maximum(g0, np.maximum(_pick(end, sync, 0), _pick(end, sync_after, 0)))
+    host_from = np.maximum(
+        g0, np.maximum(_pick_end(trace, sync, 0), _pick_end(trace, sync_after, 0))
+    )
     examined = has & np.isin(cause, (HOST_BUSY, AFTER_SYNC, UNKNOWN))
     host_to = np.where(examined, np.minimum(np.maximum(ls, host_from), g1), host_from)
     return GapColumns(
@@ -266,17 +288,18 @@ def _syncs_at_gap_start(
     (the first to end at or after ``g0 - SYNC_SLACK_NS``, begun by ``g0 + SYNC_SLACK_NS``,
     ended before the launch returned; -1 if none), and a sync that followed it at once
     (begun within the slack of its end, ending later, before the launch; -1 if none)."""
-    start, end = trace.start_ns, trace.end_ns
+    start = trace.start_ns
     sync = _first_ending_from(syncs, trace, thread, g0 - SYNC_SLACK_NS)
-    blocked = (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (_pick(end, sync) <= le)
+    sync_end = _pick_end(trace, sync)
+    blocked = (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (sync_end <= le)
     sync = np.where(blocked, sync, -1)
     after = _last_before(syncs, trace, thread, ls)
     follows = (
         blocked
         & (after >= 0)
         & (after != sync)
-        & (_pick(start, after) <= _pick(end, sync) + SYNC_SLACK_NS)
-        & (_pick(end, after) > _pick(end, sync))
+        & (_pick(start, after) <= sync_end + SYNC_SLACK_NS)
+        & (_pick_end(trace, after) > sync_end)
     )
     return sync, np.where(follows, after, -1)
 
@@ -286,19 +309,20 @@ def _stream_wait(
 ) -> I64:
     """Per queued gap: a stream-wait call its thread made between its previous launch and
     the next work's launch (-1 if none)."""
-    waits = np.flatnonzero(
-        (trace.kind == EventKind.RUNTIME)
-        & _name_mask(trace, lambda n: _STREAM_WAIT.match(call_name(n)))
-    )
+    runtime = np.flatnonzero(trace.kind == EventKind.RUNTIME)
+    waits = _named(trace, runtime, lambda n: _STREAM_WAIT.match(call_name(n)))
     found = _last_before(waits, trace, thread, ls)
-    since_previous = _pick(trace.start_ns, found) >= _pick(trace.end_ns, previous, 0)
+    since_previous = _pick(trace.start_ns, found) >= _pick_end(trace, previous, 0)
     return np.where(queued & (found >= 0) & since_previous, found, -1)
 
 
-def _non_runtime(trace: Trace, stacks: HostStacks) -> npt.NDArray[np.bool_]:
-    """Per sorted host event: whether it is host work other than a runtime call."""
-    kind = trace.kind[stacks.rows]
-    return np.asarray((kind != EventKind.RUNTIME) & (kind != EventKind.SYNC))
+def _records_host_work(trace: Trace) -> npt.NDArray[np.bool_]:
+    """Per track: whether it holds host work other than runtime calls (a CPU op, Python
+    function, user or NVTX range) that lasts."""
+    work = kind_mask(trace.kind, HOST_WORK_KINDS) & (trace.dur_ns > 0) & _on_cpu(trace)
+    out = np.zeros(len(trace.tracks), dtype=bool)
+    out[trace.track[work]] = True
+    return out
 
 
 def _copy_waited_for(trace: Trace, gaps: GapColumns, sync: I64, links: I64) -> I64:
@@ -317,9 +341,9 @@ def _copy_waited_for(trace: Trace, gaps: GapColumns, sync: I64, links: I64) -> I
     copy = np.where((copy < 0) & (sync >= 0) & prev_is_copy, gaps.prev, copy)
     _, pair_of_track = device_pairs(trace)
     group = pair_of_track[trace.track[copies]].astype(np.int64)
-    last = last_at_or_before(group, trace.end_ns[copies], gaps.device, gaps.start)
+    last = last_at_or_before(group, _ends(trace, copies), gaps.device, gaps.start)
     last = _rows_of(copies, last)
-    waited = (last >= 0) & (sync >= 0) & (_pick(trace.end_ns, last) >= _pick(trace.start_ns, sync))
+    waited = (last >= 0) & (sync >= 0) & (_pick_end(trace, last) >= _pick(trace.start_ns, sync))
     return np.where((copy < 0) & waited, last, copy)
 
 

@@ -11,19 +11,28 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 - ``comm``: ``{count, total_us, overlapped_us}`` over kernels whose name starts with "nccl"
   (any case); overlapped = length of (union of comm kernels) ∩ (union of the other kernels),
   per device, summed
-- ``memcpy``: ``{count, total_us, bytes}`` over memcpy events (memsets not included)
+- ``memcpy``: ``{count, total_us, bytes, by_kind}`` over memcpy events (memsets not
+  included); ``by_kind``: ``{"<direction>": {count, total_us, bytes, pageable, pinned}}`` per
+  direction present (HtoD, DtoH, DtoD, HtoH, PtoP, unknown), ``pageable``/``pinned`` counting
+  the copies of a host-side direction by their host memory (``copies.py``)
 - ``categories``: ``{"<category>": {count, total_us}}`` of kernels (see ``categories.py``)
+- ``idle``: ``{"<cause>": {idle_us, gaps, share}}``: the devices' idle time split by the
+  cause that held the next work back (host-busy, after-sync, launch-overhead,
+  gpu-dependency, unknown: heuristics over the trace's events, see ``idle_causes.py``;
+  ``perflab trace idle`` shows each gap's evidence); share = of all idle time
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kernel_categories
+from perflab.analysis.copies import CopyKind, copies_by_kind
+from perflab.analysis.idle_causes import CauseTotal, cause_totals
 from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
 from perflab.model.display import Shown
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
@@ -35,7 +44,7 @@ from perflab.model.trace_keys import event_device_pairs
 if TYPE_CHECKING:
     import pandas as pd
 
-KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories")
+KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
 
 
 def _us(ns: float | int | np.integer[Any]) -> float:
@@ -75,9 +84,11 @@ class CommTotals(Totals):
 
 @dataclass(frozen=True)
 class CopyTotals(Totals):
-    """Memcpy events (memsets not included) and the bytes they moved."""
+    """Memcpy events (memsets not included), the bytes they moved, and the same per
+    direction with the host memory of each (:class:`perflab.analysis.copies.CopyKind`)."""
 
     bytes: int
+    by_kind: dict[str, CopyKind] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class TraceSummary(Shown):
     comm: CommTotals
     memcpy: CopyTotals
     categories: dict[str, Totals]
+    idle: dict[str, CauseTotal] = field(default_factory=dict)
     source: str = ""
     gpu: str = "GPU"  # "AMD GPU" where the trace says so
 
@@ -151,8 +163,10 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
             int(is_memcpy.sum()),
             _us(exact_sum(dur[is_memcpy])),
             exact_sum(np.maximum(copy_bytes, 0)),
+            copies_by_kind(trace),
         ),
         categories=_categories(trace, rules),
+        idle=cause_totals(trace),
         source=str(trace.meta.get("source", "")),
         gpu=gpu if gpu == "AMD GPU" else "GPU",
     )

@@ -1,4 +1,5 @@
-"""``perflab trace``: summarise, list kernels of, and export trace files."""
+"""``perflab trace``: summarise, list kernels of, explain the idle time of, and export trace
+files."""
 
 from __future__ import annotations
 
@@ -31,10 +32,68 @@ def register(sub: Any) -> None:
     k.add_argument("--json", action="store_true", help="print machine-readable JSON")
     k.set_defaults(handler=run_kernels)
 
+    add_idle_parser(tsub)
+
     e = tsub.add_parser("export", help="write Chrome/Perfetto JSON (opens in ui.perfetto.dev)")
     add_trace_file(e)
     e.add_argument("-o", "--output", required=True, help="output .json file")
     e.set_defaults(handler=run_export)
+
+
+def add_idle_parser(tsub: Any) -> None:
+    from perflab.analysis.idle_rules import rules_text
+
+    i = tsub.add_parser(
+        "idle",
+        help="why the GPU was idle: each gap's cause, with the trace's evidence",
+        description="Every gap in each GPU's busy time, followed to the host call that "
+        "launched the work after it, and named from what the launching thread did "
+        "(Python functions are read too). Prints the idle time by cause and the longest "
+        "gaps with their evidence; --json gives every gap. The causes are below: heuristics "
+        "over the trace's events, whose rules and thresholds perflab.analysis.idle_causes "
+        "gives in full.",
+        epilog=rules_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_trace_file(i)
+    i.add_argument("--json", action="store_true", help="print every gap as JSON")
+    i.add_argument(
+        "--min-us",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="only gaps longer than N microseconds (default 0: every gap)",
+    )
+    i.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the gaps of ProfilerStep#N (those whose next work it launched)",
+    )
+    i.set_defaults(handler=run_idle)
+
+
+def run_idle(args: argparse.Namespace) -> int:
+    import math
+
+    from perflab.errors import InputError
+    from perflab.io import load_trace
+
+    if not math.isfinite(args.min_us) or not 0 <= args.min_us <= MAX_MIN_US:
+        raise InputError(f"--min-us must be a number of microseconds from 0 to {MAX_MIN_US:g}")
+    if args.step is not None and args.step < 0:
+        raise InputError(f"--step must be a step number (0 or more), not {args.step}")
+    trace = load_trace(args.file, python=True, workers=args.workers, progress=not args.json)
+    result = trace.idle(min_ns=round(args.min_us * 1e3), step=args.step)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(result)
+    return 0
+
+
+MAX_MIN_US = 1e12  # about 11.6 days: longer than any trace; keeps the ns count an exact int
 
 
 def run_summary(args: argparse.Namespace) -> int:

@@ -65,7 +65,7 @@ _KERNEL_SQL = """SELECT start, end, deviceId, streamId, correlationId, demangled
     gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread,
     staticSharedMemory + dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL"""
 _MEMCPY_SQL = """SELECT start, end, deviceId, streamId, correlationId, bytes, copyKind
-    FROM CUPTI_ACTIVITY_KIND_MEMCPY"""
+    FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY rowid"""
 _MEMSET_SQL = """SELECT start, end, deviceId, streamId, correlationId, bytes
     FROM CUPTI_ACTIVITY_KIND_MEMSET"""
 _RUNTIME_SQL = """SELECT start, end, globalTid, correlationId, nameId
@@ -465,9 +465,44 @@ def _kernel_block(ctx: _Context) -> _Block:
 def _memcpy_block(ctx: _Context) -> _Block:
     m = _fetch(ctx.reader, "CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SQL, 7)
     direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
-    names = ctx.strings.add_all(f"Memcpy {d}" for d in direction)
+    sides = _memory_sides(ctx.reader, len(m))
+    names = ctx.strings.add_all(f"Memcpy {d}{s}" for d, s in zip(direction, sides, strict=True))
     copies = {"bytes": m[:, 5], "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction]}
     return _gpu_block(EventKind.MEMCPY, m, names, side=("memcpy", copies))
+
+
+# CUPTI memory kinds (ENUM_CUDA_MEM_KIND) as Kineto names them: "Memcpy DtoH (Device -> Pinned)"
+_MEMORY_KIND = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device",
+    6: "Managed",
+}
+_SIDES_SQL = """SELECT CASE WHEN typeof(srcKind) = 'integer' THEN srcKind ELSE -1 END,
+    CASE WHEN typeof(dstKind) = 'integer' THEN dstKind ELSE -1 END
+    FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY rowid"""
+
+
+def _memory_sides(reader: _Reader, count: int) -> list[str]:
+    """Per copy, in rowid order as _MEMCPY_SQL reads them: " (Device -> Pageable)" from
+    srcKind/dstKind, read only where both are stored columns (older exports lack them: then
+    "", as before); a value that is not a known kind reads "Unknown"."""
+    table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    stored = {
+        str(name).lower()
+        for _, name, *_rest, flag in reader.rows(table, f"PRAGMA table_xinfo({table})")
+        if not flag
+    }
+    if not {"srckind", "dstkind"} <= stored:
+        return [""] * count
+    kinds = _fetch(reader, table, _SIDES_SQL, 2)
+    if len(kinds) != count:
+        return [""] * count
+    kind = _MEMORY_KIND.get
+    return [f" ({kind(a, 'Unknown')} -> {kind(b, 'Unknown')})" for a, b in kinds.tolist()]
 
 
 def _memset_block(ctx: _Context) -> _Block:

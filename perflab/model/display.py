@@ -4,9 +4,9 @@ IPython asks an object for ``_repr_mimebundle_`` (notebooks) or ``_repr_pretty_`
 terminal); :class:`Shown` answers both, and ``str()``, from the registry in
 :mod:`perflab.render.views`, which decides every view. The registry is imported on first
 display only, so reading and analysing traces never loads the render layer (or bokeh): this
-module is the single place where the model reaches render. ``Trace.summary()`` and
-``Trace.timeline()`` (and ``Job.summary()``, ``Job.timeline()``) are conveniences that come
-through here too, to the same registry module.
+module is the single place where the model reaches render. ``Trace.summary()``,
+``Trace.timeline()`` and ``Trace.idle()`` (and ``Job.summary()``, ``Job.timeline()``) are
+conveniences that come through here too, to the same registry module.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # names for annotations only: nothing below imports render at load time
     from perflab.model.job import Job
     from perflab.model.trace import Trace
+    from perflab.render.views import IdleCauses as IdleCauses
     from perflab.render.views import JobSummary as JobSummary
     from perflab.render.views import Timeline as Timeline
     from perflab.render.views import TraceSummary as TraceSummary
@@ -52,6 +53,13 @@ def trace_summary(trace: Trace) -> TraceSummary:
     from perflab.render.views import trace_summary
 
     return trace_summary(trace)
+
+
+def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
+    """What ``Trace.idle()`` returns: :func:`perflab.analysis.idle_causes.idle_causes`."""
+    from perflab.render.views import trace_idle
+
+    return trace_idle(trace, **options)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

@@ -82,7 +82,7 @@ from perflab.model.serialize import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perflab.model.display import Timeline, TraceSummary
+    from perflab.model.display import IdleCauses, Timeline, TraceSummary
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -384,6 +384,13 @@ class Trace(Shown):
         :class:`perflab.analysis.trace_summary.TraceSummary` (through
         :mod:`perflab.model.display`, the model's one door to the layers above)."""
         return display.trace_summary(self)
+
+    def idle(self, min_ns: int = 0, step: int | None = None) -> IdleCauses:
+        """Every gap in the GPUs' busy time with the cause that held the next work back and
+        the trace's evidence for it: a :class:`perflab.analysis.idle_causes.IdleCauses`
+        (heuristics; its module has the rules). ``min_ns``: only longer gaps; ``step``:
+        only the gaps of ``ProfilerStep#<step>``."""
+        return display.trace_idle(self, min_ns=min_ns, step=step)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""

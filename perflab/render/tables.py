@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perflab.analysis.copies import CopyKind, copy_advice
 from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, IdleBreakdown
 from perflab.analysis.trace_summary import Totals, TraceSummary
 from perflab.model.ncu import NcuReport, NcuRule
@@ -257,8 +258,28 @@ def _transfer_lines(summary: TraceSummary) -> list[str]:
             f"{share:.1f}% overlapped with compute"
         )
     if m.count:
-        lines.append(f"memcpy: {m.count} copies, {format_us(m.total_us)}, {format_bytes(m.bytes)}")
+        kinds = "; ".join(_copy_kind(d, k) for d, k in m.by_kind.items())
+        lines.append(
+            f"memcpy: {m.count} copies, {format_us(m.total_us)}, {format_bytes(m.bytes)}"
+            + (f" ({kinds})" if kinds else "")
+        )
+        lines += copy_advice(m.by_kind)
+    idle = {cause: t for cause, t in summary.idle.items() if t.gaps}
+    if idle:
+        parts = (f"{c} {format_us(t.idle_us)} ({100 * t.share:.1f}%)" for c, t in idle.items())
+        lines.append(
+            f"idle by cause: {', '.join(parts)} (heuristics; each gap's evidence: "
+            "perflab trace idle)"
+        )
     return lines
+
+
+def _copy_kind(direction: str, kind: CopyKind) -> str:
+    """``DtoH 89, 322 us, 2.88 MB, 89 pageable``: a direction's copies and host memory."""
+    memory = [f"{n} {what}" for n, what in ((kind.pageable, "pageable"), (kind.pinned, "pinned"))]
+    host = [m for m in memory if not m.startswith("0 ")]
+    parts = [f"{direction} {kind.count}", format_us(kind.total_us), format_bytes(kind.bytes)]
+    return ", ".join(parts + host)
 
 
 def _kernel_share(summary: TraceSummary, totals: Totals) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from perflab.analysis.idle_causes import IdleCauses as IdleCauses
     from perflab.analysis.job import JobSummary as JobSummary
     from perflab.analysis.trace_summary import TraceSummary as TraceSummary
     from perflab.model.job import Job
@@ -49,6 +50,9 @@ VIEWS: dict[str, View] = {
     "perflab.analysis.trace_stats.Frame": View(_TABLES, "frame_text", "frame_html"),
     "perflab.analysis.trace_stats.IdleBreakdown": View(
         _TABLES, "idle_breakdown_text", "idle_breakdown_html"
+    ),
+    "perflab.analysis.idle_causes.IdleCauses": View(
+        "perflab.render.idle_view", "idle_text", "idle_html"
     ),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
@@ -133,6 +137,13 @@ def trace_summary(trace: Trace) -> TraceSummary:
     from perflab.analysis.trace_summary import summarize
 
     return summarize(trace)
+
+
+def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
+    """``Trace.idle()``: :func:`perflab.analysis.idle_causes.idle_causes`."""
+    from perflab.analysis.idle_causes import idle_causes
+
+    return idle_causes(trace, **options)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:
