@@ -49,9 +49,12 @@ class Builder:
     gaps: list[Gap] = field(default_factory=list)
     dtod: int = 0
     step: int = 0
+    host_last: int = ORIGIN  # the latest end of a host event on any thread
 
     def x(self, cat: str, name: str, ts: int, dur: int, tid: int = MAIN, **args: Any) -> None:
         pid = DEVICE if cat in ("kernel", "gpu_memcpy", "gpu_memset") else PID
+        if pid == PID:
+            self.host_last = max(self.host_last, ts + dur)
         self.events.append(
             {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
             | ({"args": args} if args else {})
@@ -293,6 +296,8 @@ def injected_trace(seed: int = 0, segments: list[str] | None = None, repeat: int
         b.step = step
         begin = b.host + 1
         SEGMENTS[name](b, rng)
-        b.x("user_annotation", f"ProfilerStep#{step}", begin, b.host + 1 - begin)
-        b.host += 1
+        # the step's range covers its host work on every thread (a helper thread's too)
+        end = max(b.host, b.host_last) + 1
+        b.x("user_annotation", f"ProfilerStep#{step}", begin, end - begin)
+        b.host = end
     return Injected(b.document(), b.gaps, b.dtod, names)

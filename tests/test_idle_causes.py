@@ -293,3 +293,41 @@ def test_segments_are_all_exercised() -> None:
     injected = injected_trace(0)
     assert sorted(set(injected.segments)) == sorted(SEGMENTS)
     assert injected.dtod > 0
+
+
+def test_each_step_splits_into_busy_and_idle_by_cause(nccl: Trace) -> None:
+    result = idle_causes(nccl)
+    steps = result.by_step
+    assert steps is not None and steps.columns["step"] == [4, 5, 6]
+    cols = steps.columns
+    for i in range(len(steps)):
+        by_cause = sum(cols[f"{c}_us"][i] for c in CAUSES)
+        assert by_cause == pytest.approx(cols["idle_us"][i], abs=1e-3)
+        assert cols["busy_us"][i] + cols["idle_us"][i] == pytest.approx(cols["span_us"][i])
+    # the steps follow one another: together they are the device's span, busy and idle
+    device = summarize(nccl).devices["0"]
+    for key in ("span_us", "busy_us", "idle_us"):
+        assert sum(cols[key]) == pytest.approx(getattr(device, key), rel=1e-9)
+    assert result.to_dict()["steps"]["step"] == [4, 5, 6]
+
+
+def test_generated_steps_hold_their_injected_idle() -> None:
+    injected = injected_trace(5)
+    result = idle_causes(loads_kineto(injected.data(), python=True))
+    assert result.by_step is not None
+    cols = result.by_step.columns
+    for i, step in enumerate(cols["step"]):
+        for cause in CAUSES:
+            expected = sum(
+                g.end_us - g.start_us for g in injected.gaps if g.step == step and g.cause == cause
+            )
+            assert cols[f"{cause}_us"][i] == pytest.approx(expected, abs=1e-3), (step, cause)
+
+
+def test_strip_colours_what_held_each_bin() -> None:
+    injected = injected_trace(0, segments=["sync", "collective"])
+    result = idle_causes(loads_kineto(injected.data(), python=True))
+    strip = result.strip
+    assert strip is not None and strip.devices == ["0"]
+    states = set(np.unique(strip.state).tolist())
+    assert states == {0, 1 + CAUSES.index("after-sync"), 1 + CAUSES.index("gpu-dependency")}

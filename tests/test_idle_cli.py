@@ -112,3 +112,13 @@ def test_summary_shows_the_by_cause_split() -> None:
     text = str(summary)
     assert "idle by cause: " in text and "after-sync 656 ms (99.6%)" in text
     assert "idle by cause: " in summary._repr_mimebundle_()["text/html"]
+
+
+def test_bundle_has_a_static_strip_and_the_step_table() -> None:
+    result = load_trace(NCCL).idle()
+    bundle = result._repr_mimebundle_()
+    svg = bundle["image/svg+xml"]
+    assert svg.startswith("<svg") and svg.count("<rect") > 10 and "host-busy" in svg
+    assert 'src="data:image/svg+xml;base64,' in bundle["text/html"]  # shown when sanitised
+    assert "each step's GPU time" in bundle["text/plain"]
+    assert "each step&#x27;s GPU time" in bundle["text/html"]

@@ -84,12 +84,27 @@ from perflab.analysis.idle_classify import (
     host_evidence,
 )
 from perflab.analysis.idle_rules import HEURISTIC_NOTE, RULES
-from perflab.analysis.steps import gap_steps, profiler_steps, step_windows, work_steps
+from perflab.analysis.steps import (
+    Steps,
+    StepSplit,
+    gap_steps,
+    idle_in_windows,
+    profiler_steps,
+    step_split,
+    step_windows,
+    work_steps,
+)
 from perflab.analysis.trace_intervals import exact_sum
+from perflab.analysis.trace_stats import US, Frame
 from perflab.errors import InputError
 from perflab.model.display import Shown
-from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace
-from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
+from perflab.model.trace import GPU_WORK_KINDS, MEMCPY_DIRECTIONS, EventKind, Trace
+from perflab.model.trace_keys import (
+    device_pair_label,
+    device_pairs,
+    event_device_pairs,
+    launch_links,
+)
 from perflab.model.units import format_bytes, format_ns, shorten
 
 if TYPE_CHECKING:
@@ -164,6 +179,8 @@ class IdleCauses(Shown):
     min_ns: int = 0
     step: int | None = None
     window: tuple[int, int] | None = None
+    by_step: Frame | None = field(default=None, repr=False)
+    strip: Strip | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # the host evidence of gap i is _host_order[_host_first[i]:_host_first[i + 1]]
@@ -238,6 +255,7 @@ class IdleCauses(Shown):
             "idle_ns": self.total_ns,
             "min_ns": self.min_ns,
             "step": self.step,
+            "steps": self.by_step.to_dict() if self.by_step is not None else None,
             "rules": dict(RULES),
             "note": HEURISTIC_NOTE,
         }
@@ -575,49 +593,125 @@ def step_window(trace: Trace, step: int) -> tuple[int, int]:
     """The GPU time of ``ProfilerStep#<step>``: from the start of the gap before the first
     GPU work it launched (or that work's start) to the end of the last (see
     :mod:`perflab.analysis.steps`)."""
-    return _step_selection(trace, step, find_gaps(trace))[1]
-
-
-def _step_selection(
-    trace: Trace, step: int, gaps: GapColumns
-) -> tuple[npt.NDArray[np.bool_], tuple[int, int]]:
-    """Which of ``gaps`` belong to step ``step``, and the step's GPU window."""
     steps = profiler_steps(trace)
     index = steps.index_of(step)
+    gaps = find_gaps(trace)
     links = launch_links(trace)
     mine = gap_steps(trace, steps, gaps, links) == index
+    return _window(trace, steps, index, gaps, mine, links)
+
+
+def _window(
+    trace: Trace,
+    steps: Steps,
+    index: int,
+    gaps: GapColumns,
+    mine: npt.NDArray[np.bool_],
+    links: npt.NDArray[np.int64],
+) -> tuple[int, int]:
     first, last = step_windows(trace, steps, work_steps(trace, steps, links))
-    w0 = min([int(first[index]), *gaps.start[mine].tolist()])
-    return mine, (w0, int(last[index]))
+    return min([int(first[index]), *gaps.start[mine].tolist()]), int(last[index])
 
 
 def idle_causes(trace: Trace, min_ns: int = 0, step: int | None = None) -> IdleCauses:
     """Every gap longer than ``min_ns`` in each GPU's busy time (only those of
-    ``ProfilerStep#<step>`` when given), with its cause and evidence (module docstring)."""
+    ``ProfilerStep#<step>`` when given), with its cause and evidence (module docstring),
+    and each step's GPU time split into busy and idle by cause."""
     if isinstance(min_ns, bool) or not isinstance(min_ns, (int, np.integer)) or min_ns < 0:
         raise InputError(
             f"the shortest gap shown must be a whole number of ns >= 0, not {min_ns!r}"
         )
-    gaps = find_gaps(trace, int(min_ns))
+    steps = profiler_steps(trace)
+    index = steps.index_of(step) if step is not None else -1
+    links = launch_links(trace)
+    every = classify(trace, find_gaps(trace), links)
+    owner = gap_steps(trace, steps, every, links)
+    keep = every.end - every.start > min_ns
     window = None
     if step is not None:
-        mine, window = _step_selection(trace, step, gaps)
-        gaps = gaps.take(np.flatnonzero(mine))
-    gaps = classify(trace, gaps)
+        keep &= owner == index
+        window = _window(trace, steps, index, every, owner == index, links)
+    gaps = every.take(np.flatnonzero(keep))
     stacks = HostStacks(trace)
     host = host_evidence(gaps, stacks)
     pairs, _ = device_pairs(trace)
     labels = {
-        int(k): device_pair_label(int(pairs[k, 0]), int(pairs[k, 1]))
-        for k in np.unique(gaps.device).tolist()
+        int(k): device_pair_label(int(pairs[k, 0]), int(pairs[k, 1])) for k in range(len(pairs))
     }
-    return IdleCauses(trace, gaps, host, stacks, labels, int(min_ns), step, window)
+    split = step_split(trace, steps, every, links, len(CAUSES)) if len(steps) else None
+    by_step = _step_frame(split, labels) if split is not None else None
+    strip = _strip(trace, gaps, labels, window)
+    return IdleCauses(trace, gaps, host, stacks, labels, int(min_ns), step, window, by_step, strip)
+
+
+STRIP_PIXELS = 900  # bins of the static strip picture
+
+
+@dataclass(frozen=True)
+class Strip:
+    """Each device's span (or the step's window) cut into ``pixels`` equal bins, and what
+    held most of each bin: 0 busy, 1 + the cause code of the gaps that held most of it
+    (gaps shorter than the result's ``min_ns`` count as busy). ``state`` has one row per
+    device of ``devices``."""
+
+    devices: list[str]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    state: npt.NDArray[np.int8]
+
+
+def _strip(
+    trace: Trace,
+    gaps: GapColumns,
+    labels: dict[int, str],
+    window: tuple[int, int] | None,
+    pixels: int = STRIP_PIXELS,
+) -> Strip:
+    """The :class:`Strip` of ``gaps``: per device, per bin, the idle time of each cause by
+    cumulative sums (no loop over gaps or bins)."""
+    work = trace.mask(*GPU_WORK_KINDS)
+    pair = event_device_pairs(trace)
+    work &= pair >= 0
+    devices = np.unique(pair[work])
+    start = np.full(len(devices), np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(len(devices), np.iinfo(np.int64).min, dtype=np.int64)
+    at = np.searchsorted(devices, pair[work])
+    np.minimum.at(start, at, trace.start_ns[work])
+    np.maximum.at(end, at, trace.start_ns[work] + trace.dur_ns[work])
+    if window is not None:
+        start, end = np.maximum(start, window[0]), np.maximum(np.minimum(end, window[1]), start)
+    state = np.zeros((len(devices), pixels), dtype=np.int8)
+    for row, device in enumerate(devices.tolist()):
+        edges = np.linspace(start[row], end[row], pixels + 1).astype(np.int64)
+        on = np.flatnonzero(gaps.device == device)
+        idle = idle_in_windows(gaps, on, edges[:-1], edges[1:], len(CAUSES))
+        busy = (edges[1:] - edges[:-1]) - idle.sum(axis=0)
+        state[row] = np.argmax(np.vstack([busy, idle]), axis=0)
+    return Strip([labels[d] for d in devices.tolist()], start, end, state)
+
+
+def _step_frame(split: StepSplit, labels: dict[int, str]) -> Frame:
+    """The per-step table: span, busy and idle time per cause of each step on each GPU."""
+    span = split.end - split.start
+    idle = split.idle.sum(axis=0)
+    cols: dict[str, list[Any]] = {
+        "step": split.step.tolist(),
+        "device": [labels[d] for d in split.device.tolist()],
+        "span_us": (span / 1e3).tolist(),
+        "busy_us": ((span - idle) / 1e3).tolist(),
+        "idle_us": (idle / 1e3).tolist(),
+    }
+    for code, cause in enumerate(CAUSES):
+        cols[f"{cause}_us"] = (split.idle[code] / 1e3).tolist()
+    units = {k: US for k in cols if k.endswith("_us")}
+    title = "each step's GPU time, from the gap before its first work to its last: busy, idle"
+    return Frame(cols, units, title=title + " by cause")
 
 
 def cause_totals(trace: Trace, min_ns: int = 0) -> dict[str, CauseTotal]:
     """Idle time and gaps per cause (every cause listed), without building any evidence:
     what the trace summary shows."""
-    gaps = classify(trace, find_gaps(trace, min_ns))
+    gaps = classify(trace, find_gaps(trace, min_ns), launch_links(trace))
     return _totals(gaps.cause, gaps.end - gaps.start)
 
 

@@ -26,7 +26,7 @@ from perflab.model.trace import (
     distinct,
     kind_mask,
 )
-from perflab.model.trace_keys import device_pairs, launch_links
+from perflab.model.trace_keys import device_pairs
 
 I64 = npt.NDArray[np.int64]
 
@@ -221,9 +221,9 @@ def _pick(values: npt.NDArray[Any], rows: I64, fill: int = -1) -> I64:
     return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
 
 
-def classify(trace: Trace, gaps: GapColumns) -> GapColumns:
-    """Fill in each gap's launch, thread, cause and the rows its evidence names."""
-    links = launch_links(trace)
+def classify(trace: Trace, gaps: GapColumns, links: I64) -> GapColumns:
+    """Fill in each gap's launch, thread, cause and the rows its evidence names
+    (``links``: :func:`perflab.model.trace_keys.launch_links` of the trace)."""
     g0, g1 = gaps.start, gaps.end
     launch = links[gaps.next]
     has = launch >= 0

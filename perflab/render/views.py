@@ -52,7 +52,7 @@ VIEWS: dict[str, View] = {
         _TABLES, "idle_breakdown_text", "idle_breakdown_html"
     ),
     "perflab.analysis.idle_causes.IdleCauses": View(
-        "perflab.render.idle_view", "idle_text", "idle_html"
+        "perflab.render.idle_view", "idle_text", bundle="idle_bundle"
     ),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
