@@ -331,3 +331,52 @@ def test_strip_colours_what_held_each_bin() -> None:
     assert strip is not None and strip.devices == ["0"]
     states = set(np.unique(strip.state).tolist())
     assert states == {0, 1 + CAUSES.index("after-sync"), 1 + CAUSES.index("gpu-dependency")}
+
+
+def test_deep_nesting_costs_a_few_lookups_per_gap() -> None:
+    """Host events nested 50,000 deep around 20,000 gaps: the evidence looks up a few levels
+    per gap (enumerating every enclosing event would be a billion pairs)."""
+    n, gaps = 50_000, 20_000
+    host = np.arange(n, dtype=np.int64)
+    # nested ops [i, 10**10 - i); kernels of 100 ns every 40 us from 10**6, each launched by
+    # a runtime call 50 ns before it starts, deep inside the nest
+    k0 = 1_000_000 + 40_000 * np.arange(gaps, dtype=np.int64)
+    starts = np.concatenate([host, k0 - 50, k0])
+    durs = np.concatenate([10**10 - 2 * host, np.full(gaps, 10), np.full(gaps, 100)])
+    kinds = [EventKind.CPU_OP] * n + [EventKind.RUNTIME] * gaps + [EventKind.KERNEL] * gaps
+    corr = np.concatenate([np.full(n, -1), np.arange(gaps), np.arange(gaps)])
+    events = Table(
+        EVENT_COLUMNS,
+        {
+            "start_ns": starts,
+            "dur_ns": durs,
+            "kind": kinds,
+            "track": [1] * (n + gaps) + [0] * gaps,
+            "name": [0] * n + [1] * gaps + [2] * gaps,
+            "correlation": corr,
+        },
+    )
+    tracks = Table(
+        TRACK_COLUMNS,
+        {"rank": [0, 0], "device": [0, 9], "stream": [7, 9], "kind": [0, 1], "label": [3, 3]},
+    )
+    trace = Trace(events, tracks, ["op", "cudaLaunchKernel", "k", "lane"])
+    result = idle_causes(trace)
+    assert len(result) == gaps - 1
+    assert result.by_cause()["host-busy"].gaps == gaps - 1
+    text = _evidence_text(result, 0)
+    assert "inside op" in text and "within op (10 s)" in text
+
+
+def test_ranks_of_a_merged_trace_keep_their_own_causes() -> None:
+    """Two ranks reuse device numbers, thread ids and correlation ids: each gap is still
+    followed to its own rank's launch and thread."""
+    a, b = injected_trace(0), injected_trace(1)
+    ta, tb = loads_kineto(a.data(), python=True), loads_kineto(b.data(), python=True)
+    merged = idle_causes(Trace.merge([ta, tb], ranks=[0, 1]))
+    assert len(merged) == len(a.gaps) + len(b.gaps)
+    labels = [merged.device_labels[int(d)] for d in merged.gaps.device.tolist()]
+    for label, injected in (("0", a), ("1:0", b)):
+        mine = [i for i, lab in enumerate(labels) if lab == label]
+        got = {int(merged.gaps.start[i]) // 1000: merged.cause_of(i) for i in mine}
+        assert got == {g.start_us: g.cause for g in injected.gaps}

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from perflab.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
+MAX_CHAIN = 12  # levels main_descendants follows down (a crafted nesting can be far deeper)
 
 #: event kinds that are host activity when they sit on a CPU track
 HOST_KINDS = (
@@ -120,20 +121,33 @@ class HostStacks:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def containing(self, track: I64, t: I64) -> tuple[I64, I64, I64]:
-        """The events containing each time ``t[j]`` on thread ``track[j]`` (start <= t <
-        end): ``(query j, sorted index, depth)`` triples, outermost first per query."""
+    def depth_at(self, track: I64, t: I64) -> I64:
+        """Per query: how many events of thread ``track[j]`` contain time ``t[j]``."""
         started = count_at_or_before(self.track, self.start, track, t)
         ended = count_at_or_before(self.track, self.end, track, t)
-        depth = np.maximum(started - ended, 0)
+        return np.asarray(np.maximum(started - ended, 0), dtype=np.int64)
+
+    def at_level(self, track: I64, t: I64, level: I64) -> I64:
+        """Per query: the event (sorted index) of depth ``level[j]`` on thread ``track[j]``
+        that contains ``t[j]``, or -1 (also where nesting is broken and the event found by
+        its depth does not contain ``t``)."""
+        if len(track) == 0:
+            return np.zeros(0, dtype=np.int64)
+        groups = self.track * self.levels + self.depth
+        found = last_at_or_before(groups, self.start, track * self.levels + level, t)
+        ok = found >= 0
+        ok[ok] = (self.start[found[ok]] <= t[ok]) & (self.end[found[ok]] > t[ok])
+        return np.where(ok, found, -1)
+
+    def containing(self, track: I64, t: I64) -> tuple[I64, I64, I64]:
+        """Every event containing each time ``t[j]`` on thread ``track[j]`` (start <= t <
+        end): ``(query j, sorted index, depth)`` triples, outermost first per query. Their
+        number is the sum of the depths: for tests and small sets of queries."""
+        depth = self.depth_at(track, t)
         query = np.repeat(np.arange(len(t)), depth)
         level = np.arange(len(query)) - np.repeat(np.cumsum(depth) - depth, depth)
-        if len(query) == 0:
-            return query, query.copy(), query.copy()
-        groups = self.track * self.levels + self.depth
-        found = last_at_or_before(groups, self.start, track[query] * self.levels + level, t[query])
+        found = self.at_level(track[query], t[query], level)
         ok = found >= 0
-        ok[ok] = (self.start[found[ok]] <= t[query][ok]) & (self.end[found[ok]] > t[query][ok])
         return query[ok], found[ok], level[ok]
 
     def starting_within(self, track: I64, a: I64, b: I64) -> tuple[I64, I64]:
@@ -150,11 +164,11 @@ class HostStacks:
     def main_descendants(self, index: int, a: int, b: int, share: float = 0.5) -> list[int]:
         """Below event ``index`` (sorted), the chain of its longest child over [a, b), then
         that child's longest child, ... while each covers at least ``share`` of its
-        parent's time in [a, b). For one event at a time: the views call it for the gaps
-        they show."""
+        parent's time in [a, b), at most ``MAX_CHAIN`` deep. For one event at a time: the
+        views call it for the gaps they show."""
         chain: list[int] = []
         parent = index
-        while True:
+        while len(chain) < MAX_CHAIN:
             covered = min(int(self.end[parent]), b) - max(int(self.start[parent]), a)
             lo = parent + 1
             track = int(self.track[parent])
@@ -170,3 +184,4 @@ class HostStacks:
                 return chain
             parent = int(children[best])
             chain.append(parent)
+        return chain

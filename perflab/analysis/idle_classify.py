@@ -351,48 +351,66 @@ def host_evidence(gaps: GapColumns, stacks: HostStacks) -> HostEvidence:
     """The host events that say what each gap's thread did over its examined stretch
     [host_from, host_to): the outermost and innermost events covering all of it, and the
     ``TOP_WORK`` longest events directly below those (which partition the recorded time);
-    fills ``gaps.traced_ns`` with the time those cover."""
+    fills ``gaps.traced_ns`` with the time those cover. A few lookups per gap, whatever the
+    depth of the nesting."""
     todo = np.flatnonzero((gaps.host_to > gaps.host_from) & (gaps.thread >= 0))
     a, b, thread = gaps.host_from[todo], gaps.host_to[todo], gaps.thread[todo]
-    q_in, i_in, _ = stacks.containing(thread, a)
     q_new, i_new = stacks.starting_within(thread, a, b)
-    query = np.concatenate([q_in, q_new])
-    index = np.concatenate([i_in, i_new])
-    s, e = stacks.start[index], stacks.end[index]
-    depth = stacks.depth[index]
-    overlap = np.minimum(e, b[query]) - np.maximum(s, a[query])
-    covers = (s <= a[query]) & (e >= b[query])
-    levels = np.bincount(query[covers], minlength=len(todo))  # covering events per query
-    chosen: list[tuple[I64, I64, int]] = []
-
-    cov = np.flatnonzero(covers)
-    by_depth = cov[np.lexsort((depth[cov], query[cov]))]
-    if len(by_depth):
-        q = query[by_depth]
-        first = np.concatenate(([True], q[1:] != q[:-1]))
-        last = np.concatenate((q[1:] != q[:-1], [True]))
-        chosen.append((by_depth[first], np.full(int(first.sum()), WITHIN), 0))
-        inner = by_depth[last & ~first]
-        chosen.append((inner, np.full(len(inner), INSIDE), 0))
-
-    below = np.flatnonzero(~covers & (depth == levels[query]) & (overlap > 0))
-    traced = np.bincount(query[below], weights=overlap[below], minlength=len(todo))
+    covering = _covering_levels(stacks, thread, a, b, q_new, i_new)
+    # one lookup for the three levels of every stretch
+    found = stacks.at_level(
+        np.tile(thread, 3),
+        np.tile(a, 3),
+        np.concatenate([np.zeros_like(covering), np.maximum(covering - 1, 0), covering]),
+    )
+    outer, inner, running = np.split(found, 3)
+    outer = np.where((covering >= 1) & (outer >= 0), outer, -1)
+    inner = np.where((covering >= 2) & (inner >= 0), inner, -1)
+    # the work below the covering events: the one running at a, and those starting after
+    work_q = np.concatenate([np.flatnonzero(running >= 0), q_new])
+    work_i = np.concatenate([running[running >= 0], i_new])
+    keep = stacks.depth[work_i] == covering[work_q]
+    work_q, work_i = work_q[keep], work_i[keep]
+    overlap = np.minimum(stacks.end[work_i], b[work_q]) - np.maximum(
+        stacks.start[work_i], a[work_q]
+    )
+    traced = np.bincount(work_q, weights=np.maximum(overlap, 0), minlength=len(todo))
     gaps.traced_ns[todo] = np.minimum(traced.astype(np.int64), b - a)
-    ranked = below[np.lexsort((depth[below], -overlap[below], query[below]))]
+    top = _longest_per_query(work_q, overlap)
+
+    full = b - a
+    parts = [
+        (np.flatnonzero(outer >= 0), outer[outer >= 0], WITHIN, full[outer >= 0]),
+        (np.flatnonzero(inner >= 0), inner[inner >= 0], INSIDE, full[inner >= 0]),
+        (work_q[top], work_i[top], WORK, overlap[top]),
+    ]
+    return HostEvidence(
+        gap=todo[np.concatenate([p[0] for p in parts])],
+        row=stacks.rows[np.concatenate([p[1] for p in parts])],
+        index=np.concatenate([p[1] for p in parts]),
+        role=np.concatenate([np.full(len(p[0]), p[2], np.int8) for p in parts]),
+        overlap=np.concatenate([p[3] for p in parts]).astype(np.int64),
+    )
+
+
+def _covering_levels(
+    stacks: HostStacks, thread: I64, a: I64, b: I64, q_new: I64, i_new: I64
+) -> I64:
+    """Per stretch [a, b): how many events cover all of it. With events nested, that is the
+    least of the depth at a, the depth at b - 1 and the depth of every event starting in
+    between (an event that ends inside leaves its level empty, or a new event takes it)."""
+    ends = stacks.depth_at(np.tile(thread, 2), np.concatenate([a, b - 1]))
+    least = np.minimum(ends[: len(a)], ends[len(a) :])
+    np.minimum.at(least, q_new, stacks.depth[i_new])
+    return np.asarray(least, dtype=np.int64)
+
+
+def _longest_per_query(query: I64, overlap: I64) -> I64:
+    """Indices of the ``TOP_WORK`` entries of longest overlap per query."""
+    ranked = np.lexsort((-overlap, query))
     q = query[ranked]
+    if len(q) == 0:
+        return ranked
     first_of = np.concatenate(([0], np.flatnonzero(q[1:] != q[:-1]) + 1))
     rank = np.arange(len(q)) - np.repeat(first_of, np.diff(np.append(first_of, len(q))))
-    top = ranked[rank < TOP_WORK] if len(q) else ranked
-    chosen.append((top, np.full(len(top), WORK), 0))
-
-    picked = np.concatenate([c[0] for c in chosen]) if chosen else np.zeros(0, np.int64)
-    roles = (
-        np.concatenate([c[1] for c in chosen]).astype(np.int8) if chosen else np.zeros(0, np.int8)
-    )
-    return HostEvidence(
-        gap=todo[query[picked]],
-        row=stacks.rows[index[picked]],
-        index=index[picked],
-        role=roles,
-        overlap=overlap[picked].astype(np.int64),
-    )
+    return np.asarray(ranked[rank < TOP_WORK], dtype=np.int64)
