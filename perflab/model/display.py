@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # names for annotations only: nothing below imports render at
     from perflab.render.views import IdleCauses as IdleCauses
     from perflab.render.views import JobSummary as JobSummary
     from perflab.render.views import Timeline as Timeline
+    from perflab.render.views import TraceDiff as TraceDiff
     from perflab.render.views import TraceSummary as TraceSummary
 
 
@@ -60,6 +61,13 @@ def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
     from perflab.render.views import trace_idle
 
     return trace_idle(trace, **options)
+
+
+def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
+    """What ``Trace.diff()`` returns: :func:`perflab.analysis.trace_diff.diff_traces`."""
+    from perflab.render.views import trace_diff
+
+    return trace_diff(control, test, **options)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

@@ -82,7 +82,7 @@ from perflab.model.serialize import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perflab.model.display import IdleCauses, Timeline, TraceSummary
+    from perflab.model.display import IdleCauses, Timeline, TraceDiff, TraceSummary
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -391,6 +391,14 @@ class Trace(Shown):
         (heuristics; its module has the rules). ``min_ns``: only longer gaps; ``step``:
         only the gaps of ``ProfilerStep#<step>``."""
         return display.trace_idle(self, min_ns=min_ns, step=step)
+
+    def diff(self, test: Trace, **options: Any) -> TraceDiff:
+        """This trace (the control) against ``test``, name by name: counts and times of GPU
+        work and host events, new/gone/changed, with several steps a side a verdict per name
+        from the step-to-step noise, the change by category and stream, and a headline: a
+        :class:`perflab.analysis.trace_diff.TraceDiff`. ``options``: ``step`` (N or (N, M)),
+        ``short_names``, ``renames`` (see :func:`perflab.analysis.trace_diff.diff_traces`)."""
+        return display.trace_diff(self, test, **options)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from perflab.analysis.idle_causes import IdleCauses as IdleCauses
     from perflab.analysis.job import JobSummary as JobSummary
+    from perflab.analysis.trace_diff import TraceDiff as TraceDiff
     from perflab.analysis.trace_summary import TraceSummary as TraceSummary
     from perflab.model.job import Job
     from perflab.model.trace import Trace
@@ -53,6 +54,9 @@ VIEWS: dict[str, View] = {
     ),
     "perflab.analysis.idle_causes.IdleCauses": View(
         "perflab.render.idle_view", "idle_text", bundle="idle_bundle"
+    ),
+    "perflab.analysis.trace_diff.TraceDiff": View(
+        "perflab.render.trace_diff_view", "diff_text", bundle="diff_bundle"
     ),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
@@ -144,6 +148,13 @@ def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
     from perflab.analysis.idle_causes import idle_causes
 
     return idle_causes(trace, **options)
+
+
+def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
+    """``Trace.diff()``: :func:`perflab.analysis.trace_diff.diff_traces`."""
+    from perflab.analysis.trace_diff import diff_traces
+
+    return diff_traces(control, test, **options)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:
