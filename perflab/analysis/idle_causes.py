@@ -55,6 +55,7 @@ Python object per event (evidence objects are built only for the gaps that are s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -308,6 +309,13 @@ class _Explainer:
         name = self.t.strings[int(self.t.name[row])]
         return Evidence(role, text, name, int(self.t.start_ns[row]), int(self.t.dur_ns[row]))
 
+    def found(self, role: str, row: int, text: Callable[[int], str]) -> list[Evidence]:
+        """The evidence of ``row`` when the analysis found one (row >= 0), else none."""
+        return [self.event(role, row, text(row))] if row >= 0 else []
+
+    def took(self, row: int) -> str:
+        return format_ns(int(self.t.dur_ns[row]))
+
     def when(self, t: int) -> str:
         """``t`` relative to the gap's start, in words."""
         delta = t - self.g0
@@ -369,19 +377,15 @@ class _Explainer:
                 f"{self.when(int(self.r.end_ns[sync]))}",
             )
         )
-        copy = int(g.copy[i])
-        if copy >= 0:
-            out.append(self.event("copy", copy, self.copy_text(copy)))
-        after = int(g.sync_after[i])
-        if after >= 0:
-            out.append(
-                self.event(
-                    "sync",
-                    after,
-                    f"then {self.name(after)} ({format_ns(int(self.t.dur_ns[after]))}), "
-                    f"returning {self.when(int(self.r.end_ns[after]))}",
-                )
-            )
+        out += self.found("copy", int(g.copy[i]), self.copy_text)
+        out += self.found(
+            "sync",
+            int(g.sync_after[i]),
+            lambda row: (
+                f"then {self.name(row)} ({self.took(row)}), returning "
+                f"{self.when(int(self.r.end_ns[row]))}"
+            ),
+        )
         out += self.host_work(after_sync=True)
         out.append(self.launch_line(int(g.host_from[i]), "the sync returned"))
         return out
@@ -543,19 +547,18 @@ class _Explainer:
                 f"the GPU went idle, and the work then waited {format_ns(self.g1 - le)} in "
                 f"the queue (more than {format_ns(QUEUE_WAIT_NS)}): the GPU side held it last"
             )
-        out = [self.event("queued", nxt, queued)]
-        out.append(Evidence("waits", self.waits_for(nxt, prev)))
-        wait = int(g.stream_wait[i])
-        if wait >= 0:
-            out.append(
-                self.event(
-                    "stream-wait",
-                    wait,
-                    f"before launching it the thread called {self.name(wait)}: the stream "
-                    "waits for an event recorded on another stream",
-                )
-            )
-        return out
+        return [
+            self.event("queued", nxt, queued),
+            Evidence("waits", self.waits_for(nxt, prev)),
+            *self.found(
+                "stream-wait",
+                int(g.stream_wait[i]),
+                lambda row: (
+                    f"before launching it the thread called {self.name(row)}: the "
+                    "stream waits for an event recorded on another stream"
+                ),
+            ),
+        ]
 
     def waits_for(self, nxt: int, prev: int) -> str:
         from perflab.analysis.categories import is_comm_name
