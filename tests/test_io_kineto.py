@@ -33,9 +33,14 @@ KINETO = sorted((TRACES / "kineto").glob("*.json.gz")) if (TRACES / "kineto").is
 @pytest.mark.parametrize("path", KINETO, ids=lambda p: p.name)
 def test_summary_matches_independent_computation(path: Path) -> None:
     ours = load_trace(path).summary().to_dict()
-    assert tuple(ours) == ("events", "kernels", "devices", "comm", "memcpy", "categories")
+    keys = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
+    assert tuple(ours) == keys
     ref = kineto_reference(path)
     categories = ours.pop("categories")
+    # the idle time by cause (heuristics, tested in test_idle_causes) adds up to the idle time
+    idle = ours.pop("idle")
+    total = sum(d["idle_us"] for d in ref["devices"].values())
+    assert sum(c["idle_us"] for c in idle.values()) == pytest.approx(float(total), abs=1e-3)
     assert_close(ours, ref)
     assert sum(c["count"] for c in categories.values()) == ref["kernels"]["count"]
     assert sum(c["total_us"] for c in categories.values()) == pytest.approx(

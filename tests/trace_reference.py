@@ -80,8 +80,30 @@ def kineto_reference(path: Path) -> dict[str, Any]:
             "count": len(copies),
             "total_us": sum(e["dur"] for e in copies),
             "bytes": sum(e["args"].get("bytes", 0) for e in copies),
+            "by_kind": copies_by_direction(copies),
         },
     }
+
+
+def copies_by_direction(copies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per direction named in "Memcpy HtoD (Pageable -> Device)": count, time, bytes, and
+    how many used pageable or pinned host memory (the source of HtoD, the target of DtoH)."""
+    out: dict[str, Any] = {}
+    for e in copies:
+        words = e["name"].split()
+        direction = words[1] if len(words) > 1 and words[0] == "Memcpy" else "unknown"
+        sides = e["name"].partition("(")[2].rstrip(")").split(" -> ")
+        host = {"HtoD": 0, "DtoH": 1}.get(direction)
+        memory = sides[host].strip().lower() if host is not None and len(sides) == 2 else ""
+        row = out.setdefault(
+            direction, {"count": 0, "total_us": 0, "bytes": 0, "pageable": 0, "pinned": 0}
+        )
+        row["count"] += 1
+        row["total_us"] += e["dur"]
+        row["bytes"] += e["args"].get("bytes", 0)
+        row["pageable"] += memory == "pageable"
+        row["pinned"] += memory == "pinned"
+    return out
 
 
 def assert_close(ours: Any, ref: Any, where: str = "") -> None:
