@@ -510,3 +510,105 @@ def test_ptxas_line_errors_are_shown() -> None:
     ptx_errors = [d for d in info.value.diagnostics if d.file.endswith(".ptx")]
     assert ptx_errors and ptx_errors[0].line is not None
     assert "/tmp/" not in message  # scratch paths are not shown
+
+
+# ---- the scheduler's view: control bits and live registers, cached and saved -------------
+
+
+def _entry_files(src_marker: str) -> tuple[Path, list[Path]]:
+    """The cache entry (JSON) whose source has ``src_marker``, and the files beside it."""
+    (entry,) = [p for p in cache_root().rglob("*.json") if src_marker in p.read_text()]
+    return entry, sorted(entry.parent.glob(entry.stem + ".*"))
+
+
+def test_control_and_live_registers_are_cached_beside_the_entry() -> None:
+    src = "__global__ void cached_controls(float* x) { x[threadIdx.x] *= 3.f; }"
+    first = compile_cuda(src).kernel()
+    assert all(
+        s.control is not None and s.live is not None
+        for s in first.sass_lines
+        if s.mnemonic == "STG"
+    )
+    entry, files = _entry_files("cached_controls")
+    assert {p.name.removeprefix(entry.stem) for p in files} == {".json", ".hex.sass", ".live.txt"}
+    again = compile_cuda(src)
+    assert again.cached and again.kernel().sass_lines == first.sass_lines
+
+
+def test_an_entry_cached_before_the_controls_gets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry written by an earlier perflab has '<key>.sass' without encodings and no
+    live registers: it still loads, and its SASS is disassembled again from the cubin."""
+    src = "__global__ void old_entry(float* x) { x[threadIdx.x] += 2.f; }"
+    compile_cuda(src).kernel().sass_lines  # noqa: B018
+    entry, files = _entry_files("old_entry")
+    for path in files:
+        if path != entry:
+            path.unlink()
+    old = entry.with_suffix(".sass")
+    old.write_text("        /*0000*/                   EXIT ;\n")  # the old format, plain
+    result = compile_cuda(src)
+    assert result.cached
+    stores = [s for s in result.kernel().sass_lines if s.mnemonic == "STG"]
+    assert stores and all(s.control is not None and s.live is not None for s in stores)
+    assert old.read_text() == "        /*0000*/                   EXIT ;\n"  # left alone
+
+
+def test_sass_without_live_registers_when_that_run_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    import perflab.capture.compile as compile_module
+
+    def refuse(cubin: bytes, *, timeout: float) -> str:
+        raise ToolchainError("nvdisasm failed: no life ranges here")
+
+    monkeypatch.setattr(compile_module, "live_ranges", refuse)
+    kernel = compile_cuda("__global__ void no_live(float* x) { x[0] = 1.f; }", cache=False).kernel()
+    instructions = [s for s in kernel.sass_lines if not s.is_label]
+    assert instructions and all(s.control is not None and s.live is None for s in instructions)
+
+
+def test_controls_survive_save_and_load(kernels: CompileResult, tmp_path: Path) -> None:
+    loaded = CompileResult.load(kernels.save(tmp_path / "k.json"))
+    for a, b in zip(loaded.kernels, kernels.kernels, strict=True):
+        assert [s.control for s in a.sass_lines] == [s.control for s in b.sass_lines]
+        assert [s.live for s in a.sass_lines] == [s.live for s in b.sass_lines]
+        assert any(s.control is not None for s in a.sass_lines)
+
+
+def test_a_result_saved_without_controls_loads(kernels: CompileResult) -> None:
+    doc = kernels.to_dict()
+    for k in doc["kernels"]:
+        for s in k["sass_lines"]:
+            del s["control"], s["live_registers"]
+    loaded = CompileResult.from_dict(doc)
+    assert all(s.control is None and s.live is None for s in loaded.kernel().sass_lines)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("stall", 16),
+        ("stall", -1),
+        ("stall", 1.5),
+        ("yield", 1),
+        ("write_barrier", 7),
+        ("read_barrier", "2"),
+        ("wait_mask", 64),
+        ("reuse", 16),
+        ("live_registers", {"gpr": 256}),
+        ("live_registers", {"gpr": True}),
+        ("live_registers", {"spare": 1}),
+        ("live_registers", [1, 2]),
+    ],
+)
+def test_a_tampered_control_or_live_count_is_refused(
+    kernels: CompileResult, field: str, value: object
+) -> None:
+    from perflab.errors import SchemaError
+
+    doc = kernels.to_dict()
+    line = next(s for s in doc["kernels"][0]["sass_lines"] if s["control"] is not None)
+    if field == "live_registers":
+        line["live_registers"] = value
+    else:
+        line["control"][field] = value
+    with pytest.raises(SchemaError, match="malformed compile result"):
+        CompileResult.from_dict(doc)

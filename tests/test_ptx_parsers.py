@@ -8,11 +8,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perflab.analysis.ptx import line_kind, parse_files, parse_ptx
-from perflab.analysis.sass import opcode_of, parse_ptxas_resources, parse_res_usage, parse_sass
+from perflab.analysis.sass import (
+    opcode_of,
+    parse_disassembly,
+    parse_live_registers,
+    parse_ptxas_resources,
+    parse_res_usage,
+    parse_sass,
+)
 from perflab.errors import PerflabError
 
 PTX = (PTX_DATA / "kernels.ptx").read_text()
 SASS = (PTX_DATA / "kernels.sass").read_text()
+HEX_SASS = (PTX_DATA / "kernels.hex.sass").read_text()  # the same build, with -hex
+LIVE = (PTX_DATA / "kernels.live.txt").read_text()  # nvdisasm -c -lrm count of that build
 SOURCE = (PTX_DATA / "kernels.cu").read_text().splitlines()
 USER = parse_files(PTX)[1]  # the scratch path nvcc saw for kernels.cu
 ENTRIES = {
@@ -168,6 +177,63 @@ def test_ptxas_spill_report() -> None:
     )
 
 
+def test_encodings_change_nothing_but_add_the_controls() -> None:
+    plain = parse_sass(SASS, user_files={USER})
+    encoded = parse_sass(HEX_SASS, user_files={USER})
+    assert set(plain) == set(encoded) == ENTRIES
+    for name, lines in plain.items():
+        assert [(s.offset, s.text, s.line, s.ptx_line) for s in lines] == [
+            (s.offset, s.text, s.line, s.ptx_line) for s in encoded[name]
+        ]
+        assert all(s.control is None for s in lines)
+        assert all(s.control is not None for s in encoded[name] if not s.is_label)
+
+
+def test_hex_golden_controls_by_hand() -> None:
+    # copy4's 128-bit load and the store that waits on it, read off the sample by hand:
+    # LDG high word 0x000ea2000c1e9d00, STG high word 0x004fe2000c101d04
+    copy = parse_sass(HEX_SASS, user_files={USER})["_Z5copy4PK6float4PS_i"]
+    load = next(s for s in copy if s.mnemonic == "LDG")
+    store = next(s for s in copy if s.mnemonic == "STG")
+    assert load.control is not None and store.control is not None
+    assert (load.control.stall, load.control.write_barrier, load.control.read_barrier) == (
+        1,
+        2,
+        None,
+    )
+    assert store.control.waits_on == (2,)
+
+
+def test_live_registers_golden() -> None:
+    live = parse_live_registers(LIVE)
+    assert set(live) == ENTRIES
+    lines = parse_disassembly(HEX_SASS, LIVE, user_files={USER})
+    for name, found in lines.items():
+        instructions = [s for s in found if not s.is_label and s.mnemonic != "NOP"]
+        assert all(s.live is not None for s in instructions), name  # padding has none
+        assert max(s.live.gpr for s in instructions if s.live) <= 255
+    copy = lines["_Z5copy4PK6float4PS_i"]
+    assert copy[0].live is not None and copy[0].live.gpr == 1  # LDC R1: the stack pointer
+    load = next(s for s in copy if s.mnemonic == "LDG")
+    assert load.live is not None and load.live.gpr >= 4  # the float4 it loads, and more
+    registers = parse_ptxas_resources((PTX_DATA / "ptxas.log").read_text())
+    for name, found in lines.items():  # never more live than ptxas allocated
+        peak = max(s.live.gpr for s in found if s.live)
+        assert peak <= registers[name].registers, name
+
+
+def test_live_rows_that_do_not_fit_their_header_are_left_out() -> None:
+    text = (
+        "//--------------------- .text.k --------------------------\n"
+        "   // | GPR   | PRED   |\n"
+        "        /*0000*/   LDC R1, c[0x0][0x28] ;   // |   1   |        |\n"
+        "        /*0010*/   EXIT ;                   // |   1   |        |    |\n"
+        "        /*0020*/   EXIT ;                   // |  999  |        |\n"
+        "        /*0030*/   EXIT ;                   // |   x   |   2    |\n"
+    )
+    assert list(parse_live_registers(text)["k"]) == [0]
+
+
 @pytest.mark.parametrize(
     ("text", "opcode"),
     [
@@ -185,6 +251,8 @@ def test_opcode_of(text: str, opcode: str) -> None:
 
 _PTX_LINES = PTX.splitlines()
 _SASS_LINES = SASS.splitlines()
+_HEX_LINES = HEX_SASS.splitlines()
+_LIVE_LINES = LIVE.splitlines()
 
 
 def _mutate(lines: list[str], data: st.DataObject) -> str:
@@ -235,10 +303,27 @@ def test_sass_parser_survives_mutation(data: st.DataObject) -> None:
         assert all(s.offset is None or s.offset >= 0 for s in lines)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_encoded_sass_and_live_registers_survive_mutation(data: st.DataObject) -> None:
+    code, live = _mutate(_HEX_LINES, data), _mutate(_LIVE_LINES, data)
+    try:
+        functions = parse_disassembly(code, live, user_files={USER})
+    except PerflabError:
+        return
+    for lines in functions.values():
+        for s in lines:
+            if s.control is not None:
+                assert 0 <= s.control.stall <= 15 and 0 <= s.control.wait_mask < 64
+            if s.live is not None:
+                assert 0 <= s.live.gpr <= 255
+
+
 @given(st.text(max_size=300))
 def test_parsers_take_any_text(text: str) -> None:
     parse_ptx(text)
     parse_sass(text)
+    parse_live_registers(text)
     parse_ptxas_resources(text)
     parse_res_usage(text)
 

@@ -1,10 +1,11 @@
 """Compile CUDA C++ (nvcc) and Triton (ahead of time) to PTX, cubin and SASS; no GPU needed.
 
 CUDA: ``nvcc -cubin -lineinfo -Xptxas -v --keep`` in a private folder gives the PTX, the
-cubin and ptxas' resource report in one run; ``nvdisasm -g -gi -gp`` (on first use of the
-SASS) maps every instruction to the user's line and to its PTX line. CCCL headers (CUB,
-Thrust, libcu++) come from the ``nvidia-cuda-cccl`` wheel, which nvcc's wheel already
-puts on its include path.
+cubin and ptxas' resource report in one run; ``nvdisasm -g -gi -gp -hex`` (on first use
+of the SASS) maps every instruction to the user's line and to its PTX line and gives its
+scheduling controls, while ``nvdisasm -lrm count`` beside it counts the live registers.
+CCCL headers (CUB, Thrust, libcu++) come from the ``nvidia-cuda-cccl`` wheel, which
+nvcc's wheel already puts on its include path.
 
 Triton: ``triton.compile(ASTSource(fn, signature, constexprs), target=GPUTarget(...))``
 keeps ttir, ttgir, llir, PTX and cubin. Triton 3.6 and 3.9 take the same ASTSource
@@ -14,11 +15,13 @@ names to values. :func:`_triton_ast_source` is the one place to branch should a 
 release change this.
 
 Results are cached on disk (``$PERFLAB_CACHE_DIR`` or ``~/.cache/perflab``, under
-``compile/``) by source, options, target and tool versions, as JSON plus a SASS text file.
+``compile/``) by source, options, target and tool versions, as JSON plus the two
+nvdisasm texts (code with encodings, and live registers).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -34,8 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perflab.analysis.ptx import parse_files, parse_ptx
-from perflab.analysis.sass import parse_ptxas_resources, parse_res_usage, parse_sass
-from perflab.capture import toolchain
+from perflab.analysis.sass import parse_disassembly, parse_ptxas_resources, parse_res_usage
+from perflab.capture import _proc, toolchain
 
 # the flag allow-list and the diagnostics have their own modules; re-exported here
 from perflab.capture.compile_errors import CompileError as CompileError
@@ -55,6 +58,8 @@ from perflab.model.serialize import cache_dir, dump_json, load_json, write_text
 from perflab.model.timing import TimingResult
 
 CACHE_VERSION = 1
+SASS_SUFFIX = "hex.sass"  # nvdisasm -g -gi -gp -c -hex, beside a cache entry
+LIVE_SUFFIX = "live.txt"  # nvdisasm -c -lrm count
 CELL_FILE = "cell.cu"
 STDS = ("c++11", "c++14", "c++17", "c++20")
 MIN_TRITON = (3, 6)
@@ -101,7 +106,13 @@ class _CacheEntry:
 
     @property
     def sass_path(self) -> Path:
-        return self.root / self.key[:2] / f"{self.key}.sass"
+        # the disassembly with encodings (-hex); an entry written before perflab read them
+        # has only '<key>.sass', which is left alone: its SASS is disassembled again
+        return self.root / self.key[:2] / f"{self.key}.{SASS_SUFFIX}"
+
+    @property
+    def live_path(self) -> Path:
+        return self.root / self.key[:2] / f"{self.key}.{LIVE_SUFFIX}"
 
     def load(self) -> CompileResult | None:
         if not self.json_path.is_file():
@@ -121,17 +132,31 @@ class _CacheEntry:
             pass  # a read-only or full cache disk only costs a recompile
 
     def read_sass(self) -> str | None:
-        try:
-            return self.sass_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        return _read_cached(self.sass_path)
 
     def write_sass(self, text: str) -> None:
-        try:
-            self.sass_path.parent.mkdir(parents=True, exist_ok=True)
-            write_text(self.sass_path, text)  # never through a link planted in the cache
-        except OSError:
-            pass
+        _write_cached(self.sass_path, text)
+
+    def read_live(self) -> str | None:
+        return _read_cached(self.live_path)
+
+    def write_live(self, text: str) -> None:
+        _write_cached(self.live_path, text)
+
+
+def _read_cached(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_cached(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)  # never through a link planted in the cache
+    except OSError:
+        pass
 
 
 def cached_run(
@@ -153,30 +178,67 @@ def cached_run(
 
 
 def disassemble(cubin: bytes, *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
-    """``nvdisasm -g -gi -gp -c`` of a cubin: code with source and PTX line comments."""
+    """``nvdisasm -g -gi -gp -c -hex`` of a cubin: code with source and PTX line comments
+    and each instruction's encoding (whose high word holds its scheduling controls)."""
+    return _nvdisasm(cubin, ["-g", "-gi", "-gp", "-c", "-hex"], timeout=timeout)
+
+
+def live_ranges(cubin: bytes, *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """``nvdisasm -c -lrm count`` of a cubin: registers live at each instruction. A run of
+    its own: with ``--print-life-ranges`` nvdisasm ignores the line-info options."""
+    return _nvdisasm(cubin, ["-c", "-lrm", "count"], timeout=timeout)
+
+
+def _nvdisasm(cubin: bytes, options: list[str], *, timeout: float) -> str:
     nvdisasm = toolchain.require_tool("nvdisasm")
     with toolchain.private_tempdir() as tmp:
         (tmp / "k.cubin").write_bytes(cubin)
-        done = toolchain.run_tool(
-            nvdisasm, ["-g", "-gi", "-gp", "-c", "k.cubin"], cwd=tmp, timeout=timeout
-        )
+        done = toolchain.run_tool(nvdisasm, [*options, "k.cubin"], cwd=tmp, timeout=timeout)
     if done.returncode != 0:
         raise ToolchainError(f"nvdisasm failed: {done.stderr.strip()[-2000:]}")
     return done.stdout
 
 
+def _disassembly(cubin: bytes, entry: _CacheEntry | None, timeout: float) -> tuple[str, str | None]:
+    """The code and the live-register texts, from the cache or from nvdisasm; the two runs
+    go side by side (a cold ``%%ptx`` waits for one nvdisasm, not two in a row). Live
+    registers are None when that run fails: the SASS does not need them."""
+    code = entry.read_sass() if entry is not None else None
+    live = entry.read_live() if entry is not None else None
+    if code is not None and live is not None:
+        return code, live
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(live_ranges, cubin, timeout=timeout) if live is None else None
+        try:
+            if code is None:
+                code = disassemble(cubin, timeout=timeout)
+            if pending is not None:
+                live = _live_or_none(pending)
+        except KeyboardInterrupt:
+            _proc.kill_all_groups()  # the other nvdisasm too: it runs in the worker thread
+            raise
+    if entry is not None:
+        entry.write_sass(code)
+        if live is not None:
+            entry.write_live(live)
+    return code, live
+
+
+def _live_or_none(pending: concurrent.futures.Future[str]) -> str | None:
+    try:
+        return pending.result()
+    except ToolchainError:
+        return None
+
+
 def attach_sass(result: CompileResult, entry: _CacheEntry | None, timeout: float) -> None:
     """Give every kernel a loader that disassembles the cubin once, on first use (the
-    text is kept next to the cache entry, when there is one)."""
+    texts are kept next to the cache entry, when there is one)."""
 
     @functools.cache
     def functions() -> dict[str, list[SassLine]]:
-        text = entry.read_sass() if entry is not None else None
-        if text is None:
-            text = disassemble(result.cubin, timeout=timeout)
-            if entry is not None:
-                entry.write_sass(text)
-        return parse_sass(text, user_files={result.source_path})
+        code, live = _disassembly(result.cubin, entry, timeout)
+        return parse_disassembly(code, live, user_files={result.source_path})
 
     for kernel in result.kernels:
         kernel.defer_sass(_loader(functions, kernel.mangled))

@@ -53,15 +53,127 @@ class Resources:
         return cls(**{k: int(v) for k, v in doc.items() if k in names})
 
 
+# Bounds of the values a saved SASS line may carry (a file outside them is refused).
+CONTROL_BOUNDS = {"stall": 15, "wait_mask": 0x3F, "reuse": 0xF}
+BARRIER_MAX = 6  # a 3-bit field: 0-5 are the six scoreboards, 7 (none) is stored as None
+LIVE_MAX = 255  # registers of one kind per thread
+
+
+def _bounded(doc: dict[str, Any], key: str, top: int) -> int:
+    value = doc[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise ValueError(f"{key} must be an integer 0..{top}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Control:
+    """The scheduling control bits of one Volta-or-later instruction, as ptxas set them
+    (decoded by :mod:`perflab.analysis.sass_control`).
+
+    ``yields`` is True where the instruction's yield bit is clear: the hint to switch to
+    another warp after it (the raw bit is set for "stay on this warp"; see the decoder).
+    A barrier is 0-5, or None where the field reads 7 (no barrier)."""
+
+    stall: int  # cycles before the warp's next instruction may issue (0-15)
+    yields: bool
+    write_barrier: int | None  # set when the result is written (variable-latency ops)
+    read_barrier: int | None  # set when the source registers have been read
+    wait_mask: int  # bit b: wait for barrier b before issuing
+    reuse: int  # bit i: keep source operand i (a, b, c, d) in the reuse cache
+
+    @property
+    def waits_on(self) -> tuple[int, ...]:
+        return tuple(b for b in range(6) if self.wait_mask >> b & 1)
+
+    @property
+    def sets(self) -> tuple[int, ...]:
+        """The barriers this instruction sets (write, then read; each once)."""
+        found = [b for b in (self.write_barrier, self.read_barrier) if b is not None]
+        return tuple(dict.fromkeys(found))
+
+    def compact(self) -> str:
+        """``S:4 Y W2 R- w:0b000100 reuse:a``: stall, yield (``-`` for none), write and
+        read barrier, wait mask (bit 0 rightmost) and the operands kept for reuse."""
+        reuse = "".join("abcd"[i] for i in range(4) if self.reuse >> i & 1) or "-"
+        return (
+            f"S:{self.stall} {'Y' if self.yields else '-'} W{_barrier(self.write_barrier)} "
+            f"R{_barrier(self.read_barrier)} w:0b{self.wait_mask:06b} reuse:{reuse}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stall": self.stall,
+            "yield": self.yields,
+            "write_barrier": self.write_barrier,
+            "read_barrier": self.read_barrier,
+            "wait_mask": self.wait_mask,
+            "reuse": self.reuse,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Control:
+        """The saved form, every field range-checked (ValueError otherwise)."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("yield"), bool):
+            raise ValueError(f"control must be a dict with a boolean 'yield', not {doc!r}")
+        barriers = []
+        for key in ("write_barrier", "read_barrier"):
+            barriers.append(None if doc.get(key) is None else _bounded(doc, key, BARRIER_MAX))
+        return cls(
+            _bounded(doc, "stall", CONTROL_BOUNDS["stall"]),
+            doc["yield"],
+            barriers[0],
+            barriers[1],
+            _bounded(doc, "wait_mask", CONTROL_BOUNDS["wait_mask"]),
+            _bounded(doc, "reuse", CONTROL_BOUNDS["reuse"]),
+        )
+
+
+def _barrier(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class LiveRegisters:
+    """Registers live at an instruction, as ``nvdisasm --print-life-ranges`` counts them:
+    general (``gpr``), predicate, uniform and uniform predicate registers."""
+
+    gpr: int = 0
+    pred: int = 0
+    ugpr: int = 0
+    upred: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> LiveRegisters:
+        if not isinstance(doc, dict):
+            raise ValueError(f"live_registers must be a dict, not {doc!r}")
+        names = [f.name for f in fields(cls)]
+        unknown = set(doc) - set(names)
+        if unknown:
+            raise ValueError(f"live_registers: unknown fields {sorted(unknown)}")
+        return cls(**{k: _bounded(doc, k, LIVE_MAX) for k in names if k in doc})
+
+
+SPILL_MARK = '(*"SpillRefill"*)'  # how nvdisasm marks the local-memory traffic of spills
+
+
 @dataclass(frozen=True)
 class SassLine:
-    """One line of a kernel's SASS: an instruction (with ``offset``) or a label."""
+    """One line of a kernel's SASS: an instruction (with ``offset``) or a label.
+
+    ``control`` and ``live`` are None where the disassembly did not give them (a result
+    saved before perflab read them, an architecture whose control layout is unknown)."""
 
     offset: int | None  # byte offset in the function; None for a label
     text: str  # "@P0 LDG.E.128 R4, desc[UR6][R2.64]" or ".L_x_2:"
     opcode: str = ""  # full opcode with modifiers ("LDG.E.128"); "" for a label
     line: int | None = None  # line in the user's source (see analysis.sass)
     ptx_line: int | None = None  # line in the module's PTX, where ptxas recorded it
+    control: Control | None = None  # scheduling controls (analysis.sass_control)
+    live: LiveRegisters | None = None  # registers live here (nvdisasm -plr)
 
     @property
     def is_label(self) -> bool:
@@ -76,6 +188,11 @@ class SassLine:
         """The opcode's first part: ``LDG`` for ``LDG.E.128``."""
         return self.opcode.split(".", 1)[0]
 
+    @property
+    def is_spill(self) -> bool:
+        """A store or load that nvdisasm marks as spill traffic."""
+        return SPILL_MARK in self.text
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "offset": self.offset,
@@ -83,16 +200,22 @@ class SassLine:
             "opcode": self.opcode,
             "line": self.line,
             "ptx_line": self.ptx_line,
+            "control": None if self.control is None else self.control.to_dict(),
+            "live_registers": None if self.live is None else self.live.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> SassLine:
+        """The saved form; ``control`` and ``live_registers`` may be absent (older files)."""
+        control, live = doc.get("control"), doc.get("live_registers")
         return cls(
             doc.get("offset"),
             str(doc["text"]),
             str(doc.get("opcode", "")),
             doc.get("line"),
             doc.get("ptx_line"),
+            None if control is None else Control.from_dict(control),
+            None if live is None else LiveRegisters.from_dict(live),
         )
 
 
