@@ -101,6 +101,10 @@ def test_bad_options_are_perflab_errors() -> None:
         idle_causes(trace, step=99)
     with pytest.raises(InputError, match="whole number of ns"):
         idle_causes(trace, min_ns=-1)
+    with pytest.raises(InputError, match="whole number of ns"):
+        idle_causes(trace, min_ns=2.5)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="a step is a ProfilerStep number"):
+        idle_causes(trace, step="1")  # type: ignore[arg-type]
 
 
 def test_traces_without_gpu_work_or_host_events() -> None:

@@ -624,8 +624,12 @@ def idle_causes(trace: Trace, min_ns: int = 0, step: int | None = None) -> IdleC
         raise InputError(
             f"the shortest gap shown must be a whole number of ns >= 0, not {min_ns!r}"
         )
+    if step is not None and (
+        isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0
+    ):
+        raise InputError(f"a step is a ProfilerStep number (a whole number >= 0), not {step!r}")
     steps = profiler_steps(trace)
-    index = steps.index_of(step) if step is not None else -1
+    index = steps.index_of(int(step)) if step is not None else -1
     links = launch_links(trace)
     every = classify(trace, find_gaps(trace), links)
     owner = gap_steps(trace, steps, every, links)
