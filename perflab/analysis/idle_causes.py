@@ -718,7 +718,7 @@ def _step_frame(split: StepSplit, labels: dict[int, str]) -> Frame:
 def cause_totals(trace: Trace, min_ns: int = 0) -> dict[str, CauseTotal]:
     """Idle time and gaps per cause (every cause listed), without building any evidence:
     what the trace summary shows."""
-    gaps = classify(trace, find_gaps(trace, min_ns), launch_links(trace))
+    gaps = classify(trace, find_gaps(trace, min_ns), launch_links(trace), evidence=False)
     return _totals(gaps.cause, gaps.end - gaps.start)
 
 

@@ -221,9 +221,10 @@ def _pick(values: npt.NDArray[Any], rows: I64, fill: int = -1) -> I64:
     return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
 
 
-def classify(trace: Trace, gaps: GapColumns, links: I64) -> GapColumns:
+def classify(trace: Trace, gaps: GapColumns, links: I64, evidence: bool = True) -> GapColumns:
     """Fill in each gap's launch, thread, cause and the rows its evidence names
-    (``links``: :func:`perflab.model.trace_keys.launch_links` of the trace)."""
+    (``links``: :func:`perflab.model.trace_keys.launch_links` of the trace); without
+    ``evidence``, the copy waited for and the stream waits are not looked up (-1)."""
     g0, g1 = gaps.start, gaps.end
     launch = links[gaps.next]
     has = launch >= 0
@@ -272,9 +273,13 @@ def classify(trace: Trace, gaps: GapColumns, links: I64) -> GapColumns:
         cause=cause,
         sync=sync,
         sync_after=sync_after,
-        copy=_copy_waited_for(trace, gaps, sync, links),
+        copy=_copy_waited_for(trace, gaps, sync, links) if evidence else np.full_like(sync, -1),
         previous_launch=previous,
-        stream_wait=_stream_wait(trace, thread, ls, previous, queued | waited),
+        stream_wait=(
+            _stream_wait(trace, thread, ls, previous, queued | waited)
+            if evidence
+            else np.full_like(sync, -1)
+        ),
         host_from=host_from,
         host_to=host_to,
         traced_ns=np.zeros(len(g0), np.int64),
