@@ -134,3 +134,76 @@ def test_the_view_calls_no_analysis_but_the_report_and_the_line_classifier() -> 
         for alias in node.names
     }
     assert imported <= allowed, imported - allowed
+
+
+# ---- live registers and spills ----------------------------------------------------------
+
+
+def source_line(text: str, source: str = HEAVY) -> int:
+    (line,) = [n for n, t in enumerate(source.splitlines(), start=1) if text in t]
+    return line
+
+
+def test_spills_have_their_source_line_pressure_and_cause(spilled: CompileResult) -> None:
+    report = kernel_report(spilled, spilled.kernel())
+    found = report.spills
+    assert found is not None and found.marked and not found.heuristic
+    assert found.cap is not None and found.cap.registers == 32
+    assert "-maxrregcount=32 allows 32 registers per thread" in found.cause
+    inner = source_line("acc[i] = acc[i] * acc[(i + r + 1) % 64]")
+    # the inner update keeps 64 values live: most spill traffic is there
+    top_line, stores, loads, live = found.by_line()[0]
+    assert top_line == inner and stores > 0 and loads > 0
+    assert live is not None and 24 <= live <= 32
+    lines = {s.line for s in found.spills}
+    assert inner in lines and lines <= {source_line("acc[i] = in["), inner, source_line("s += acc")}
+    assert all(s.kind in ("store", "load") and s.live is not None for s in found.spills)
+    assert {s.kind for s in found.spills} == {"store", "load"}
+    curve = report.pressure
+    assert curve is not None and curve.allocated == 32 and curve.peak <= 32
+    assert curve.peak == max(s.live for s in found.spills if s.live is not None)
+    assert set(curve.peak_lines) <= report.mapped_lines
+    text = compile_text(spilled)
+    assert f"spills: {found.cause}" in text
+    assert f"  line {inner}: {stores} STL / {loads} LDL, up to {live} registers live" in text
+
+
+def test_a_launch_bounds_cap_is_a_heuristic_cause() -> None:
+    bounded = HEAVY.replace("__global__ void", "__global__ void __launch_bounds__(1024)")
+    bigger = bounded.replace("acc[64]", "acc[160]").replace("< 64", "< 160")
+    result = compile_cuda(bigger.replace("% 64", "% 160"), cache=False)
+    found = kernel_report(result, result.kernel()).spills
+    assert found is not None and found.heuristic
+    assert found.cap is not None and found.cap.registers == result.kernel().resources.registers
+    assert found.cap.source == "__launch_bounds__(1024)"
+    assert "a heuristic" in found.cause
+
+
+def test_no_spills_and_a_small_kernels_pressure(scale: CompileResult) -> None:
+    report = kernel_report(scale, scale.kernel())
+    assert report.spills is None
+    curve = report.pressure
+    assert curve is not None and 1 <= curve.peak <= scale.kernel().resources.registers
+    assert set(curve.peak_lines) <= {1, 2, 3}
+    assert len(curve.points) == len(
+        [s for s in scale.kernel().sass_lines if s.live is not None and s.offset is not None]
+    )
+
+
+def test_the_report_as_json(spilled: CompileResult) -> None:
+    import json
+
+    doc = json.loads(json.dumps(kernel_report(spilled, spilled.kernel()).to_dict()))
+    assert doc["occupancy"]["limiting"] and doc["instruction_mix"]["LDL"] > 0
+    assert any(i["topic"] == "spills" for i in doc["insights"])
+    assert doc["spills"]["cap"] == {
+        "registers": 32,
+        "source": "-maxrregcount=32",
+        "heuristic": False,
+    }
+    assert (
+        len(doc["spills"]["instructions"])
+        == spilled.kernel().instruction_mix["STL"] + (spilled.kernel().instruction_mix["LDL"])
+    )
+    assert doc["schedule"]["stall_cycles"] > 0 and doc["schedule"]["basic_blocks"]
+    assert doc["live_registers"]["peak"] <= 32 and doc["control_note"] is None

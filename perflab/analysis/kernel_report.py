@@ -1,14 +1,21 @@
 """What the compile view shows about a kernel beyond its artifacts, computed once: the
 occupancy at the chosen block size, the insights, the source lines that have PTX or SASS
-counterparts and, given an earlier compile, what changed since. The view
-(:mod:`perflab.render.ptx_view`) formats a :class:`KernelReport` and analyses nothing."""
+counterparts, the scheduler's view of the SASS (barrier waits, stall cycles per basic
+block), register pressure and spills with their cause, what each opcode does and, given an
+earlier compile, what changed since. The view (:mod:`perflab.render.ptx_view`) formats a
+:class:`KernelReport` and analyses nothing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from perflab.analysis.insights import Insight, KernelDiff, diff_kernels, kernel_insights
 from perflab.analysis.occupancy import Occupancy, kernel_occupancy
+from perflab.analysis.opcodes import OpcodeInfo, opcode_info
+from perflab.analysis.registers import Pressure, Spills, pressure, spills
+from perflab.analysis.sass_control import Schedule, layout_known, schedule
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts
 
@@ -30,6 +37,28 @@ class KernelReport:
     insights: tuple[Insight, ...]
     mapped_lines: frozenset[int]  # source lines some PTX or SASS line comes from
     diff: KernelDiff | None = None  # against the same kernel of an earlier compile
+    schedule: Schedule | None = None  # None: see control_note
+    control_note: str | None = None  # why the SASS has no decoded control bits
+    pressure: Pressure | None = None  # None without live-register counts
+    spills: Spills | None = None  # None when ptxas reported no spills
+    opcodes: Mapping[str, OpcodeInfo] = field(default_factory=dict)  # mnemonic -> help
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON: occupancy (with its limiter), instruction mix, insights,
+        spills with their cause, the schedule's totals and the register peak."""
+        occupancy = self.occupancy.to_dict() if self.occupancy is not None else None
+        return {
+            "block_size": self.block_size,
+            "shared_dynamic": self.shared_dynamic,
+            "occupancy": occupancy,
+            "occupancy_error": self.occupancy_error,
+            "instruction_mix": self.kernel.instruction_mix,
+            "insights": [i.to_dict() for i in self.insights],
+            "spills": None if self.spills is None else self.spills.to_dict(),
+            "schedule": None if self.schedule is None else self.schedule.to_dict(),
+            "control_note": self.control_note,
+            "live_registers": None if self.pressure is None else self.pressure.to_dict(),
+        }
 
 
 def resolve_block_size(result: CompileResult, requested: int | None = None) -> int:
@@ -64,6 +93,7 @@ def kernel_report(
         error = str(exc)
     insights = kernel_insights(kernel, source=result.source, lang=result.lang)
     diff = None if previous is None else diff_kernels(_counterpart(previous, kernel), kernel)
+    plan = schedule(kernel.sass_lines)
     return KernelReport(
         kernel=kernel,
         block_size=block,
@@ -76,7 +106,27 @@ def kernel_report(
         insights=tuple(insights),
         mapped_lines=mapped_source_lines(kernel),
         diff=diff,
+        schedule=plan,
+        control_note=None if plan is not None else control_note(kernel),
+        pressure=pressure(kernel),
+        spills=spills(kernel, result.flags),
+        opcodes={op: opcode_info(op) for op in kernel.instruction_mix},
     )
+
+
+def control_note(kernel: KernelArtifacts) -> str | None:
+    """Why ``kernel``'s SASS carries no control bits (None when it has them)."""
+    instructions = [s for s in kernel.sass_lines if not s.is_label]
+    if not instructions:
+        return "no SASS"
+    if all(s.control is not None for s in instructions):
+        return None
+    if not layout_known(kernel.arch):
+        return (
+            f"control bits not decoded: the layout of {kernel.arch} (before Volta) is not "
+            "known to perflab"
+        )
+    return "no control bits: this SASS was saved or disassembled without its encodings"
 
 
 def kernel_reports(

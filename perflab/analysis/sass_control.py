@@ -33,6 +33,7 @@ layout is not decoded here: such SASS gets no control (see :func:`layout_known`)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ BLOCK_ENDS = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "KILL
 # (unless predicated or conditional: see falls_through)
 NO_FALL_THROUGH = frozenset({"BRA", "BRX", "JMP", "JMX", "RET", "EXIT", "KILL"})
 HIGH_WORD_BITS = 64
+_TARGET_RE = re.compile(r"`\(([^)`]+)\)")
 
 
 def layout_known(arch: str) -> bool:
@@ -188,11 +190,29 @@ def _is_padding(line: SassLine) -> bool:
     return line.mnemonic == "NOP"
 
 
-def _blocks(lines: Sequence[SassLine]) -> list[list[SassLine]]:
-    """Labels and lines, cut into basic blocks (a label opens one; a branch ends one)."""
+def _is_end_trap(body: Sequence[SassLine], label: str | None) -> bool:
+    """The ``BRA`` to itself that ptxas puts after a function's last EXIT."""
+    return (
+        len(body) == 1
+        and body[0].mnemonic == "BRA"
+        and label is not None
+        and _TARGET_RE.findall(body[0].text) == [label]
+    )
+
+
+def _branch_targets(lines: Sequence[SassLine]) -> set[str]:
+    """The labels some instruction names as a target (```(.L_x_3)``)."""
+    return {f"{name}:" for s in lines if not s.is_label for name in _TARGET_RE.findall(s.text)}
+
+
+def _blocks(lines: Sequence[SassLine], targets: set[str]) -> list[list[SassLine]]:
+    """Labels and lines, cut into basic blocks: a label that some instruction branches to
+    opens one (nvdisasm also labels spill stores, which no branch names); a branch ends
+    one."""
     blocks: list[list[SassLine]] = [[]]
     for line in lines:
-        if line.is_label and any(not s.is_label for s in blocks[-1]):
+        opens = line.is_label and line.text in targets
+        if opens and any(not s.is_label for s in blocks[-1]):
             blocks.append([])
         blocks[-1].append(line)
         if not line.is_label and line.mnemonic in BLOCK_ENDS:
@@ -213,11 +233,12 @@ def schedule(lines: Sequence[SassLine]) -> Schedule | None:
         if s.control.sets
     )
     blocks = []
-    for block in _blocks(lines):
+    targets = _branch_targets(lines)
+    for block in _blocks(lines, targets):
         body = [s for s in block if not s.is_label and not _is_padding(s)]
-        if not body:
-            continue  # the NOPs that pad the function
-        label = block[0].text.rstrip(":") if block[0].is_label else None
+        label = block[0].text.rstrip(":") if block[0].text in targets else None
+        if not body or _is_end_trap(body, label):
+            continue  # what pads the function after its end
         waits = [o for s in body for o in links.waits_for.get(s.offset or 0, ())]
         blocks.append(
             BasicBlock(

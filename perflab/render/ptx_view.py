@@ -154,9 +154,45 @@ def _kernel_text(report: KernelReport) -> list[str]:
         f"occupancy: {_occupancy_text(report)}",
         "instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix),
         *[str(i) for i in report.insights],
+        schedule_line(report),
+        *filter(None, [pressure_line(report)]),
+        *spill_lines(report),
     ]
     if report.diff is not None:
         out.append(_diff_text(report.diff))
+    return out
+
+
+def schedule_line(report: KernelReport) -> str:
+    """The schedule's totals in a line, or why there are none."""
+    plan = report.schedule
+    if plan is None:
+        return f"schedule: {report.control_note}"
+    return (
+        f"schedule: {plan.stall_cycles} stall cycles over {len(plan.blocks)} basic blocks "
+        f"(static lower bound, each block once), {plan.long_waits} "
+        f"wait{'' if plan.long_waits == 1 else 's'} on long-latency instructions"
+    )
+
+
+def pressure_line(report: KernelReport) -> str | None:
+    curve = report.pressure
+    if curve is None:
+        return None
+    where = ", ".join(f"line {n}" for n in curve.peak_lines) or "no source line"
+    return f"live registers: peak {curve.peak} of {curve.allocated} allocated per thread ({where})"
+
+
+def spill_lines(report: KernelReport, rows: int = 5) -> list[str]:
+    """The cause of the spills and their busiest source lines."""
+    found = report.spills
+    if found is None:
+        return []
+    out = [f"spills: {found.cause}"]
+    for line, stores, loads, live in found.by_line()[:rows]:
+        where = f"line {line}" if line is not None else "no source line"
+        most = f", up to {live} registers live" if live is not None else ""
+        out.append(f"  {where}: {stores} STL / {loads} LDL{most}")
     return out
 
 
