@@ -54,6 +54,7 @@ EXTRA_OF = {
     "ptxas": "compile",
     "nvdisasm": "compile",
     "cuobjdump": "compile",
+    "duckdb": "sql",
 }
 
 

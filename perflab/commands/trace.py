@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perflab.commands import job, trace_diff
+from perflab.commands import job, trace_diff, trace_sql
 from perflab.commands._common import add_trace_file, load_trace_file, print_json
 
 
@@ -34,6 +34,7 @@ def register(sub: Any) -> None:
 
     add_idle_parser(tsub)
     trace_diff.add_diff_parser(tsub)
+    trace_sql.add_sql_parser(tsub)
 
     e = tsub.add_parser("export", help="write Chrome/Perfetto JSON (opens in ui.perfetto.dev)")
     add_trace_file(e)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # names for annotations only: nothing below imports render at
     from perflab.model.trace import Trace
     from perflab.render.views import IdleCauses as IdleCauses
     from perflab.render.views import JobSummary as JobSummary
+    from perflab.render.views import SqlResult as SqlResult
     from perflab.render.views import Timeline as Timeline
     from perflab.render.views import TraceDiff as TraceDiff
     from perflab.render.views import TraceSummary as TraceSummary
@@ -68,6 +69,13 @@ def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
     from perflab.render.views import trace_diff
 
     return trace_diff(control, test, **options)
+
+
+def trace_sql(source: Trace | Job, query: str) -> SqlResult:
+    """What ``Trace.sql()`` and ``Job.sql()`` return: :func:`perflab.analysis.trace_sql.run_sql`."""
+    from perflab.render.views import trace_sql
+
+    return trace_sql(source, query)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

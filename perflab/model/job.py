@@ -29,7 +29,7 @@ from perflab.model import display
 from perflab.model.trace import Table, Trace
 
 if TYPE_CHECKING:
-    from perflab.model.display import JobSummary, Timeline
+    from perflab.model.display import JobSummary, SqlResult, Timeline
 
 ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
 
@@ -107,6 +107,11 @@ class Job:
         """Per rank busy, idle, kernels and communication; collectives matched across ranks
         and the stragglers, worst first (:func:`perflab.analysis.job.summarize_job`)."""
         return display.job_summary(self)
+
+    def sql(self, query: str) -> SqlResult:
+        """A DuckDB SQL query over every rank's events as one set of tables, on the job's
+        clock, with a ``rank`` column (:meth:`Trace.sql`)."""
+        return display.trace_sql(self, query)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of every rank, collectives linked across ranks

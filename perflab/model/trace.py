@@ -82,7 +82,7 @@ from perflab.model.serialize import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perflab.model.display import IdleCauses, Timeline, TraceDiff, TraceSummary
+    from perflab.model.display import IdleCauses, SqlResult, Timeline, TraceDiff, TraceSummary
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -399,6 +399,12 @@ class Trace(Shown):
         :class:`perflab.analysis.trace_diff.TraceDiff`. ``options``: ``step`` (N or (N, M)),
         ``short_names``, ``renames`` (see :func:`perflab.analysis.trace_diff.diff_traces`)."""
         return display.trace_diff(self, test, **options)
+
+    def sql(self, query: str) -> SqlResult:
+        """Run a DuckDB SQL query over this trace's tables (``events``, ``kernels``, ``ops``,
+        ``runtime``, ``memcpy``, ``ranges``; their columns: :mod:`perflab.analysis.trace_sql`);
+        the result shows as a table and has ``to_pandas()``. Needs ``perflab[sql]``."""
+        return display.trace_sql(self, query)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""

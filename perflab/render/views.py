@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from perflab.analysis.idle_causes import IdleCauses as IdleCauses
     from perflab.analysis.job import JobSummary as JobSummary
     from perflab.analysis.trace_diff import TraceDiff as TraceDiff
+    from perflab.analysis.trace_sql import SqlResult as SqlResult
     from perflab.analysis.trace_summary import TraceSummary as TraceSummary
     from perflab.model.job import Job
     from perflab.model.trace import Trace
@@ -58,6 +59,7 @@ VIEWS: dict[str, View] = {
     "perflab.analysis.trace_diff.TraceDiff": View(
         "perflab.render.trace_diff_view", "diff_text", bundle="diff_bundle"
     ),
+    "perflab.analysis.trace_sql.SqlResult": View("perflab.render.sql_view", "sql_text", "sql_html"),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
     "perflab.analysis.job.JobSummary": View(
@@ -155,6 +157,13 @@ def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
     from perflab.analysis.trace_diff import diff_traces
 
     return diff_traces(control, test, **options)
+
+
+def trace_sql(source: Trace | Job, query: str) -> SqlResult:
+    """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.analysis.trace_sql.run_sql`."""
+    from perflab.analysis.trace_sql import run_sql
+
+    return run_sql(source, query)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

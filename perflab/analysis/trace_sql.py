@@ -1,0 +1,220 @@
+"""SQL over a trace: ``Trace.sql("SELECT ...")``, ``Job.sql(...)`` and ``perflab trace sql``.
+
+DuckDB (the ``perflab[sql]`` extra) runs the query over views of the trace's columns. The
+trace's numpy arrays are registered as they are (DuckDB scans them in place, no copy); the
+views join them to the string table and decode the codes. A job is one set of views over all
+its ranks, on the job's common clock, told apart by ``rank``.
+
+Tables (every time in integer nanoseconds on the recording clock; NULL where unknown):
+
+``events``: every event. ``row`` (the event's index in the trace), ``rank``, ``kind``
+(``kernel``, ``memcpy``, ``memset``, ``cpu_op``, ``runtime``, ``annotation``, ``sync``,
+``other``, ``python``), ``name``, ``category`` (the kernel category of GPU work, see
+:mod:`perflab.analysis.categories`; NULL for host events), ``device`` (GPU index of GPU
+work), ``stream`` (CUDA stream of GPU work), ``process`` and ``thread`` (of host events),
+``track`` and ``track_label`` (the timeline lane), ``start_ns``, ``end_ns``, ``dur_ns``,
+``correlation`` (ties a runtime call to the GPU work it launched) and ``external_id`` (ties a
+CPU op to its runtime calls).
+
+``kernels``: the kernel events, with ``grid_x grid_y grid_z block_x block_y block_z``,
+``registers`` (per thread), ``shared_mem`` (bytes per block) and ``occupancy`` (percent).
+
+``memcpy``: memcpy and memset events, with ``bytes`` and ``direction`` (``HtoD``, ``DtoH``,
+``DtoD``, ``HtoH``, ``PtoP``, ``memset``, ``unknown``).
+
+``ops``: CPU ops, with ``sequence`` (autograd), ``flops``, ``input_dims`` and
+``input_types`` (JSON text).
+
+``runtime``: CUDA runtime and driver calls and synchronisations (``kind`` says which).
+
+``ranges``: annotations: NVTX ranges, ``record_function`` and user annotations,
+``ProfilerStep#<n>`` (on the host or, mirrored, on the GPU).
+
+The connection runs with DuckDB's external access off and its configuration locked: a query
+reads the trace and nothing else, and writes no file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perflab.analysis.categories import categorize
+from perflab.errors import InputError, import_extra
+from perflab.model.display import Shown
+from perflab.model.trace import GPU_WORK_KINDS, KIND_NAMES, MEMCPY_DIRECTIONS, Trace, distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perflab.model.job import Job
+
+TABLES = ("events", "kernels", "memcpy", "ops", "runtime", "ranges")
+FEATURE = "SQL over traces"
+
+_EVENTS = """
+CREATE VIEW events AS
+SELECT e.row, t.rank, k.text AS kind, s.text AS name, c.category,
+  CASE WHEN t.kind = 0 THEN t.device END AS device,
+  CASE WHEN t.kind = 0 THEN t.stream END AS stream,
+  CASE WHEN t.kind = 1 THEN t.device END AS process,
+  CASE WHEN t.kind = 1 THEN t.stream END AS thread,
+  e.track, l.text AS track_label,
+  e.start_ns, e.start_ns + e.dur_ns AS end_ns, e.dur_ns,
+  NULLIF(e.correlation, -1) AS correlation, NULLIF(e.external_id, -1) AS external_id
+FROM _events e
+JOIN _tracks t ON e.track = t.track
+JOIN _kinds k ON e.kind = k.code
+JOIN _strings s ON e.name = s.id
+JOIN _strings l ON t.label = l.id
+LEFT JOIN _categories c ON e.name = c.id AND e.kind IN (0, 1, 2)
+"""
+_VIEWS = (
+    _EVENTS,
+    """
+CREATE VIEW kernels AS
+SELECT e.*, NULLIF(x.grid_x, -1) AS grid_x, NULLIF(x.grid_y, -1) AS grid_y,
+  NULLIF(x.grid_z, -1) AS grid_z, NULLIF(x.block_x, -1) AS block_x,
+  NULLIF(x.block_y, -1) AS block_y, NULLIF(x.block_z, -1) AS block_z,
+  NULLIF(x.registers, -1) AS registers, NULLIF(x.shared_mem, -1) AS shared_mem,
+  CASE WHEN isnan(x.occupancy) THEN NULL ELSE x.occupancy END AS occupancy
+FROM events e LEFT JOIN _kernels x ON e.row = x.event WHERE e.kind = 'kernel'
+""",
+    """
+CREATE VIEW memcpy AS
+SELECT e.*, NULLIF(m.bytes, -1) AS bytes, d.text AS direction
+FROM events e LEFT JOIN _memcpy m ON e.row = m.event
+LEFT JOIN _directions d ON m.direction = d.code
+WHERE e.kind IN ('memcpy', 'memset')
+""",
+    """
+CREATE VIEW ops AS
+SELECT e.*, NULLIF(o.sequence, -1) AS sequence,
+  CASE WHEN isnan(o.flops) THEN NULL ELSE o.flops END AS flops,
+  dims.text AS input_dims, types.text AS input_types
+FROM events e LEFT JOIN _ops o ON e.row = o.event
+LEFT JOIN _strings dims ON o.input_dims = dims.id
+LEFT JOIN _strings types ON o.input_types = types.id
+WHERE e.kind = 'cpu_op'
+""",
+    "CREATE VIEW runtime AS SELECT * FROM events WHERE kind IN ('runtime', 'sync')",
+    "CREATE VIEW ranges AS SELECT * FROM events WHERE kind = 'annotation'",
+)
+
+
+@dataclass
+class SqlResult(Shown):
+    """A query's result: ``columns`` (name -> numpy array; NULLs are ``None`` in object
+    columns, NaN in float ones) and each column's DuckDB type; shows itself as a table and
+    converts with ``to_pandas()`` / ``to_dict()``."""
+
+    query: str
+    columns: dict[str, npt.NDArray[Any]]
+    types: dict[str, str]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()))) if self.columns else 0
+
+    def rows(self, limit: int | None = None) -> list[list[Any]]:
+        """The rows as lists of plain Python values (``None`` for NULL and NaN)."""
+        n = len(self) if limit is None else min(limit, len(self))
+        cols = [_plain(v[:n].tolist()) for v in self.columns.values()]
+        return [list(r) for r in zip(*cols, strict=True)] if cols else []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": list(self.columns), "types": self.types, "rows": self.rows()}
+
+    def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.columns)
+
+
+def _plain(values: list[Any]) -> list[Any]:
+    return [None if isinstance(v, float) and not math.isfinite(v) else v for v in values]
+
+
+def _column(values: Any) -> npt.NDArray[Any]:
+    """A fetched column as a plain array: masked entries (NULL) become None, or NaN in a
+    float column."""
+    if not isinstance(values, np.ma.MaskedArray):
+        return np.asarray(values)
+    if not np.ma.is_masked(values):
+        return np.asarray(values.data)
+    if values.dtype.kind == "f":
+        return np.asarray(values.filled(np.nan))
+    out = values.data.astype(object)
+    out[np.ma.getmaskarray(values)] = None
+    return np.asarray(out)
+
+
+def _codes(names: tuple[str, ...]) -> dict[str, npt.NDArray[Any]]:
+    return {
+        "code": np.arange(len(names), dtype=np.int64),
+        "text": np.array(names, dtype=object),
+    }
+
+
+def _categories(trace: Trace) -> dict[str, npt.NDArray[Any]]:
+    """The kernel category of every name that GPU work carries (names matched once each)."""
+    ids = distinct(trace.name[trace.mask(*GPU_WORK_KINDS)]).astype(np.int64)
+    labels = categorize([trace.strings[i] for i in ids.tolist()])
+    return {"id": ids, "category": np.array(labels, dtype=object)}
+
+
+def _register(con: Any, trace: Trace) -> None:
+    """The trace's arrays (as they are: DuckDB scans numpy in place) and the views."""
+    events = {"row": np.arange(len(trace), dtype=np.int64), **trace.events.columns}
+    tracks = {"track": np.arange(len(trace.tracks), dtype=np.int32), **trace.tracks.columns}
+    tables = {
+        "_events": events,
+        "_tracks": tracks,
+        "_strings": {
+            "id": np.arange(len(trace.strings), dtype=np.int32),
+            "text": np.array(trace.strings, dtype=object),
+        },
+        "_kinds": _codes(KIND_NAMES),
+        "_directions": _codes(MEMCPY_DIRECTIONS),
+        "_categories": _categories(trace),
+        "_kernels": trace.kernels.columns,
+        "_memcpy": trace.memcpy.columns,
+        "_ops": trace.ops.columns,
+    }
+    for name, columns in tables.items():
+        con.register(name, columns)
+    for view in _VIEWS:
+        con.execute(view)
+
+
+def connect(trace: Trace) -> Any:
+    """A DuckDB connection holding the trace's views (module docstring), external access off."""
+    duckdb = import_extra("duckdb", FEATURE)
+    con = duckdb.connect(config={"enable_external_access": False, "lock_configuration": True})
+    _register(con, trace)
+    return con
+
+
+def run_sql(source: Trace | Job, query: str) -> SqlResult:
+    """Run ``query`` over ``source`` (a trace, or a job as one set of tables with ``rank``);
+    a DuckDB error becomes an :class:`InputError` carrying DuckDB's message."""
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the SQL query is empty")
+    trace = source if isinstance(source, Trace) else source.merged()
+    duckdb = import_extra("duckdb", FEATURE)
+    con = connect(trace)
+    try:
+        relation = con.sql(query)
+        if relation is None:
+            raise InputError("the SQL statement returns no rows: give a query (SELECT ...)")
+        types = [str(t) for t in relation.types]
+        fetched = relation.fetchnumpy()  # names made unique: x, x_1
+    except duckdb.Error as exc:
+        raise InputError(f"SQL error: {exc}") from None
+    finally:
+        con.close()
+    columns = {name: _column(values) for name, values in fetched.items()}
+    return SqlResult(query, columns, dict(zip(columns, types, strict=True)))
