@@ -142,3 +142,93 @@ def test_smem_shows_in_the_resource_table(
     result = compile_cuda(project.read_text(), arch="sm_80", include_dirs=[project.parent])
     html = compile_bundle(result, ViewOptions(dynamic_shared=48 * 1024))["text/html"]
     assert "0 B + 48 KiB (--smem)" in html
+
+
+# ---- the scheduler's view in --json and --html -----------------------------------------
+
+LOAD_USE = """__global__ void load_use(const float* a, float* b, float x) {
+  int i = threadIdx.x;
+  b[i] = a[i] * x + 1.0f;
+}
+"""
+
+
+def test_help_is_titled_perflab_compile(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("compile", "ptx"):
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        assert out.startswith("usage: perflab compile "), out[:80]
+        assert "--html OUT.html" in out
+
+
+def test_json_has_the_report_and_each_lines_controls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(LOAD_USE)
+    assert main(["compile", str(source), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (k,) = doc["kernels"]
+    report = k["report"]
+    assert report["occupancy"]["limiting"] == ["warps"] and report["block_size"] == 256
+    assert report["instruction_mix"]["LDG"] == 1 and report["spills"] is None
+    assert any(i["topic"] == "global loads" for i in report["insights"])
+    assert report["live_registers"]["peak"] <= k["resources"]["registers"]
+    assert report["schedule"]["long_latency_waits"] >= 1
+    instructions = [s for s in k["sass_lines"] if s["offset"] is not None]
+    for s in instructions:
+        assert set(s["control"]) == {
+            "stall",
+            "yield",
+            "write_barrier",
+            "read_barrier",
+            "wait_mask",
+            "reuse",
+        }
+        assert 0 <= s["control"]["stall"] <= 15
+        assert s["control"]["write_barrier"] in (None, 0, 1, 2, 3, 4, 5)
+        assert isinstance(s["waits_for"], list) and isinstance(s["waited_by"], list)
+    live = [s for s in instructions if s["opcode"] != "NOP"]
+    assert all(s["live_registers"]["gpr"] >= 1 for s in live)
+    load = next(s for s in instructions if s["opcode"].startswith("LDG"))
+    barrier = load["control"]["write_barrier"]
+    assert barrier is not None and load["waited_by"]
+    by_offset = {s["offset"]: s for s in instructions}
+    for waiter in load["waited_by"]:
+        assert load["offset"] in by_offset[waiter]["waits_for"]
+        assert by_offset[waiter]["control"]["wait_mask"] >> barrier & 1
+    # still the saved form: it loads back, controls and all
+    loaded = CompileResult.from_dict(doc).kernel().sass_lines
+    assert [s.control.to_dict() for s in loaded if s.control] == [
+        s["control"] for s in instructions
+    ]
+
+
+def test_html_writes_the_view_as_a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(LOAD_USE)
+    out = tmp_path / "view.html"
+    assert main(["compile", str(source), "--html", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "kernel load_use(float const*, float*, float) [sm_90a]" in captured.out
+    assert f"wrote {out}" in captured.err
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<title>perflab compile: k.cu</title>" in page and "SASS" in page
+    assert "http" not in page  # nothing loaded from outside
+
+
+def test_html_never_writes_through_a_planted_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(LOAD_USE)
+    victim = tmp_path / "outside" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("keep")
+    link = tmp_path / "view.html"
+    link.symlink_to(victim)
+    assert main(["compile", str(source), "--html", str(link)]) == 2
+    assert "perflab: error:" in capsys.readouterr().err
+    assert victim.read_text() == "keep"

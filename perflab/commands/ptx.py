@@ -1,6 +1,8 @@
-"""``perflab ptx FILE`` (also ``perflab compile``): compile CUDA C++ (``.cu``) or Triton
+"""``perflab compile FILE`` (also ``perflab ptx``): compile CUDA C++ (``.cu``) or Triton
 (``.py``) and show its resources, occupancy, instruction mix and insights, or ``--json``
-(the results' ``to_dict``).
+(the results' ``to_dict`` with each kernel's report, and each SASS line's control bits,
+live registers and barrier waits), and with ``--html OUT.html`` the three-pane view as a
+page of its own.
 
 The options and the compile steps are shared with ``%%ptx`` (:mod:`perflab.frontend`).
 """
@@ -10,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.commands._common import print_json
 from perflab.errors import InputError
@@ -28,25 +31,38 @@ from perflab.frontend import (
 )
 from perflab.model.kernel import CompileResult
 
+if TYPE_CHECKING:
+    from perflab.analysis.kernel_report import KernelReport
+    from perflab.render.ptx_view import ViewOptions
+
+Shown = tuple[CompileResult, "ViewOptions", Sequence["KernelReport"]]
+
 __all__ = ["join_dash_values", "register", "run"]
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "ptx",
-        aliases=["compile"],
+        "compile",
+        aliases=["ptx"],
         help="compile CUDA C++ or Triton to PTX/SASS: resources, occupancy, instruction mix "
         "(no GPU)",
         description="Compile a .cu file with nvcc, or the @triton.jit kernels of a .py file "
         "with Triton, for a target GPU (no GPU needed) and show each kernel's registers, "
         "spills, shared memory, occupancy, instruction mix and plain-language insights; "
-        "--json gives machine-readable output with SASS mapped to source lines. Compile "
-        "errors print FILE:LINE: error: ... and exit 1.",
+        "--json gives machine-readable output with SASS mapped to source lines, each "
+        "instruction's scheduling controls, live registers and barrier waits; --html writes "
+        "the Source | PTX | SASS view as a page of its own. Compile errors print "
+        "FILE:LINE: error: ... and exit 1. 'perflab ptx' is the same command.",
     )
     p.add_argument("file", metavar="FILE", help="CUDA C++ source (.cu) or Triton source (.py)")
     add_arguments(p, COMPILE_ARGUMENTS)
     add_arguments(p, TRITON_ARGUMENTS)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write the Source | PTX | SASS view to OUT.html (a standalone page)",
+    )
     p.set_defaults(handler=run)
     accept_dash_values(p)
 
@@ -86,27 +102,63 @@ def _line_of(exc: Exception, path: Path) -> str | None:
     return f"line {lines[-1]}" if lines else None
 
 
-def result_json(result: CompileResult, kernel: str | None) -> dict[str, Any]:
-    """The result's saved form (:meth:`CompileResult.to_dict`), less other kernels."""
+def result_json(
+    result: CompileResult, kernel: str | None, reports: Sequence[KernelReport] = ()
+) -> dict[str, Any]:
+    """The result's saved form (:meth:`CompileResult.to_dict`), less other kernels, with
+    each reported kernel's ``report`` and, per SASS instruction, ``waits_for`` and
+    ``waited_by`` (byte offsets; see :func:`perflab.analysis.sass_control.barrier_links`;
+    None where the control bits are not known)."""
     doc = result.to_dict()
     if kernel and result.lang == "cuda":
         doc["kernels"] = [result.kernel(kernel).to_dict()]
+    by_name = {r.kernel.mangled: r for r in reports}
+    for entry in doc["kernels"]:
+        report = by_name.get(entry["mangled"])
+        if report is not None:
+            entry["report"] = report.to_dict()
+            _add_links(entry["sass_lines"], report)
     return doc
+
+
+def _add_links(lines: list[dict[str, Any]], report: KernelReport) -> None:
+    links = report.schedule.links if report.schedule is not None else None
+    for line in lines:
+        offset = line["offset"]
+        if offset is None:
+            continue
+        line["waits_for"] = None if links is None else list(links.waits_for.get(offset, ()))
+        line["waited_by"] = None if links is None else list(links.waited_by.get(offset, ()))
 
 
 def run(args: argparse.Namespace) -> int:
     from perflab.capture.compile import CompileError
-    from perflab.render.ptx_view import compile_text
+    from perflab.render.ptx_view import format_text, reports
 
     try:
         results = compile_file(Path(args.file), args)
     except CompileError as exc:
         print(exc.details, file=sys.stderr)  # FILE:LINE: error: ... and the source excerpt
         return 1
+    analysed = [(r, view_options(args, r)) for r in results]
+    shown: list[Shown] = [(r, opts, reports(r, opts)) for r, opts in analysed]
+    if args.html:
+        write_page(args.html, shown)
     if args.json:
-        docs = [result_json(r, args.kernel) for r in results]
+        docs = [result_json(r, args.kernel, found) for r, _, found in shown]
         print_json(docs[0] if len(docs) == 1 else docs)
     else:
-        for result in results:
-            print(compile_text(result, view_options(args, result)))
+        for result, opts, found in shown:
+            print(format_text(result, found, opts))
     return 0
+
+
+def write_page(path: str, shown: Sequence[Shown]) -> None:
+    """The HTML view of every result, as one standalone page at ``path``."""
+    from perflab.model.serialize import write_text
+    from perflab.render.ptx_view import format_html, standalone_page
+
+    body = "".join(format_html(result, found, opts) for result, opts, found in shown)
+    title = f"perflab compile: {Path(shown[0][0].source_name).name}" if shown else "perflab"
+    write_text(path, standalone_page(body, title))
+    print(f"wrote {path}", file=sys.stderr)

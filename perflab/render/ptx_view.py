@@ -432,6 +432,15 @@ def format_html(result: CompileResult, kernels: Sequence[KernelReport], opts: Vi
     return wrap(f"{_CSS}<div><b>{esc(result.summary_line())}</b></div>{notes}{warns}{body}")
 
 
+def standalone_page(body: str, title: str) -> str:
+    """A complete HTML document around views from :func:`format_html` (nothing loaded
+    from outside: styles and the view's small script are inline)."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title></head><body>{body}</body></html>\n"
+    )
+
+
 def compile_bundle(result: CompileResult, opts: ViewOptions | None = None) -> dict[str, str]:
     """Text and HTML views, both formatting one analysis of the kernels."""
     opts = opts or ViewOptions()
