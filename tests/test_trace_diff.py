@@ -11,6 +11,7 @@ from typing import Any
 import diff_gen
 import numpy as np
 import pytest
+from bench_scripts import load_script
 from data_paths import TRACES
 
 from perflab.analysis.diff_names import Rename, family, short_name
@@ -19,7 +20,7 @@ from perflab.analysis.trace_diff import diff_traces, grouped_sum
 from perflab.cli import main
 from perflab.errors import InputError
 from perflab.io import load_trace
-from perflab.model.trace import Trace
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace
 from perflab.render.views import to_bundle, to_text
 
 SAMPLED = TRACES / "kineto" / "sampled_4streams.json.gz"
@@ -195,7 +196,7 @@ def test_cli_text(pair_files: tuple[Path, Path], capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "per step over 8 and 8 ProfilerSteps" in out
     assert "GPU time by category" in out and "GPU time by stream" in out
-    assert "slower" in out and "Mann-Whitney" in out
+    assert "slower" in out and "Mann-Whitney" in out and "count in trace" in out
     assert main(["trace", "diff", control, test, "--step", "2:3", "--short-names", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["scope"] == "ProfilerStep#2 vs #3" and len(doc["kernels"]) == 7
@@ -300,3 +301,71 @@ def test_names() -> None:
     assert family("volta_sgemm_128x64_nn") == "volta_sgemm_*x*_nn"
     assert Rename.parse("a=b").apply("a") == "b" and Rename.parse("a=b").apply("ab") == "ab"
     assert Rename.parse(r"re:_\d+$=_N").apply("k_12") == "k_N"
+
+
+def test_two_ranks_of_a_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two rank files of one job diff as two traces: the straggler's collective waits less,
+    its GEMM takes longer; one step a side, so no verdict from noise."""
+    load_script("job").generate_job(tmp_path, 2, 4, seed=3)
+    ranks = [str(tmp_path / f"rank-{r}.json.gz") for r in (0, 1)]
+    assert main(["trace", "diff", *ranks, "--json", "--short-names"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = _by_name(doc["kernels"])
+    assert {r["verdict"] for r in rows.values()} <= {"changed", "unchanged"}
+    assert all(r["control_count"] == r["test_count"] == 4 for r in rows.values())
+    assert sum(r["change_us"] for r in rows.values()) == pytest.approx(doc["gpu"]["change_us"])
+    assert len(doc["notes"]) == 2
+
+
+def _random_trace(seed: int) -> Trace:
+    """Random events on a GPU and a CPU track: kernels, copies, ops, runtime calls sharing
+    correlation ids, and a few ProfilerStep ranges (possibly none, possibly overlapping)."""
+    from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    names = [f"k{i}" for i in range(6)] + [f"ProfilerStep#{i}" for i in range(4)] + ["a", "b"]
+    kind = rng.choice([0, 1, 2, 3, 4, 5, 6], size=n).astype(np.int8)
+    name = rng.integers(0, 6, size=n)
+    steps = kind == EventKind.ANNOTATION
+    name[steps] = rng.integers(6, 10, size=int(steps.sum()))
+    on_gpu = np.isin(kind, [0, 1, 2])
+    events = Table(
+        EVENT_COLUMNS,
+        {
+            "start_ns": rng.integers(0, 10**6, size=n),
+            "dur_ns": np.where(
+                steps, rng.integers(10**4, 10**6, size=n), rng.integers(0, 10**4, size=n)
+            ),
+            "kind": kind,
+            "track": np.where(on_gpu, 0, 1),
+            "name": name,
+            "correlation": rng.integers(-1, 50, size=n),
+        },
+    )
+    tracks = Table(
+        TRACK_COLUMNS,
+        {
+            "rank": [0, 0],
+            "device": [0, 1234],
+            "stream": [7, 1234],
+            "kind": [TrackKind.GPU, TrackKind.CPU],
+            "label": [10, 11],
+        },
+    )
+    return Trace(events, tracks, names)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_traces(seed: int) -> None:
+    """Seeded random traces: every GPU event is counted once, the JSON is strict, and a trace
+    against itself is unchanged."""
+    a, b = _random_trace(seed), _random_trace(seed + 1000)
+    result = a.diff(b)
+    gpu = a.mask(*GPU_WORK_KINDS)
+    assert int(result.kernels.control_count.sum()) == int(gpu.sum())
+    assert float(result.kernels.control_ns.sum()) == float(a.dur_ns[gpu].sum())
+    json.dumps(result.to_dict(), allow_nan=False)
+    assert set(a.diff(a).kernels.status) <= {"unchanged"}
+    to_text(result)
+    to_bundle(result)

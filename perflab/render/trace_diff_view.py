@@ -18,6 +18,8 @@ MAX_NAME = 80  # characters of a name in a table
 PICTURE_ROWS = 15
 PICTURE_NAME = 48
 SLOWER, FASTER = "#d62728", "#2ca02c"  # more time in the test / less
+ARROW = " -> "
+HTML_ARROW = "\u00a0\u2192\u00a0"  # no line break inside a count cell
 
 
 def _signed(ns: float) -> str:
@@ -66,8 +68,21 @@ def _count_line(what: str, rows: DiffRows) -> str:
 
 def _headers(rows: DiffRows) -> list[str]:
     if rows.per_step:
-        return ["name", "kind", "count", "control/step", "test/step", "change/step", "verdict"]
+        return [
+            "name",
+            "kind",
+            "count in trace",
+            "control/step",
+            "test/step",
+            "change/step",
+            "verdict",
+        ]
     return ["name", "kind", "count", "control", "test", "change", "verdict"]
+
+
+def _time(ns: float, count: int) -> str:
+    """A side's time, or "-" where the name is not on that side."""
+    return format_ns(ns) if count else "-"
 
 
 def _cells(rows: DiffRows, i: int) -> list[str]:
@@ -76,12 +91,13 @@ def _cells(rows: DiffRows, i: int) -> list[str]:
         t = float(rows.test_steps[i].mean())
     else:
         c, t = float(rows.control_ns[i]), float(rows.test_ns[i])
+    c_count, t_count = int(rows.control_count[i]), int(rows.test_count[i])
     return [
         shorten(rows.names[i], MAX_NAME),
         rows.kinds[i],
-        f"{int(rows.control_count[i])} -> {int(rows.test_count[i])}",
-        format_ns(c),
-        format_ns(t),
+        f"{c_count}{ARROW}{t_count}",
+        _time(c, c_count),
+        _time(t, t_count),
         _signed(float(rows.change_ns[i])),
         rows.verdict[i],
     ]
@@ -141,6 +157,7 @@ def _rows_html(rows: DiffRows, limit: int) -> str:
         bar = _bar(float(rows.change_ns[i]), largest)
         # the full name as a tooltip: the cell shows it shortened
         name = f'<span title="{esc(rows.names[i])}">{esc(cells[0])}</span>'
+        cells[2] = cells[2].replace(ARROW, HTML_ARROW)
         body.append([name, *(esc(c) for c in cells[1:]), bar])
     html = table([*_headers(rows), ""], body, raw_cols=len(body[0]), left=(0, 1, 6))
     more = f'<div class="note">{esc(_more(rows, limit))}</div>' if len(rows) > limit else ""
