@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from bench_scripts import load_script
 from data_paths import TRACES
+from test_trace_model import small_trace
 
 from perflab.analysis.diff_names import Rename, family, short_name
 from perflab.analysis.diff_stats import mann_whitney_p, verdicts
@@ -318,39 +319,30 @@ def test_two_ranks_of_a_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def _random_trace(seed: int) -> Trace:
-    """Random events on a GPU and a CPU track: kernels, copies, ops, runtime calls sharing
-    correlation ids, and a few ProfilerStep ranges (possibly none, possibly overlapping)."""
-    from perflab.model.trace import EVENT_COLUMNS, TRACK_COLUMNS, Table, TrackKind
+    """Random events on test_trace_model's GPU and CPU tracks: kernels, copies, ops, runtime
+    calls sharing correlation ids, and a few ProfilerStep ranges (maybe none, maybe
+    overlapping)."""
+    from perflab.model.trace import EVENT_COLUMNS, Table
 
+    tracks = small_trace().tracks  # labels: strings 0 and 1
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 400))
-    names = [f"k{i}" for i in range(6)] + [f"ProfilerStep#{i}" for i in range(4)] + ["a", "b"]
+    labels = ["GPU 0 stream 7", "process 1 thread 1"]
+    names = labels + [f"k{i}" for i in range(6)] + [f"ProfilerStep#{i}" for i in range(4)]
     kind = rng.choice([0, 1, 2, 3, 4, 5, 6], size=n).astype(np.int8)
-    name = rng.integers(0, 6, size=n)
+    name = rng.integers(2, 8, size=n)
     steps = kind == EventKind.ANNOTATION
-    name[steps] = rng.integers(6, 10, size=int(steps.sum()))
-    on_gpu = np.isin(kind, [0, 1, 2])
+    name[steps] = rng.integers(8, 12, size=int(steps.sum()))
+    long, short = rng.integers(10**4, 10**6, size=n), rng.integers(0, 10**4, size=n)
     events = Table(
         EVENT_COLUMNS,
         {
             "start_ns": rng.integers(0, 10**6, size=n),
-            "dur_ns": np.where(
-                steps, rng.integers(10**4, 10**6, size=n), rng.integers(0, 10**4, size=n)
-            ),
+            "dur_ns": np.where(steps, long, short),
             "kind": kind,
-            "track": np.where(on_gpu, 0, 1),
+            "track": np.where(np.isin(kind, [0, 1, 2]), 0, 1),
             "name": name,
             "correlation": rng.integers(-1, 50, size=n),
-        },
-    )
-    tracks = Table(
-        TRACK_COLUMNS,
-        {
-            "rank": [0, 0],
-            "device": [0, 1234],
-            "stream": [7, 1234],
-            "kind": [TrackKind.GPU, TrackKind.CPU],
-            "label": [10, 11],
         },
     )
     return Trace(events, tracks, names)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from bench_scripts import load_script
 from data_paths import ROOT, TRACES
+from test_trace_model import small_trace
 
 from perflab.analysis.trace_sql import run_sql
 from perflab.cli import main
@@ -135,25 +136,14 @@ def test_views_escape_names() -> None:
 
 
 def _tiny_trace(names: list[str]) -> Trace:
+    """Kernels named ``names`` on test_trace_model's GPU track (its label: string 0)."""
     from perflab.model.trace import EVENT_COLUMNS as SCHEMA
-    from perflab.model.trace import TRACK_COLUMNS, Table, TrackKind
+    from perflab.model.trace import Table
 
     n = len(names)
-    events = Table(
-        SCHEMA,
-        {
-            "start_ns": np.arange(n) * 10,
-            "dur_ns": np.full(n, 5),
-            "kind": np.full(n, EventKind.KERNEL),
-            "track": np.zeros(n),
-            "name": np.arange(n),
-        },
-    )
-    tracks = Table(
-        TRACK_COLUMNS,
-        {"rank": [0], "device": [0], "stream": [7], "kind": [TrackKind.GPU], "label": [n]},
-    )
-    return Trace(events, tracks, [*names, "GPU 0 stream 7"])
+    columns = {"start_ns": np.arange(n) * 10, "dur_ns": np.full(n, 5), "name": np.arange(n) + 2}
+    events = Table(SCHEMA, {**columns, "kind": np.full(n, EventKind.KERNEL), "track": np.zeros(n)})
+    return Trace(events, small_trace().tracks, ["GPU 0 stream 7", "process 1 thread 1", *names])
 
 
 def test_job_is_one_table_with_ranks(tmp_path: Path) -> None:
