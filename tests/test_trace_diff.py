@@ -60,6 +60,10 @@ def test_injected_changes_get_their_verdicts(pair_traces: tuple[Trace, Trace]) -
     slow = rows["slow_kernel"]
     assert slow["control_count"] == slow["test_count"] == 8
     assert slow["p_value"] < 0.05
+    assert len(slow["control_per_step_us"]) == len(slow["test_per_step_us"]) == 8
+    assert slow["control_step_median_us"] == pytest.approx(
+        float(np.median(slow["control_per_step_us"]))
+    )
     assert slow["test_step_median_us"] == pytest.approx(2 * slow["control_step_median_us"], 0.1)
     assert rows["new_kernel"]["control_count"] == 0 and rows["new_kernel"]["test_count"] == 8
     assert rows["gone_kernel"]["test_us"] == 0.0

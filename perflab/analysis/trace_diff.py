@@ -145,6 +145,8 @@ class DiffRows:
             out["test_step_median_us"] = us_from_ns(float(np.median(self.test_steps[i])))
             out["change_per_step_us"] = us_from_ns(float(self.change_ns[i]))
             out["p_value"] = round(float(self.p_value[i]), 6)
+            out["control_per_step_us"] = [us_from_ns(v) for v in self.control_steps[i].tolist()]
+            out["test_per_step_us"] = [us_from_ns(v) for v in self.test_steps[i].tolist()]
         return out
 
     def to_pandas(self) -> pd.DataFrame:
