@@ -61,7 +61,7 @@ def test_untrusted_notebook_shows_charts_and_a_styled_ptx_view(
             """() => [...document.querySelectorAll('img[src^="data:image/svg+xml"]')].map(
               (img) => ({w: img.naturalWidth, shown: img.getBoundingClientRect().height}))"""
         )
-        assert len(pictures) == 2  # the roofline's and the timeline's
+        assert len(pictures) == 3  # the roofline's, the %%ptx view's registers, the timeline's
         assert all(p["w"] > 300 and p["shown"] > 100 for p in pictures), pictures
         view = page.evaluate(
             """() => {

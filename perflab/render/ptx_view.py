@@ -2,10 +2,16 @@
 above three panes (Source | PTX | SASS) whose lines are coloured by source line.
 
 Hovering a line highlights its counterparts in every pane with CSS alone (``:has``), so
-it works in JupyterLab, in static nbconvert HTML and where scripts do not run; a small
-inline script adds click-to-pin and scrolls the other panes to the counterparts. The
-directive/label filters are CSS checkboxes. Every string from the compiler or the user
-goes through :func:`esc`; nothing is loaded from outside.
+it works in JupyterLab, in static nbconvert HTML and where scripts do not run; the view's
+script (``static/ptx-view.js``) adds click-to-pin, scrolls the other panes to the
+counterparts and outlines barrier links. The directive/label filters are CSS checkboxes.
+
+The SASS pane shows the scheduler's view: each instruction's control bits and the
+registers live at it, with the peak marked. Titles (kept by the sanitiser of untrusted
+notebooks) say what an opcode does and which instructions set the barriers an
+instruction waits on and which wait on it; a static SVG plots the register pressure.
+Every string from the compiler or the user goes through :func:`esc`; nothing is loaded
+from outside.
 """
 
 from __future__ import annotations
@@ -20,34 +26,26 @@ from perflab.analysis.insights import Insight, KernelDiff
 from perflab.analysis.kernel_report import KernelReport, kernel_reports
 from perflab.analysis.ptx import line_kind
 from perflab.errors import InputError
-from perflab.model.kernel import CompileResult, KernelArtifacts
+from perflab.model.kernel import CompileResult, KernelArtifacts, SassLine
 from perflab.model.units import format_bytes
-from perflab.render.html import esc, table, text_table, wrap
+from perflab.render.html import esc, static_text, svg_image, table, text_table, wrap
 
 PANES = ("source", "ptx", "sass")
 STAGES = ("ttir", "ttgir", "llir")
 MIX_ROWS = 12
 
-_CSS = """<style>
-.pv-pane h4{margin:0;padding:2px 6px;background:#f3f3f3;font-size:12px;font-weight:600}
-.pv-code{font-family:var(--jp-code-font-family,monospace)!important}
-.pv-code div{padding:0 6px;cursor:default}
-.pv-code .n{display:inline-block;min-width:3.5em;user-select:none}
-.pv-code .pin{outline:2px solid #d62728}.pv-code .pinp{box-shadow:inset 4px 0 #d62728}
-.pv-filters{font-size:12px;margin:4px 0}.pv-filters label{margin-right:12px}
-.pv-ins li{margin:1px 0}
-</style>"""
+CONTROL_WIDTH = 31  # "S:15 Y W5 R5 w:0b111111 reuse:abcd"
+PLOT_SIZE = (420, 110)  # the pressure plot, px
+SPILL_ROWS = 5
 
-_SCRIPT = """<script>(function(){var r=document.getElementById("%s");if(!r)return;
-r.addEventListener("click",function(e){var t=e.target.closest("[data-l],[data-p]");
-r.querySelectorAll(".pin,.pinp").forEach(function(x){x.classList.remove("pin","pinp")});
-if(!t)return;var l=t.getAttribute("data-l"),p=t.getAttribute("data-p");
-function mark(sel,c){r.querySelectorAll(sel).forEach(function(x,i){x.classList.add(c);
-if(x!==t&&!x.parentNode.dataset.done){x.parentNode.dataset.done=1;
-x.parentNode.scrollTop=x.offsetTop-x.parentNode.offsetTop-40}})}
-if(l)mark('[data-l="'+l+'"]',"pin");if(p)mark('[data-p="'+p+'"]',"pinp");
-r.querySelectorAll("[data-done]").forEach(function(x){delete x.dataset.done})});})();
-</script>"""
+
+def _view_style() -> str:
+    return f"<style>{static_text('ptx-view.css')}</style>"
+
+
+def _view_script(root: str) -> str:
+    """The view's script (a package file) and its call for this view's root element."""
+    return f'<script>{static_text("ptx-view.js")}\nperflabPtxView("{esc(root)}");</script>'
 
 
 # Inline styles: JupyterLab drops <style> and <script> from an untrusted notebook's HTML
@@ -65,6 +63,10 @@ INLINE = {
     "head": "display: flex; gap: 24px; flex-wrap: wrap",
     "insights": "flex: 1 1 280px; min-width: 280px",
     "filters": "font-size: 12px; margin: 4px 0px",
+    "control": "color: #555555",
+    "live": "color: #2f5f8a",
+    "peak": "color: #d62728; font-weight: bold",
+    "schedule": "margin: 4px 0px",
 }
 KIND_COLORS = {"directive": "#777777", "comment": "#777777", "label": "#7a3e9d"}
 LEVEL_COLORS = {"good": "#2a7a2a", "warn": "#a15c00"}
@@ -169,7 +171,8 @@ def schedule_line(report: KernelReport) -> str:
     if plan is None:
         return f"schedule: {report.control_note}"
     return (
-        f"schedule: {plan.stall_cycles} stall cycles over {len(plan.blocks)} basic blocks "
+        f"schedule: {plan.stall_cycles} stall cycles over {len(plan.blocks)} basic "
+        f"block{'' if len(plan.blocks) == 1 else 's'} "
         f"(static lower bound, each block once), {plan.long_waits} "
         f"wait{'' if plan.long_waits == 1 else 's'} on long-latency instructions"
     )
@@ -273,14 +276,180 @@ def _ptx_pane(kernel: KernelArtifacts) -> str:
     return "".join(rows)
 
 
-def _sass_pane(kernel: KernelArtifacts) -> str:
+@dataclass(frozen=True)
+class _SassPane:
+    """What the SASS rows of one kernel are formatted from."""
+
+    report: KernelReport
+    offsets: dict[int, SassLine]  # instruction by offset
+
+    def waits(self, offset: int) -> tuple[int, ...]:
+        plan = self.report.schedule
+        return plan.links.waits_for.get(offset, ()) if plan is not None else ()
+
+    def waited(self, offset: int) -> tuple[int, ...]:
+        plan = self.report.schedule
+        return plan.links.waited_by.get(offset, ()) if plan is not None else ()
+
+    def unresolved(self, offset: int) -> tuple[int, ...]:
+        plan = self.report.schedule
+        return plan.links.unresolved.get(offset, ()) if plan is not None else ()
+
+    def short(self, offset: int) -> str:
+        line = self.offsets.get(offset)
+        return f"{offset:04x} {line.opcode}" if line is not None else f"{offset:04x}"
+
+
+def _sass_pane(report: KernelReport) -> str:
+    kernel = report.kernel
+    pane = _SassPane(report, {s.offset: s for s in kernel.sass_lines if s.offset is not None})
+    columns = any(s.control is not None or s.live is not None for s in pane.offsets.values())
+    blank = " " * (CONTROL_WIDTH + 5) if columns else ""
     rows = []
     for s in kernel.sass_lines:
-        if s.is_label:
-            rows.append(_row("", s.text, kind="label"))
+        if s.offset is None:
+            rows.append(_row("", f"{blank}{s.text}", kind="label"))
         else:
-            rows.append(_row(f"{s.offset:04x}", s.text, line=s.line, ptx=s.ptx_line))
+            rows.append(_sass_row(s, pane, columns))
     return "".join(rows)
+
+
+def _sass_row(line: SassLine, pane: _SassPane, columns: bool) -> str:
+    """An instruction: offset, control, live registers, then its text as one text node
+    (the JupyterLab extension highlights a row's own text). The row's title is the
+    opcode's help; the control cell's title, the barrier links."""
+    offset = line.offset or 0
+    attrs = f' class="k-instruction" data-o="{offset}"'
+    waits, waited = pane.waits(offset), pane.waited(offset)
+    if waits:
+        attrs += f' data-w="{" ".join(map(str, waits))}"'
+    if waited:
+        attrs += f' data-b="{" ".join(map(str, waited))}"'
+    if line.line is not None:
+        attrs += f' data-l="{line.line}"'
+    if line.ptx_line is not None:
+        attrs += f' data-p="{line.ptx_line}"'
+    help_ = pane.report.opcodes.get(line.mnemonic)
+    title = str(help_) if help_ is not None else ""
+    style = f' style="background-color: {line_color(line.line)}"' if line.line is not None else ""
+    cells = _control_cell(line, pane) if columns else ""
+    return (
+        f'<div{attrs} title="{esc(title)}"{style}><span class="n" style="{INLINE["number"]}">'
+        f"{offset:04x} </span>{cells}{esc(line.text)}</div>"
+    )
+
+
+def _control_cell(line: SassLine, pane: _SassPane) -> str:
+    """The control bits and live registers; titles only where they add to the text (the
+    barrier links, the peak), which keeps a long kernel's view small."""
+    control = line.control.compact() if line.control is not None else "not decoded"
+    why = _control_title(line, pane)
+    peak = _at_peak(line, pane.report)
+    live = str(line.live.gpr) if line.live is not None else "-"
+    live_style = INLINE["peak"] if peak else INLINE["live"]
+    live_title = f' title="{esc(_live_title(line, pane.report))}"' if peak else ""
+    ctl_title = f' title="{esc(why)}"' if why else ""
+    return (
+        f'<span class="ctl"{ctl_title} style="{INLINE["control"]}">'
+        f"{esc(control.ljust(CONTROL_WIDTH))}</span>"
+        f'<span class="lr{" peak" if peak else ""}"{live_title} '
+        f'style="{live_style}">{live.rjust(3)}</span>  '
+    )
+
+
+def _at_peak(line: SassLine, report: KernelReport) -> bool:
+    curve = report.pressure
+    return curve is not None and line.live is not None and line.live.gpr == curve.peak
+
+
+def _control_title(line: SassLine, pane: _SassPane) -> str:
+    """The control bits in words with the barrier links; "" for an instruction that sets
+    and waits on no barrier (its compact text says it all)."""
+    c = line.control
+    if c is None:
+        return pane.report.control_note or "no control bits"
+    if not (c.sets or c.waits_on or c.reuse):
+        return ""
+    parts = [f"stall {c.stall} cycle{'' if c.stall == 1 else 's'}"]
+    if c.yields:
+        parts.append("yield hint (switch warps after it)")
+    if c.write_barrier is not None:
+        parts.append(f"sets barrier {c.write_barrier} when its result is written")
+    if c.read_barrier is not None:
+        parts.append(f"sets barrier {c.read_barrier} once its sources are read")
+    if c.reuse:
+        kept = ", ".join("abcd"[i] for i in range(4) if c.reuse >> i & 1)
+        parts.append(f"keeps operand {kept} in the reuse cache")
+    if c.waits_on:
+        parts.append(f"waits on barrier {', '.join(map(str, c.waits_on))}")
+    offset = line.offset or 0
+    out = ["; ".join(parts)]
+    if waits := pane.waits(offset):
+        out.append("waits for " + ", ".join(map(pane.short, waits)))
+    if missing := pane.unresolved(offset):
+        barriers = ", ".join(map(str, missing))
+        out.append(f"barrier {barriers}: set on another path (a branch or a loop's back edge)")
+    if waited := pane.waited(offset):
+        out.append("waited on by " + ", ".join(map(pane.short, waited)))
+    return "\n".join(out)
+
+
+def _live_title(line: SassLine, report: KernelReport) -> str:
+    if line.live is None:
+        return "live registers unknown"
+    live = line.live
+    text = f"{live.gpr} general, {live.pred} predicate, {live.ugpr} uniform registers live"
+    if report.pressure is not None and _at_peak(line, report):
+        text += f" (the peak; {report.pressure.allocated} allocated)"
+    return text
+
+
+def _pressure_svg(report: KernelReport) -> str:
+    """The live-register curve as a static picture: the allocated registers as a dashed
+    line, spills as red ticks, the peak as a dot."""
+    curve = report.pressure
+    if curve is None or not curve.points:
+        return ""
+    width, height = PLOT_SIZE
+    left, top, bottom = 30, 12, 14
+    plot_w, plot_h = width - left - 6, height - top - bottom
+    top_value = max(curve.allocated, curve.peak, 1)
+    index = {offset: i for i, (offset, _) in enumerate(curve.points)}
+    span = max(len(curve.points) - 1, 1)
+
+    def x(i: int) -> float:
+        return left + plot_w * i / span
+
+    def y(value: float) -> float:
+        return top + plot_h * (1 - value / top_value)
+
+    path = " ".join(f"{x(i):.1f},{y(n):.1f}" for i, (_, n) in enumerate(curve.points))
+    peak_i = index[curve.peak_offsets[0]]
+    spills = report.spills.spills if report.spills is not None else ()
+    ticks = "".join(
+        f'<line x1="{x(index[s.offset]):.1f}" x2="{x(index[s.offset]):.1f}" y1="{height - 4}" '
+        f'y2="{height - bottom + 2}" stroke="#d62728"/>'
+        for s in spills
+        if s.offset in index
+    )
+    where = ", ".join(f"line {n}" for n in curve.peak_lines[:3])
+    label = f"peak {curve.peak}" + (f" ({where})" if where else "")
+    anchor = "end" if peak_i > span / 2 else "start"
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="Helvetica,Arial,sans-serif" font-size="10">'
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>'
+        f'<line x1="{left}" x2="{width - 6}" y1="{y(curve.allocated):.1f}" '
+        f'y2="{y(curve.allocated):.1f}" stroke="#999999" stroke-dasharray="4 3"/>'
+        f'<text x="2" y="{y(curve.allocated) + 3:.1f}" fill="#666666">{curve.allocated}</text>'
+        f'<text x="2" y="{y(0):.1f}" fill="#666666">0</text>'
+        f'<polyline points="{path}" fill="none" stroke="#4c78a8" stroke-width="1.2"/>{ticks}'
+        f'<circle cx="{x(peak_i):.1f}" cy="{y(curve.peak):.1f}" r="3" fill="#d62728"/>'
+        f'<text x="{x(peak_i):.1f}" y="{max(y(curve.peak) - 4, 9):.1f}" text-anchor="{anchor}" '
+        f'fill="#d62728">{esc(label)}</text></svg>'
+    )
+    alt = f"live registers per SASS instruction: {label} of {curve.allocated} allocated"
+    return svg_image(svg, alt, "display: block; margin: 4px 0px")
 
 
 def _pane(title: str, body: str) -> str:
@@ -352,6 +521,19 @@ FILTERS = (
     f'<label {_GAP}><input type="checkbox" class="f-cmt" checked> comments</label>'
     '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
 )
+SASS_LEGEND = (
+    "SASS columns: offset; control (S stall cycles, Y yield hint, W/R barrier set when the "
+    "result is written / the sources are read, w barriers waited on, bit 0 rightmost, "
+    "reuse: operands kept); live general registers (the peak in red). Hover an "
+    "instruction for what its opcode does, its control for the barrier links."
+)
+
+
+def _sass_legend(report: KernelReport, show: Sequence[str]) -> str:
+    if "sass" not in show:
+        return ""
+    note = f" ({report.control_note})" if report.control_note else ""
+    return f'<div class="note" style="{INLINE["filters"]}">{esc(SASS_LEGEND + note)}</div>'
 
 
 def _hide_css(root: str) -> str:
@@ -375,8 +557,23 @@ def _kernel_header(report: KernelReport) -> str:
         f'<div style="{INLINE["head"]}"><div>{resources}</div>'
         f'<div>{_mix_html(kernel)}</div><div style="{INLINE["insights"]}">'
         f"{_insights_html(report.insights)}"
-        "</div></div>"
+        f"</div></div>{_scheduler_html(report)}"
     )
+
+
+def _scheduler_html(report: KernelReport) -> str:
+    """The schedule's totals, the pressure line and plot, and the spills by line."""
+    parts = [schedule_line(report), pressure_line(report)]
+    lines = "".join(f"<div>{esc(t)}</div>" for t in parts if t)
+    spills = spill_lines(report, SPILL_ROWS)
+    listed = "".join(f"<li>{esc(t.strip())}</li>" for t in spills[1:])
+    spill_html = (
+        f'<div style="color: {LEVEL_COLORS["warn"]}">{esc(spills[0])}<ul>{listed}</ul></div>'
+        if spills
+        else ""
+    )
+    plot = _pressure_svg(report)
+    return f'<div style="{INLINE["schedule"]}">{lines}{plot}{spill_html}</div>'
 
 
 def _stage_pane(result: CompileResult, stage: str) -> str:
@@ -397,7 +594,7 @@ def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> 
         elif what == "ptx":
             panes.append(_pane("PTX", _ptx_pane(report.kernel)))
         elif what == "sass":
-            panes.append(_pane("SASS", _sass_pane(report.kernel)))
+            panes.append(_pane("SASS", _sass_pane(report)))
         elif what in result.stages:
             panes.append(_stage_pane(result, what))
     return "".join(panes)
@@ -408,9 +605,9 @@ def kernel_html(result: CompileResult, report: KernelReport, opts: ViewOptions) 
     diff = _diff_html(report.diff) if report.diff is not None else ""
     return (
         f'<div id="{root}">{_line_css(root, report.mapped_lines)}{_hide_css(root)}'
-        f"{_kernel_header(report)}{diff}{FILTERS}"
+        f"{_kernel_header(report)}{diff}{FILTERS}{_sass_legend(report, opts.show)}"
         f'<div class="pv-panes" style="{INLINE["panes"]}">{_panes(result, report, opts.show)}'
-        f"</div></div>{_SCRIPT % root}"
+        f"</div></div>{_view_script(root)}"
     )
 
 
@@ -429,7 +626,8 @@ def format_html(result: CompileResult, kernels: Sequence[KernelReport], opts: Vi
     body = "".join(kernel_html(result, r, opts) for r in kernels)
     if not result.kernels:
         body = '<div class="warn">no kernels in this source</div>'
-    return wrap(f"{_CSS}<div><b>{esc(result.summary_line())}</b></div>{notes}{warns}{body}")
+    head = f"<div><b>{esc(result.summary_line())}</b></div>"
+    return wrap(f"{_view_style()}{head}{notes}{warns}{body}")
 
 
 def standalone_page(body: str, title: str) -> str:
