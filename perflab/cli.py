@@ -12,7 +12,17 @@ from collections.abc import Sequence
 from perflab.errors import EXTRA_OF, PerflabError, missing_extra
 
 # Order is the order shown in --help.
-COMMANDS = ("info", "time", "trace", "timeline", "roofline", "ptx", "machine", "ceilings")
+COMMANDS = (
+    "info",
+    "time",
+    "trace",
+    "timeline",
+    "roofline",
+    "ptx",
+    "machine",
+    "ceilings",
+    "exercises",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

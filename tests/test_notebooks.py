@@ -4,6 +4,7 @@ output; and the outputs committed with each notebook are current (see tests/note
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 from notebook_exec import (
+    NOTEBOOK_DIR,
     ROOT,
     execute_all,
     kernelspec,
@@ -70,16 +72,73 @@ def test_stored_outputs_are_current(path: Path) -> None:
     assert stored_problems(path) == []
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_every_notebook_has_two_checked_exercises_and_conclusions(path: Path) -> None:
+# how a notebook shows an exercise, answers it and, for a prediction, checks it after measuring
+SHOWN = re.compile(r"^ *(\w+) = exercises\.get\(\s*\"([a-z0-9-]+)\"", re.MULTILINE)
+# an answer rule built in a notebook would put the answer in sight
+CHECKERS = re.compile(r"\b(?:Exercise|number|choice|ranges|kernel_check|predicate)\(")
+
+
+def _code_cells(path: Path) -> list[str]:
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def _shown(path: Path) -> dict[str, tuple[str, int]]:
+    """Exercise id -> (variable, index of the code cell that shows it)."""
+    found = {}
+    for index, source in enumerate(_code_cells(path)):
+        for variable, key in SHOWN.findall(source):
+            assert key not in found, f"{key} shown twice"
+            found[key] = (variable, index)
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_shows_two_exercises_by_id_and_has_conclusions(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert code.count("Exercise(") >= 2, "fewer than two perflab.exercises checks"
-    assert code.count(".answer(") >= 2 and code.count(".solution(") >= 2
+    code = "\n".join(_code_cells(path))
+    shown = _shown(path)
+    assert len(shown) >= 2, "fewer than two exercises shown with perflab.exercises.get(ID)"
+    for variable, _ in shown.values():
+        assert f"{variable}.answer(" in code, f"{variable} is never answered"
     assert "## Conclusions" in markdown
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_notebook_holds_an_answer_in_its_code(path: Path) -> None:
+    """Questions, answer rules, hints and solutions live in perflab.exercises: a notebook's
+    code builds no checker, asks for no solution and stores no revealed answer."""
+    for index, source in enumerate(_code_cells(path)):
+        assert not CHECKERS.search(source), f"code cell {index} builds an answer rule"
+        assert ".solution(" not in source and "reveal=" not in source, f"code cell {index}"
+    stored = path.read_text(encoding="utf-8")
+    assert "The accepted answer" not in stored and "Solution (" not in stored
+
+
+def test_every_exercise_is_shown_in_its_own_notebook_predictions_before_measuring() -> None:
+    from perflab.exercises import catalogue
+
+    shown = {path.stem: _shown(path) for path in NOTEBOOKS}
+    for spec in catalogue():
+        assert spec.id in shown.get(spec.notebook, {}), f"{spec.id} is not in {spec.notebook}"
+        variable, asked = shown[spec.notebook][spec.id]
+        cells = _code_cells(NOTEBOOK_DIR / f"{spec.notebook}.ipynb")
+        answered = [i for i, s in enumerate(cells) if f"{variable}.answer(" in s]
+        checked = [i for i, s in enumerate(cells) if f"{variable}.check(" in s]
+        assert answered and min(answered) > asked, spec.id
+        if spec.prediction:
+            # asked and answered, then at least one cell that measures, then checked
+            assert len(checked) == 1 and checked[0] > max(answered) + 1, spec.id
+        else:
+            assert not checked, spec.id
+    known = {spec.id for spec in catalogue()}
+    for name, found in shown.items():
+        assert found.keys() <= known, f"{name} shows unknown exercises {found.keys() - known}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
