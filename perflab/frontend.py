@@ -524,7 +524,7 @@ def triton_specs(new_values: list[object], args: argparse.Namespace) -> list[Tri
         if not specs:
             raise InputError(
                 "no Triton compile spec: pass --signature (and --constexprs) "
-                "or create a perflab.capture.compile.TritonSpec in the source"
+                "or create a perflab.TritonSpec in the source"
             )
         return specs
     jitted: list[Any] = [v for v in new_values if hasattr(v, "arg_names") and hasattr(v, "fn")]

@@ -98,7 +98,21 @@ def _why_no_tensor_cores(kernel: KernelArtifacts, lang: str) -> str:
     return reason
 
 
-def _width_insight(opcodes: dict[str, int], family: str, topic: str) -> Insight | None:
+# how to get 128-bit accesses, in the words of the kernel's language
+WIDER_ACCESS = {
+    "cuda": "each thread moving a float4 (16-byte aligned) needs a quarter of the instructions",
+    "triton": (
+        "Triton vectorises only what it can prove 16-byte aligned and contiguous: hint "
+        "computed offsets with tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK), and "
+        "a masked access needs its bound known to be a multiple of 16 (the JIT assumes so "
+        "when the value passed is; ahead of time, list it in TritonSpec(aligned=...))"
+    ),
+}
+
+
+def _width_insight(
+    opcodes: dict[str, int], family: str, topic: str, lang: str = "cuda"
+) -> Insight | None:
     widths: Counter[int] = Counter()
     for op, n in opcodes.items():
         if op.split(".", 1)[0] == family:
@@ -113,8 +127,8 @@ def _width_insight(opcodes: dict[str, int], family: str, topic: str) -> Insight 
         return Insight(
             topic,
             "warn",
-            f"none of {total} is 128-bit ({spread}): each thread "
-            "moving a float4 (16-byte aligned) needs a quarter of the instructions",
+            f"none of {total} is 128-bit ({spread}): "
+            + WIDER_ACCESS.get(lang, WIDER_ACCESS["cuda"]),
         )
     return Insight(topic, "info", spread)
 
@@ -127,7 +141,7 @@ def kernel_insights(
     mix = kernel.instruction_mix
     found = [tensor_core_insight(kernel, source, lang)]
     for family, topic in (("LDG", "global loads"), ("STG", "global stores")):
-        width = _width_insight(ops, family, topic)
+        width = _width_insight(ops, family, topic, lang)
         if width is not None:
             found.append(width)
     if mix.get("LDGSTS"):

@@ -426,11 +426,10 @@ def _pressure_svg(report: KernelReport) -> str:
     path = " ".join(f"{x(i):.1f},{y(n):.1f}" for i, (_, n) in enumerate(curve.points))
     peak_i = index[curve.peak_offsets[0]]
     spills = report.spills.spills if report.spills is not None else ()
-    ticks = "".join(
-        f'<line x1="{x(index[s.offset]):.1f}" x2="{x(index[s.offset]):.1f}" y1="{height - 4}" '
-        f'y2="{height - bottom + 2}" stroke="#d62728"/>'
-        for s in spills
-        if s.offset in index
+    columns = sorted({round(x(index[s.offset])) for s in spills if s.offset in index})
+    ticks = "".join(  # one tick per pixel column: a spilling kernel has thousands
+        f'<line x1="{c}" x2="{c}" y1="{height - 4}" y2="{height - bottom + 2}" stroke="#d62728"/>'
+        for c in columns
     )
     where = ", ".join(f"line {n}" for n in curve.peak_lines[:3])
     label = f"peak {curve.peak}" + (f" ({where})" if where else "")
@@ -452,11 +451,20 @@ def _pressure_svg(report: KernelReport) -> str:
     return svg_image(svg, alt, "display: block; margin: 4px 0px")
 
 
-def _pane(title: str, body: str) -> str:
+def _pane(title: str, body: str, hint: str = "") -> str:
+    hover = f' title="{esc(hint)}"' if hint else ""
     return (
-        f'<div class="pv-pane" style="{INLINE["pane"]}"><h4>{esc(title)}</h4>'
+        f'<div class="pv-pane" style="{INLINE["pane"]}"><h4{hover}>{esc(title)}</h4>'
         f'<div class="pv-code" style="{INLINE["code"]}">{body}</div></div>'
     )
+
+
+def source_title(result: CompileResult, kernel: KernelArtifacts) -> str:
+    """A Triton source pane is named by its kernel's function (its file may be a
+    notebook's temporary one); a CUDA one by its file."""
+    if result.lang == "triton":
+        return f"Source: {kernel.name}"
+    return f"Source ({result.source_name})"
 
 
 def _mix_html(kernel: KernelArtifacts) -> str:
@@ -590,7 +598,9 @@ def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> 
     for what in show:
         if what == "source":
             source = _source_pane(result, report.mapped_lines)
-            panes.append(_pane(f"Source ({result.source_name})", source))
+            title = source_title(result, report.kernel)
+            where = result.source_name if result.lang == "triton" else ""
+            panes.append(_pane(title, source, where))
         elif what == "ptx":
             panes.append(_pane("PTX", _ptx_pane(report.kernel)))
         elif what == "sass":
