@@ -1,0 +1,92 @@
+"""Exercises of notebooks/10-goodput-of-a-training-step.ipynb."""
+
+from __future__ import annotations
+
+from perflab.analysis.idle_classify import CAUSES
+from perflab.exercises import Spec
+from perflab.exercises.checks import choice, largest, number, ranges
+
+NOTEBOOK = "10-goodput-of-a-training-step"
+
+_CAUSE_HINTS = {
+    "host-busy": "The GPU waits while the host runs Python and framework code between "
+    "launches: how much host work does a step of 900 small kernels need?",
+    "after-sync": "A synchronisation stalls the host until the GPU is done; a training step "
+    "like this one synchronises rarely. What does the host do between its launches?",
+    "launch-overhead": "A launch costs a few microseconds: about 900 launches per step add up "
+    "to a few milliseconds, not most of a step of over 200 ms.",
+    "gpu-dependency": "Work waits for another stream, a peer rank or a copy engine around the "
+    "all-reduces, a few times per step; most gaps fall between ordinary kernels.",
+    "unknown": "Nearly every gap here ends with a launch that the trace ties to the thread that "
+    "made it, so its cause can be named.",
+}
+
+
+EXERCISES = (
+    Spec(
+        "padding-share",
+        NOTEBOOK,
+        "Lengths are drawn uniformly from 8 to 64 and every batch is padded to 64. Predict what "
+        "share of the processed tokens is padding; the cell below measures it. (A fraction such "
+        "as 0.3; within 0.05.)",
+        number(
+            lambda v: 1 - v["real_tokens"] / v["padded_tokens"],
+            abs=0.05,
+            low="Padding fills each row from its sequence's length up to 64: how long is a "
+            "sequence on average, next to 64?",
+            high="Each sequence has at least 8 real tokens, and the lengths are spread evenly "
+            "up to 64: what is their mean?",
+        ),
+        "The mean length is (8 + 64) / 2 = 36 tokens, so 36 / 64 = 56% of each padded row is "
+        "real and about 44% is padding. The measured share differs a little because 20 batches "
+        "are a sample of the lengths.",
+        worked=1 - 36 / 64,
+        measured={"real_tokens": "count", "padded_tokens": "count"},
+        answer_as="a fraction",
+    ),
+    Spec(
+        "busy-share",
+        NOTEBOOK,
+        "Before the summary below: how busy was rank 0's GPU over the profiled span? Predict "
+        "'mostly idle' (busy under 40% of the time), 'about half' (40% to 70%) or 'mostly busy' "
+        "(over 70%). The phases above give a feel for it: steps of about 220 ms, 2,700 kernels "
+        "in three steps.",
+        ranges(
+            lambda v: v["busy_us"] / v["span_us"],
+            [0.4, 0.7],
+            ["mostly idle", "about half", "mostly busy"],
+            low="The kernels fill more of a step than that: count them per step and think of "
+            "how long a convolution or a batch norm of a training batch runs.",
+            high="About 900 kernels per step of 220 ms: at tens of microseconds each, how much "
+            "of the step do they fill?",
+        ),
+        "Mostly idle, in this trace: the kernels fill under a quarter of the span. For a "
+        "training step that should keep the GPU full, that idle time matters more than the "
+        "speed of any kernel; the idle breakdown says what the GPU waited for.",
+        worked="mostly idle",
+        measured={"busy_us": "positive", "span_us": "positive"},
+    ),
+    Spec(
+        "idle-cause",
+        NOTEBOOK,
+        "perflab puts each idle gap down to what the host did before it launched the work that "
+        "ended it: 'host-busy' (running Python and framework code), 'after-sync' (waiting in a "
+        "synchronisation or a blocking copy), 'launch-overhead' (launching back to back: the "
+        "launches themselves are the cost), 'gpu-dependency' (the work waited for another "
+        "stream, a peer rank or a copy engine) or 'unknown'. Predict which cause takes the most "
+        "idle time in this trace.",
+        choice(
+            largest("idle_us"),
+            list(CAUSES),
+            why=_CAUSE_HINTS,
+            right="The GPU finished its queue and waited for the host to launch more: that is "
+            "fixed on the host side (fewer launches, CUDA graphs), not by a faster GPU.",
+        ),
+        "host-busy, in this trace: between launches the host runs Python and framework code "
+        "(the operators' own work, autograd), and the GPU, having finished its queue, waits. "
+        "Fewer, larger kernels (fusion, torch.compile), CUDA graphs or larger per-GPU batches "
+        "fix it; a faster GPU does not.",
+        worked="host-busy",
+        measured={"idle_us": "numbers"},
+    ),
+)
