@@ -515,9 +515,12 @@ def test_ptxas_line_errors_are_shown() -> None:
 # ---- the scheduler's view: control bits and live registers, cached and saved -------------
 
 
-def _entry_files(src_marker: str) -> tuple[Path, list[Path]]:
-    """The cache entry (JSON) whose source has ``src_marker``, and the files beside it."""
-    (entry,) = [p for p in cache_root().rglob("*.json") if src_marker in p.read_text()]
+def _entry_files(source: str) -> tuple[Path, list[Path]]:
+    """The cache entry (JSON) of ``source``, and the files beside it (a Triton entry's
+    source is this whole file, which holds every CUDA source here too)."""
+    (entry,) = [
+        p for p in cache_root().rglob("*.json") if json.loads(p.read_text())["source"] == source
+    ]
     return entry, sorted(entry.parent.glob(entry.stem + ".*"))
 
 
@@ -529,7 +532,7 @@ def test_control_and_live_registers_are_cached_beside_the_entry() -> None:
         for s in first.sass_lines
         if s.mnemonic == "STG"
     )
-    entry, files = _entry_files("cached_controls")
+    entry, files = _entry_files(src)
     assert {p.name.removeprefix(entry.stem) for p in files} == {".json", ".hex.sass", ".live.txt"}
     again = compile_cuda(src)
     assert again.cached and again.kernel().sass_lines == first.sass_lines
@@ -540,7 +543,7 @@ def test_an_entry_cached_before_the_controls_gets_them(monkeypatch: pytest.Monke
     live registers: it still loads, and its SASS is disassembled again from the cubin."""
     src = "__global__ void old_entry(float* x) { x[threadIdx.x] += 2.f; }"
     compile_cuda(src).kernel().sass_lines  # noqa: B018
-    entry, files = _entry_files("old_entry")
+    entry, files = _entry_files(src)
     for path in files:
         if path != entry:
             path.unlink()
