@@ -309,3 +309,60 @@ def test_opcode_help() -> None:
     unknown = opcode_info("FROBNICATE.X")
     assert not unknown.documented and str(unknown) == "FROBNICATE: undocumented"
     assert "CUDA Binary Utilities" in SOURCE
+
+
+def _text_sections(cubin: bytes) -> dict[str, bytes]:
+    """``.text.<function>`` sections of an ELF64 cubin, read with plain struct offsets."""
+    import struct
+
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * entsize) for i in range(count)]
+    names_at = headers[names_index][4]
+
+    def name(offset: int) -> str:
+        start = names_at + offset
+        return cubin[start : cubin.index(b"\0", start)].decode()
+
+    return {
+        name(h[0]).removeprefix(".text."): cubin[h[4] : h[4] + h[5]]
+        for h in headers
+        if name(h[0]).startswith(".text.")
+    }
+
+
+def test_volta_cubins_keep_the_layout(tmp_path: Path) -> None:
+    """sm_70 left CUDA 13 and its nvdisasm, but Triton's ptxas (CUDA 12) still builds it:
+    the words read straight from the cubin decode to sane controls that link up."""
+    triton = pytest.importorskip("triton")
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.is_file():
+        pytest.skip("Triton's ptxas is not installed")
+    ptx = compile_cuda(KERNELS, arch="sm_75", cache=False).ptx
+    ptx = re.sub(r"^\.version .*$", ".version 8.0", ptx, flags=re.MULTILINE)
+    (tmp_path / "k.ptx").write_text(re.sub(r"^\.target sm_75", ".target sm_70", ptx, flags=re.M))
+    done = subprocess.run(
+        [str(ptxas), "--gpu-name=sm_70", "k.ptx", "-o", "k.cubin"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"this ptxas does not build sm_70: {done.stderr[-300:]}")
+    sections = _text_sections((tmp_path / "k.cubin").read_bytes())
+    assert set(sections) == {"_Z8load_usePKfPff", "_Z4fmasPfffff", "_Z11shared_loopPKfPfi"}
+    for name, code in sections.items():
+        lines = []
+        for offset in range(0, len(code), 16):
+            high = int.from_bytes(code[offset + 8 : offset + 16], "little")
+            ref, got = reference(high), decode_control(high)
+            assert got.stall == ref["stall"] and ref["top"] == 0
+            assert got.yields == (ref["yield_bit"] == 0) and not (got.reuse and got.yields)
+            assert got.write_barrier is None or 0 <= got.write_barrier <= 5
+            assert got.read_barrier is None or 0 <= got.read_barrier <= 5
+            lines.append(SassLine(offset, "X", "X", control=got))
+        links = barrier_links(lines)
+        assert links.waits_for, name  # loads set barriers that later instructions wait on
+        if name == "_Z8load_usePKfPff":  # straight-line code: every wait finds its setter
+            assert not links.unresolved
