@@ -31,8 +31,6 @@ import contextlib
 import ctypes
 import functools
 import mmap
-import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -52,6 +50,7 @@ from perflab.machine._common import (
     resolve_backend,
     size_sweep,
 )
+from perflab.machine._native import COMPILE_TIMEOUT_S, load_c_library
 from perflab.model.machine import BenchResult, Level, Series
 
 CPU_STRIDE = 64  # one cache line per hop
@@ -59,7 +58,6 @@ GPU_STRIDE = 128  # one L1 line per hop
 CPU_STEPS = 1 << 16  # hops per timed call: ~0.1 ms in L1, ~10 ms in DRAM
 GPU_STEPS = 1 << 15
 WARM_CAP = 1 << 20  # at most this many hops to warm the caches before timing
-COMPILE_TIMEOUT_S = 60
 
 C_SOURCE = r"""
 #include <stdint.h>
@@ -106,38 +104,12 @@ def follow(links: npt.NDArray[np.uint64], start: int, steps: int) -> int:
 # --- CPU ------------------------------------------------------------------------------
 
 
-def _c_compiler() -> str:
-    chosen = os.environ.get("PERFLAB_CC") or shutil.which("gcc") or shutil.which("cc")
-    if not chosen:
-        raise ToolchainError(
-            "no C compiler found: the CPU latency benchmark compiles a small C pointer "
-            "chase; install gcc or set PERFLAB_CC"
-        )
-    return chosen
-
-
 @functools.lru_cache(maxsize=1)
 def compiled_chase() -> Callable[..., int]:
-    """Compile :data:`C_SOURCE` once per process and return the ctypes function.
-
-    The temporary directory is removed right away: the loaded library stays mapped.
-    """
-    compiler = _c_compiler()
-    with tempfile.TemporaryDirectory(prefix="perflab-chase-") as tmp:
-        src, lib = Path(tmp) / "chase.c", Path(tmp) / "chase.so"
-        src.write_text(C_SOURCE, encoding="utf-8")
-        cmd = [compiler, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)]
-        try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired:
-            raise ToolchainError(f"{compiler} took over {COMPILE_TIMEOUT_S} s") from None
-        except OSError as exc:
-            raise ToolchainError(f"cannot run {compiler}: {exc.strerror}") from None
-        if done.returncode != 0:
-            raise ToolchainError(f"{compiler} failed on the chase kernel:\n{done.stderr[-2000:]}")
-        fn = ctypes.CDLL(str(lib)).perflab_chase
+    """Compile :data:`C_SOURCE` once per process and return the ctypes function."""
+    fn = load_c_library(
+        C_SOURCE, "chase", purpose="the CPU latency benchmark compiles a small C pointer chase"
+    ).perflab_chase
     fn.restype = ctypes.c_uint64
     fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64]
     return fn  # type: ignore[no-any-return]
