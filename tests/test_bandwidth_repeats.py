@@ -93,6 +93,10 @@ class FakeTimer:
 def fake_timer(monkeypatch: pytest.MonkeyPatch) -> FakeTimer:
     timer = FakeTimer()
     monkeypatch.setattr(bandwidth, "median_call_ns", timer)
+    # the call engines (numpy, torch): one pass per call, the repeats are calls
+    monkeypatch.setattr(
+        bandwidth, "choose_engines", lambda backend: bandwidth.Engines(backend, None, "no loop")
+    )
     monkeypatch.setattr(bandwidth, "cache_capacities", lambda on_gpu: dict(SMALL_CACHES))
     monkeypatch.setattr(_common, "cache_capacities", lambda on_gpu: dict(SMALL_CACHES))
     return timer
@@ -132,7 +136,7 @@ def test_overhead_bound_points_name_no_level_and_are_flagged(fake_timer: FakeTim
     assert np.all(copy.x[~bound] >= FakeTimer.BOUND_BELOW)
     for level in copy.levels:
         assert level.x_min >= copy.x[~bound].min()  # no level reaches into the ramp
-    (warning,) = [w for w in result.warnings if "call overhead" in w]
+    (warning,) = [w for w in result.warnings if w.startswith("copy: ")]
     assert warning.startswith(f"copy: {int(bound.sum())} of {len(copy)} points (4 KiB - ")
     assert "300 ns" in warning
     assert "no GPU" in result.warnings[-1]
@@ -285,7 +289,7 @@ def test_repeats_and_overhead_round_trip_and_older_files_load(tmp_path: Path, fa
     )
     saved = BenchResult.load(result.save(tmp_path / "bw.json"))
     got, want = saved.get("copy"), result.get("copy")
-    assert list(got.extra) == ["repeats", "overhead_share", "hot"]
+    assert list(got.extra) == ["repeats", "passes", "overhead_share", "hot"]
     for key in got.extra:
         assert np.array_equal(got.extra[key], want.extra[key])
     assert [lv.to_dict() for lv in got.levels] == [lv.to_dict() for lv in want.levels]
@@ -300,7 +304,8 @@ def test_repeats_and_overhead_round_trip_and_older_files_load(tmp_path: Path, fa
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("overhead_share", -0.5), ("repeats", "many"), ("hot", [1])]
+    ("key", "value"),
+    [("overhead_share", -0.5), ("repeats", "many"), ("hot", [1]), ("passes", "x")],
 )
 def test_tampered_columns_are_refused(tmp_path: Path, fake_timer, key: str, value: Any):
     result = bandwidth.run(
@@ -329,7 +334,7 @@ def test_cpu_sweep_records_repeats_overhead_and_cache_state():
     assert set(result.options["empty_call_ns"]) == {"copy", "triad"}
     assert all(ns > 0 for ns in result.options["empty_call_ns"].values())
     for s in result.series:
-        assert list(s.extra) == ["repeats", "overhead_share", "hot"]
+        assert list(s.extra) == ["repeats", "passes", "overhead_share", "hot"]
         repeats = s.extra["repeats"]
         assert np.all(repeats >= 1) and np.all(repeats == np.round(repeats))
         assert np.all(np.diff(repeats) <= 0)  # larger working sets need fewer repeats

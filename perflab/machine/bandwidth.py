@@ -1,48 +1,68 @@
-"""Memory bandwidth: copy and triad over working sets from KB to GB.
+"""Memory bandwidth: read, copy and triad over working sets from KB to GB.
 
 GB/s counts the bytes the operation must read plus write (STREAM's convention; write
-allocation is not counted): copy moves ``2 x n x itemsize`` for ``b[:] = a``, triad
-``3 x n x itemsize`` for ``a = b + s * c``. The working set is the size of all arrays
-together, so it can be compared with cache sizes.
+allocation is not counted): read moves ``n x itemsize`` (a sum of ``a``), copy
+``2 x n x itemsize`` for ``b[:] = a``, triad ``3 x n x itemsize`` for ``a = b + s * c``.
+The working set is the size of all arrays together, so it can be compared with cache
+sizes. The sweep runs copy and triad by default; read on request.
 
-- CUDA: ``torch`` ``copy_`` and ``torch.add(b, c, alpha=s, out=a)`` (one kernel each),
-  timed with CUDA events; the plateaus are L2 and HBM.
-- CPU (the analog): numpy ``copyto`` and a numpy triad. numpy runs the triad as two passes
-  (``c * s`` then ``+ b``), so it moves more bytes than it is credited with and reads
-  below copy.
+Engines (which one measured each point is recorded, see :func:`point_engines`):
 
-Each point repeats its operation inside the timed window (``repeats`` calls between one
-pair of marks; on a GPU replayed as one CUDA graph): enough calls for at least 50 us of
-data movement even at a rate above any level's (:func:`repeats_for`), so that a cache-sized
-point does not time the marks and one launch. A copy repeated over arrays that fit in a
-cache keeps them there, which is the point: working sets up to the last cache are timed
-hot (no flush), larger ones cold (the caches flushed before each sample; their arrays
-exceed the last cache, so every repeat streams from memory too).
+- ``c-loop`` (CPU): a small C library compiled at run time
+  (:mod:`perflab.machine._bandwidth_kernels`) that makes ``passes`` passes over its
+  arrays inside one call. Without a C compiler the sweep falls back to ``numpy``
+  (``copyto``, and a triad run by numpy as two passes, ``c * s`` then ``+ b``, which
+  moves more bytes than it is credited with) and says so.
+- ``triton-loop`` (GPU, working sets up to the last cache): a Triton kernel making
+  ``passes`` passes in one launch, its loads cached in L2 only
+  (:mod:`perflab.machine._triton_stream`). Past the last cache, and where Triton cannot
+  build or run, ``torch-graph``: torch ``copy_`` and ``torch.add(b, c, alpha=s, out=a)``
+  (one kernel each; torch has no read kernel, so read needs Triton), their calls in a
+  window replayed as one CUDA graph.
 
-What a call costs without data is measured as well: the same operation on
-``EMPTY_CALL_ELEMENTS`` elements (the empty call), before and after the sweep (the
-smaller kept). A point whose call takes under ``OVERHEAD_BOUND_RATIO`` (10) times the
-empty call's spends over a tenth of its time on the call, not on memory: no level is
-named from it and it never becomes a ceiling. Repeats shorten no call: on the CPU each
-repeat is a numpy call of a few hundred ns, longer than a copy that fits in L1 takes,
-and on a GPU each is a kernel with its start and drain (a microsecond or two), so the
-L1 points of the CPU and the smaller L2 points of a GPU are overhead-bound.
+Each point repeats its operation inside the timed window: a loop engine makes enough
+passes in one call for at least 50 us of data movement even at a rate above any
+level's (:func:`passes_for`), so one call over an L1- or L2-sized working set moves far
+more data than the call costs, and is timed alone; the call engines make that many
+calls between one pair of marks (:func:`repeats_for`; at most 1024). A copy repeated
+over arrays that fit in a cache keeps them there, which is the point: working sets up to
+the last cache are timed hot (no flush), larger ones cold (the caches flushed before
+each sample; their arrays exceed the last cache, so every repeat streams from memory
+too).
 
-Per point, besides GB/s: ``repeats`` (calls per timed window), ``overhead_share`` (the
-empty call's time over the call's) and ``hot`` (1: timed hot, 0: timed cold).
+What a call costs without data is measured as well: the same engine and operation on
+``EMPTY_CALL_ELEMENTS`` elements and one pass (the empty call; the Triton loop's least is
+one tile), before and after the sweep (the smaller kept). A point whose call takes under
+``OVERHEAD_BOUND_RATIO`` (10) times its engine's empty call spends over a tenth of its
+time on the call, not on memory: no level is named from it and it never becomes a
+ceiling. Repeated calls shorten no call: a numpy call costs a few hundred ns, longer than
+an L1-sized copy, and a torch kernel in a graph a microsecond or two, so without a loop
+engine the L1 points of the CPU and the smaller L2 points of a GPU are overhead-bound.
+
+Levels: the plateaus of the points that are not overhead-bound, named after the caches;
+one that spans several caches' sizes is split at them when its part in each is over 15%
+faster than in the next (:func:`cache_levels`): the plateau detector ends a level only at
+a 25% step between neighbouring points, and a CPU's rate often falls from L2 to L3 by
+less per point.
+
+Per point, besides GB/s: ``repeats`` (passes over the arrays per timed window: calls x
+passes), ``passes`` (inside one call), ``overhead_share`` (the engine's empty call's time
+over the call's) and ``hot`` (1: timed hot, 0: timed cold).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from perflab.errors import InputError, import_extra
+from perflab.errors import InputError, PerflabError, SchemaError, import_extra
+from perflab.machine import _bandwidth_kernels as loops
 from perflab.machine._common import (
     NoiseLog,
     cache_capacities,
@@ -53,11 +73,12 @@ from perflab.machine._common import (
     resolve_backend,
     size_sweep,
 )
-from perflab.model.machine import BenchResult, Series
+from perflab.model.machine import BenchResult, Level, Series
 from perflab.model.units import counted, format_bytes, format_ns
 
-KERNELS = ("copy", "triad")
-ARRAYS = {"copy": 2, "triad": 3}
+KERNELS = ("copy", "triad", "read")
+DEFAULT_KERNELS = ("copy", "triad")
+ARRAYS = loops.ARRAYS  # arrays per kernel: read 1, copy 2, triad 3
 SCALE = 3.0
 WINDOW_NS = 50_000.0  # data movement per timed window, at the fastest rate below
 # Above any level's copy rate on each backend, so a window holds at least WINDOW_NS of
@@ -65,8 +86,14 @@ WINDOW_NS = 50_000.0  # data movement per timed window, at the fastest rate belo
 # hundred GB/s): these size the repeats, they are not measurements.
 FASTEST_GBPS = {"cuda": 20_000.0, "cpu": 400.0}
 MAX_REPEATS = 1024  # calls per window: ~1-2 ms of call cost at most, inside small budgets
+MAX_PASSES = 1 << 20  # passes in one call of a loop engine (a 64-byte array at 400 GB/s)
 EMPTY_CALL_ELEMENTS = 16
 OVERHEAD_BOUND_RATIO = 10.0  # a call under 10x the empty call's: over a tenth is the call
+SPLIT_STEP = 0.15  # a plateau's part in a smaller cache, this much faster, is its own level
+
+ENGINES = ("c-loop", "numpy", "triton-loop", "torch-graph")
+LOOP_ENGINE = {"cpu": "c-loop", "cuda": "triton-loop"}  # passes inside one call
+CALL_ENGINE = {"cpu": "numpy", "cuda": "torch-graph"}  # one pass per call
 
 
 def repeats_for(
@@ -92,6 +119,12 @@ def repeats_for(
     return max(1, min(cap, math.ceil(window_ns * fastest_GBps / bytes_moved)))
 
 
+def passes_for(bytes_per_pass: float, fastest_GBps: float) -> int:
+    """Passes over the arrays inside one call of a loop engine, so that one call holds
+    at least WINDOW_NS of data movement even at ``fastest_GBps``: from 1 to MAX_PASSES."""
+    return repeats_for(bytes_per_pass, fastest_GBps, cap=MAX_PASSES)
+
+
 def overhead_bound(overhead_share: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     """Points whose call took under OVERHEAD_BOUND_RATIO times the empty call's, from
     their ``overhead_share`` column; a share not recorded (NaN) is not judged bound."""
@@ -105,6 +138,10 @@ def _numpy_kernel(kind: str, n: int) -> Callable[[], object]:
     if kind == "copy":
         src, dst = arrays
         return lambda: np.copyto(dst, src)
+    if kind == "read":
+        (src,) = arrays
+        total = np.zeros((), dtype=np.float64)  # the sum is stored: the read is not dead
+        return lambda: np.sum(src, out=total)
     a, b, c = arrays
 
     def triad() -> None:
@@ -121,43 +158,115 @@ def _torch_kernel(kind: str, n: int) -> Callable[[], object]:
     if kind == "copy":
         src, dst = arrays
         return lambda: dst.copy_(src)
+    if kind == "read":
+        raise InputError("the read kernel on a GPU needs Triton (torch has no read kernel)")
     a, b, c = arrays
     return lambda: torch.add(b, c, alpha=SCALE, out=a)
 
 
 @dataclass(frozen=True)
-class Point:
-    """One working set's measurement: the time of one call and how it was taken.
-    ``budget_bound``: the repeats would have outlasted the budget, so one call per window."""
+class Engines:
+    """Which engine measures each point on one backend. ``loop`` says how the loop
+    engine was built, or is None with ``why_not`` saying why it is not used."""
 
-    bytes_moved: int
-    ns_per_call: float
-    repeats: int
-    hot: bool
-    budget_bound: bool = False
+    backend: str
+    loop: str | None
+    why_not: str = ""
+    programs: int = 1  # Triton programs per launch
 
-    @property
-    def GBps(self) -> float:
-        return self.bytes_moved / self.ns_per_call  # bytes per ns == GB/s
+    def for_point(self, kind: str, hot: bool) -> str:
+        """The loop engine where it works, except past the last cache on a GPU (where
+        torch's kernels stream as well), but for read, which torch has no kernel for."""
+        if self.loop is None or (self.backend == "cuda" and not hot and kind != "read"):
+            return CALL_ENGINE[self.backend]
+        return LOOP_ENGINE[self.backend]
+
+
+def choose_engines(backend: str) -> Engines:
+    """Build the loop engine of ``backend`` and check it on a small array (a read's sum,
+    a copy); where that fails the sweep uses the call engine, and says why."""
+    if backend == "cpu":
+        try:
+            return Engines(backend, loops.c_preflight())
+        except (PerflabError, OSError) as exc:  # no compiler, a failed build or load
+            return Engines(backend, None, f"no C loop ({exc})")
+    try:
+        programs = loops.gpu_programs()
+        return Engines(backend, loops.triton_preflight(programs), programs=programs)
+    except Exception as exc:  # import, compile or launch failure: torch calls instead
+        return Engines(backend, None, f"no Triton loop ({type(exc).__name__}: {exc})")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One engine's callable over one working set: ``passes`` passes per call, each
+    moving ``bytes_per_pass``."""
+
+    fn: Callable[[], object]
+    engine: str
+    passes: int
+    bytes_per_pass: int
 
 
 def _itemsize(backend: str) -> int:
     return 4 if backend == "cuda" else 8  # float32 on a GPU, float64 on the CPU
 
 
-def _time_calls(
-    kind: str, n: int, backend: str, *, hot: bool, budget_ms: float, noise: NoiseLog, name: str
-) -> Point:
-    """``repeats_for`` calls of the kernel on ``n`` elements per timed window; the median
-    time of one call. The timing engine refuses a window it estimates to outlast the
-    whole budget (a slow or disturbed call): that point is timed one call per window."""
+def make_kernel(
+    kind: str, n: int, backend: str, engine: str, engines: Engines, *, one_pass: bool = False
+) -> Kernel:
+    """``kind`` over arrays of ``n`` elements on ``engine``; a loop engine makes
+    :func:`passes_for` passes per call (one with ``one_pass``: the empty call)."""
+    if engine == "triton-loop":
+        n = loops.triton_elements(n)  # whole tiles
     moved = ARRAYS[kind] * n * _itemsize(backend)
-    repeats = repeats_for(moved, FASTEST_GBPS[backend])
-    fn = (_torch_kernel if backend == "cuda" else _numpy_kernel)(kind, n)
+    if engine in (CALL_ENGINE["cpu"], CALL_ENGINE["cuda"]):
+        fn = (_torch_kernel if backend == "cuda" else _numpy_kernel)(kind, n)
+        return Kernel(fn, engine, 1, moved)
+    passes = 1 if one_pass else passes_for(moved, FASTEST_GBPS[backend])
+    if engine == "c-loop":
+        return Kernel(loops.CLoop(kind, n, passes, SCALE), engine, passes, moved)
+    return Kernel(loops.TritonLoop(kind, n, passes, SCALE, engines.programs), engine, passes, moved)
 
-    def median_ns(number: int) -> float:
-        return median_call_ns(
-            fn,
+
+@dataclass(frozen=True)
+class Point:
+    """One working set's measurement: the time of one call and how it was taken.
+    ``calls`` per timed window, ``passes`` inside each; ``budget_bound``: the calls
+    would have outlasted the budget, so one call per window."""
+
+    bytes_per_pass: int
+    ns_per_call: float
+    calls: int
+    hot: bool
+    engine: str = "numpy"
+    passes: int = 1
+    budget_bound: bool = False
+
+    @property
+    def repeats(self) -> int:
+        """Passes over the arrays per timed window."""
+        return self.calls * self.passes
+
+    @property
+    def GBps(self) -> float:
+        return self.bytes_per_pass * self.passes / self.ns_per_call  # bytes per ns == GB/s
+
+
+def time_kernel(
+    kernel: Kernel, backend: str, *, hot: bool, budget_ms: float, noise: NoiseLog, name: str
+) -> Point:
+    """The median time of one call of ``kernel``, ``repeats_for`` calls per timed
+    window: one for a loop engine's point (its passes already hold the window's data
+    movement), many for a call engine's and for every empty call (one alone would be
+    within the timer's own floor). The timing engine refuses a window it estimates to
+    outlast the whole budget (a slow or disturbed call): that point is timed one call
+    per window."""
+    calls = repeats_for(kernel.bytes_per_pass * kernel.passes, FASTEST_GBPS[backend])
+
+    def point(number: int, budget_bound: bool = False) -> Point:
+        ns = median_call_ns(
+            kernel.fn,
             backend,
             budget_ms=budget_ms,
             name=name,
@@ -166,47 +275,58 @@ def _time_calls(
             graph=backend == "cuda" and number > 1,
             flush=not hot,
         )
+        return Point(
+            kernel.bytes_per_pass, ns, number, hot, kernel.engine, kernel.passes, budget_bound
+        )
 
-    if repeats == 1:
-        return Point(moved, median_ns(1), 1, hot)
+    if calls == 1:
+        return point(1)
     try:
-        return Point(moved, median_ns(repeats), repeats, hot)
+        return point(calls)
     except InputError:  # the window would outlast the budget; any other error recurs below
-        return Point(moved, median_ns(1), 1, hot, budget_bound=True)
+        return point(1, budget_bound=True)
 
 
 def measure_point(
-    kind: str, working_set: int, backend: str, *, hot: bool, budget_ms: float, noise: NoiseLog
+    kind: str,
+    working_set: int,
+    backend: str,
+    *,
+    hot: bool,
+    budget_ms: float,
+    noise: NoiseLog,
+    engine: str,
+    engines: Engines,
 ) -> Point:
-    """One point of the sweep: ``kind`` over ``working_set`` bytes of arrays, timed hot
-    (caches kept) or cold (flushed before each sample)."""
+    """One point of the sweep: ``kind`` over ``working_set`` bytes of arrays on
+    ``engine``, timed hot (caches kept) or cold (flushed before each sample)."""
     n = max(1, working_set // (ARRAYS[kind] * _itemsize(backend)))
-    return _time_calls(
-        kind, n, backend, hot=hot, budget_ms=budget_ms, noise=noise, name=f"{kind} {working_set} B"
+    kernel = make_kernel(kind, n, backend, engine, engines)
+    return time_kernel(
+        kernel, backend, hot=hot, budget_ms=budget_ms, noise=noise, name=f"{kind} {working_set} B"
     )
 
 
-def empty_call_ns(kind: str, backend: str, *, budget_ms: float, noise: NoiseLog) -> float:
-    """The time of one ``kind`` call that moves next to no data (EMPTY_CALL_ELEMENTS
-    elements), taken the way the points are: the floor under every point's time."""
-    point = _time_calls(
-        kind,
-        EMPTY_CALL_ELEMENTS,
-        backend,
-        hot=True,
-        budget_ms=budget_ms,
-        noise=noise,
-        name=f"{kind} empty call",
-    )
-    return point.ns_per_call
+def empty_call_ns(
+    kind: str, backend: str, *, budget_ms: float, noise: NoiseLog, engine: str, engines: Engines
+) -> float:
+    """The time of one ``kind`` call on ``engine`` that moves next to no data
+    (EMPTY_CALL_ELEMENTS elements, one pass), taken the way the points are: the floor
+    under the time of every point that engine measures."""
+    kernel = make_kernel(kind, EMPTY_CALL_ELEMENTS, backend, engine, engines, one_pass=True)
+    name = f"{kind} empty call" + ("" if engine in CALL_ENGINE.values() else f" ({engine})")
+    return time_kernel(
+        kernel, backend, hot=True, budget_ms=budget_ms, noise=noise, name=name
+    ).ns_per_call
 
 
 def sweep_series(
-    kind: str, sizes: Sequence[int], points: Sequence[Point], floor_ns: float
+    kind: str, sizes: Sequence[int], points: Sequence[Point], floors: Mapping[str, float]
 ) -> Series:
-    """The points of one kernel as a series, with the columns ``repeats``,
-    ``overhead_share`` (``floor_ns`` over each call's time) and ``hot``."""
+    """The points of one kernel as a series, with the columns ``repeats``, ``passes``,
+    ``overhead_share`` (the floor of each point's engine over its call's time) and ``hot``."""
     ns = np.asarray([p.ns_per_call for p in points], dtype=np.float64)
+    floor = np.asarray([floors[p.engine] for p in points], dtype=np.float64)
     return Series(
         kind,
         np.asarray(sizes),
@@ -215,7 +335,8 @@ def sweep_series(
         "GBps",
         extra={
             "repeats": np.asarray([p.repeats for p in points]),
-            "overhead_share": floor_ns / ns,
+            "passes": np.asarray([p.passes for p in points]),
+            "overhead_share": floor / ns,
             "hot": np.asarray([1.0 if p.hot else 0.0 for p in points]),
         },
     )
@@ -237,21 +358,83 @@ def memory_bound_part(series: Series) -> Series:
     )
 
 
+def cache_levels(series: Series, on_gpu: bool) -> tuple[list[Level], list[str]]:
+    """The plateaus of ``series`` named after the caches, where a plateau spanning more
+    than one cache's size is split at those sizes when at least two of its parts have
+    two points or more and each is over SPLIT_STEP faster than the next; with a note for
+    each split. The plateau detector ends a level only at a step of 25% between
+    neighbouring points, while on a CPU the rate often falls from one cache to the next
+    by less, or over several points (on a 2-core EPYC VM, L2 to L3 copy: about a
+    quarter, a few percent per point). A part of one point is a transition, left out as
+    the detector leaves out runs of one point."""
+    levels = hierarchy_levels(series, on_gpu)
+    capacities = sorted(cache_capacities(on_gpu).items(), key=lambda item: item[1])
+    memory = "HBM" if on_gpu else "DRAM"
+    homes = np.asarray(
+        [next((cache for cache, size in capacities if x <= size), memory) for x in series.x]
+    )
+    out: list[Level] = []
+    notes: list[str] = []
+    for level in levels:
+        taken = {other.name for other in levels if other is not level}
+        parts = _cache_parts(series, level, homes)
+        if parts is None or taken & {part.name for part in parts}:
+            out.append(level)
+            continue
+        out.extend(parts)
+        rates = " > ".join(f"{part.name} {part.value:.4g} GB/s" for part in parts)
+        notes.append(
+            f"{series.name}: one plateau from {format_bytes(level.x_min)} to "
+            f"{format_bytes(level.x_max)} spans several caches' sizes; split there "
+            f"({rates}): the rate falls from each to the next by over {SPLIT_STEP:.0%}, "
+            "in steps under the plateau detector's"
+        )
+    return out, notes
+
+
+def _cache_parts(series: Series, level: Level, homes: npt.NDArray[np.str_]) -> list[Level] | None:
+    """``level``'s points grouped by the smallest cache that holds each (``homes``), as
+    levels, when two groups or more have two points or more and each of those is over
+    SPLIT_STEP faster than the next; else None."""
+    inside = (series.x >= level.x_min) & (series.x <= level.x_max)
+    parts = []
+    for name in dict.fromkeys(homes[inside].tolist()):
+        mine = inside & (homes == name)
+        if mine.sum() < 2:
+            continue  # a transition
+        x, y = series.x[mine], series.y[mine]
+        parts.append(Level(name, float(x.min()), float(x.max()), float(np.median(y)), x.size))
+    if len(parts) < 2:
+        return None
+    if any(a.value <= (1 + SPLIT_STEP) * b.value for a, b in itertools.pairwise(parts)):
+        return None
+    return parts
+
+
 def size_span(sizes: npt.NDArray[np.float64]) -> str:
     """``"8 KiB - 45.2 KiB"``: the smallest and largest of some working sets."""
     low, high = float(sizes.min()), float(sizes.max())
     return format_bytes(low) if low == high else f"{format_bytes(low)} - {format_bytes(high)}"
 
 
-def overhead_warning(series: Series, floor_ns: float) -> list[str]:
-    """A line naming the overhead-bound points of ``series``, if it has any."""
+def overhead_warning(
+    series: Series, floors: Mapping[str, float], engines: Sequence[str] | None = None
+) -> list[str]:
+    """A line naming the overhead-bound points of ``series``, if it has any, with the
+    empty call of their engine(s) (``engines``: each point's; default the only floor)."""
     bound = overhead_bound(series.extra.get("overhead_share", np.zeros(len(series))))
     if not bound.any():
         return []
+    named = list(floors) if engines is None else [engines[int(i)] for i in np.flatnonzero(bound)]
+    used = list(dict.fromkeys(named))
+    if len(used) == 1:
+        floor = format_ns(floors[used[0]])
+    else:
+        floor = ", ".join(f"{e} {format_ns(floors[e])}" for e in used)
     return [
         f"{series.name}: {int(bound.sum())} of {len(series)} points "
         f"({size_span(series.x[bound])}) take under "
-        f"{OVERHEAD_BOUND_RATIO:g}x the time of an empty call ({format_ns(floor_ns)}): they "
+        f"{OVERHEAD_BOUND_RATIO:g}x the time of an empty call ({floor}): they "
         "are bound by call overhead, not by memory, so no level is named from them and "
         "they are no ceiling"
     ]
@@ -286,10 +469,33 @@ def _sweep_notes(notes: list[str], series: Sequence[Series]) -> list[str]:
     return kept
 
 
+def point_engines(result: BenchResult, kind: str) -> list[str] | None:
+    """The engine that measured each point of the series ``kind`` (``"c-loop"``,
+    ``"numpy"``, ``"triton-loop"``, ``"torch-graph"``), or None for a result saved
+    before engines were recorded. A record that is not one known engine per point is a
+    SchemaError naming the file."""
+    series = result.get(kind)
+    record = result.options.get("engines")
+    if record is None:
+        return None
+    names = record.get(kind) if isinstance(record, dict) else None
+    if (
+        not isinstance(names, list)
+        or len(names) != len(series)
+        or any(name not in ENGINES for name in names)
+    ):
+        raise SchemaError(
+            f"options.engines.{kind} must list one of {', '.join(ENGINES)} for each of "
+            f"its {len(series)} points, not {names!r}"[:300],
+            source=result.replayed_from or "<result>",
+        )
+    return list(names)
+
+
 def run(
     *,
     backend: str = "auto",
-    kernels: tuple[str, ...] = KERNELS,
+    kernels: tuple[str, ...] = DEFAULT_KERNELS,
     min_bytes: int | None = None,
     max_bytes: int | None = None,
     per_octave: int = 2,
@@ -297,53 +503,95 @@ def run(
     budget_ms: float = 40.0,
     show_progress: bool | None = None,
 ) -> BenchResult:
-    """Copy and triad GB/s over working sets, each series with its plateaus named.
+    """GB/s of ``kernels`` (copy and triad by default; also read) over working sets,
+    each series with its plateaus named.
 
-    Defaults: CPU 32 KiB-256 MiB (quick: 64 KiB-64 MiB, one point per octave); CUDA
+    Defaults: CPU 8 KiB-256 MiB (quick: 8 KiB-64 MiB, one point per octave); CUDA
     256 KiB-4 GiB (quick: 1 MiB-2 GiB).
     """
     chosen = resolve_backend(backend)
     on_gpu = chosen == "cuda"
     unknown = set(kernels) - set(KERNELS)
     if unknown:
-        raise InputError(f"unknown bandwidth kernel(s) {sorted(unknown)} (known: copy, triad)")
-    lo = min_bytes or (
-        (1 << 20 if quick else 256 << 10) if on_gpu else (64 << 10 if quick else 32 << 10)
-    )
+        raise InputError(
+            f"unknown bandwidth kernel(s) {sorted(unknown)} (known: {', '.join(KERNELS)})"
+        )
+    lo = min_bytes or ((1 << 20 if quick else 256 << 10) if on_gpu else 8 << 10)
     hi = max_bytes or (
         (2 << 30 if quick else 4 << 30) if on_gpu else (64 << 20 if quick else 256 << 20)
     )
     sizes = size_sweep(lo, hi, 1 if quick else per_octave)
     budget = budget_ms / (2 if quick else 1)
     last_cache = max(cache_capacities(on_gpu).values(), default=math.inf)
+    engines = choose_engines(chosen)
+    if "read" in kernels and on_gpu and engines.loop is None:
+        raise InputError(f"the read kernel on a GPU needs the Triton loop: {engines.why_not}")
     noise = NoiseLog()
-    result = new_result("bandwidth", chosen, _options(quick, on_gpu, last_cache))
-    floors: dict[str, float] = {}
+    result = new_result("bandwidth", chosen, _options(quick, chosen, last_cache, engines))
+    floors: dict[str, dict[str, float]] = {}
+    used: dict[str, list[str]] = {}
     for kind in kernels:
-        before = empty_call_ns(kind, chosen, budget_ms=budget, noise=noise)
+        hot = [n <= last_cache for n in sizes]
+        used[kind] = [engines.for_point(kind, h) for h in hot]
+
+        def floor(engine: str, kind: str = kind) -> float:
+            return empty_call_ns(
+                kind, chosen, budget_ms=budget, noise=noise, engine=engine, engines=engines
+            )
+
+        before = {engine: floor(engine) for engine in dict.fromkeys(used[kind])}
         points = [
-            measure_point(kind, n, chosen, hot=n <= last_cache, budget_ms=budget, noise=noise)
-            for n in progress(sizes, f"bandwidth {kind} ({chosen})", show_progress)
+            measure_point(
+                kind, n, chosen, hot=h, budget_ms=budget, noise=noise, engine=e, engines=engines
+            )
+            for n, h, e in progress(
+                list(zip(sizes, hot, used[kind], strict=True)),
+                f"bandwidth {kind} ({chosen})",
+                show_progress,
+            )
         ]
         # before and after the points, the smaller kept: a burst of other work during
         # one measurement must not make real points look overhead-bound
-        floors[kind] = min(before, empty_call_ns(kind, chosen, budget_ms=budget, noise=noise))
+        floors[kind] = {engine: min(ns, floor(engine)) for engine, ns in before.items()}
         series = sweep_series(kind, sizes, points, floors[kind])
-        series.levels = hierarchy_levels(memory_bound_part(series), on_gpu)
+        series.levels, split_notes = cache_levels(memory_bound_part(series), on_gpu)
         result.series.append(series)
-        result.warnings.extend(overhead_warning(series, floors[kind]))
+        result.warnings.extend(split_notes)
+        result.warnings.extend(overhead_warning(series, floors[kind], used[kind]))
         result.warnings.extend(_budget_warning(kind, sizes, points, budget))
-    result.options["empty_call_ns"] = floors
+    result.options["engines"] = used
+    # the floor of the engine of each kernel's smallest point, which decides the
+    # overhead-bound ones; every engine's below
+    result.options["empty_call_ns"] = {k: floors[k][used[k][0]] for k in kernels}
+    result.options["empty_call_ns_by_engine"] = floors
     result.warnings.extend(_sweep_notes(noise.summary(), result.series))
     if not math.isfinite(last_cache):
         result.warnings.append("cache sizes unknown: every point was timed hot (no flush)")
-    if not on_gpu:
-        result.warnings.append("no GPU: numpy copy/triad on the CPU (the CPU analog)")
+    result.warnings.extend(_engine_warnings(chosen, engines))
     return result
 
 
-def _options(quick: bool, on_gpu: bool, last_cache: float) -> dict[str, Any]:
-    backend = "cuda" if on_gpu else "cpu"
+def _engine_warnings(backend: str, engines: Engines) -> list[str]:
+    lines = []
+    if engines.loop is None and backend == "cpu":
+        lines.append(
+            f"{engines.why_not}: numpy calls of one pass each instead; a numpy call costs "
+            "longer than an L1-sized copy takes, so the smallest working sets are bound by "
+            "call overhead and give no ceiling"
+        )
+    elif engines.loop is None:
+        lines.append(
+            f"{engines.why_not}: torch kernels in CUDA graphs instead; each costs a "
+            "microsecond or two to start, so the smaller L2 points are bound by it"
+        )
+    if backend == "cpu":
+        how = "C loops" if engines.loop else "numpy"
+        lines.append(f"no GPU: {how} on the CPU (the CPU analog)")
+    return lines
+
+
+def _options(quick: bool, backend: str, last_cache: float, engines: Engines) -> dict[str, Any]:
+    on_gpu = backend == "cuda"
     known = math.isfinite(last_cache)
     cache_state = (
         f"hot (no flush) up to {format_bytes(last_cache)}, the last cache; cold (flushed "
@@ -355,16 +603,36 @@ def _options(quick: bool, on_gpu: bool, last_cache: float) -> dict[str, Any]:
         "quick": quick,
         "dtype": "float32" if on_gpu else "float64",
         "bytes_counted": "read + written (STREAM convention)",
-        "implementation": "torch copy_/add(out=)" if on_gpu else "numpy copyto/multiply+add",
+        "implementation": _implementation(backend, engines),
+        "passes": (
+            f"passes over the arrays inside one call of the {LOOP_ENGINE[backend]} engine: "
+            f"{WINDOW_NS / 1e3:g} us of data movement at {FASTEST_GBPS[backend]:g} GB/s, at "
+            f"most {MAX_PASSES}; one per call of the {CALL_ENGINE[backend]} engine"
+        ),
         "repeats": (
-            f"calls per timed window: {WINDOW_NS / 1e3:g} us of data movement at "
-            f"{FASTEST_GBPS[backend]:g} GB/s, at most {MAX_REPEATS}"
-            + (" (one CUDA graph)" if on_gpu else "")
+            f"passes per timed window: calls x passes, the calls enough for "
+            f"{WINDOW_NS / 1e3:g} us of data movement at {FASTEST_GBPS[backend]:g} GB/s "
+            f"(one where the {LOOP_ENGINE[backend]} engine's passes hold it), at most "
+            f"{MAX_REPEATS}" + (" (one CUDA graph)" if on_gpu else "")
         ),
         "hot_up_to_bytes": last_cache if known else None,
         "cache_state": cache_state,
         "overhead_bound": (
-            f"a call under {OVERHEAD_BOUND_RATIO:g}x the empty call's time "
-            f"({EMPTY_CALL_ELEMENTS} elements)"
+            f"a call under {OVERHEAD_BOUND_RATIO:g}x its engine's empty call's time "
+            f"({EMPTY_CALL_ELEMENTS} elements, one pass)"
         ),
     }
+
+
+def _implementation(backend: str, engines: Engines) -> str:
+    if backend == "cpu":
+        if engines.loop:
+            return f"c-loop: {engines.loop}, passes inside one call"
+        return f"numpy copyto/sum/multiply+add ({engines.why_not})"
+    torch_part = "torch-graph: torch copy_/add(out=), calls replayed as one CUDA graph"
+    if engines.loop:
+        return (
+            f"triton-loop up to the last cache ({engines.loop}, passes inside one launch, "
+            f"loads cached in L2 only); {torch_part} past it"
+        )
+    return f"{torch_part} ({engines.why_not})"

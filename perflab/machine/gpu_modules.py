@@ -113,6 +113,7 @@ FRONT_ENDS = (
 GPU_TEST_FILES = (
     "tests/test_timing_gpu.py",
     "tests/test_bench.py",
+    "tests/test_bandwidth_loops.py",
     "tests/test_collectives.py",
     "tests/test_trace_cli.py",
 )
