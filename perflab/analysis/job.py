@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,7 +54,7 @@ from perflab.analysis.trace_stats import kernel_table
 from perflab.analysis.trace_summary import TraceSummary, summarize
 from perflab.model.display import Shown
 from perflab.model.job import Job, RankTrace
-from perflab.model.trace import EventKind, TrackKind, distinct
+from perflab.model.trace import EventKind, Trace, TrackKind, distinct
 from perflab.model.units import us_from_ns
 
 if TYPE_CHECKING:
@@ -97,6 +97,11 @@ class CommKernels:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def shifted(self, offset_ns: int) -> CommKernels:
+        """The same kernels with ``offset_ns`` added to their start and end."""
+        shift = np.int64(offset_ns)
+        return replace(self, start=self.start + shift, end=self.end + shift)
 
     def part(self, picked: npt.NDArray[np.int64], group: str | None = None) -> CommStream:
         picked = np.asarray(picked, dtype=np.int64)
@@ -174,21 +179,60 @@ class JobSummary(Shown):
         return pd.DataFrame(rows)
 
 
+@dataclass
+class RankPart:
+    """One rank's share of the job summary, worked out where its trace is (this process, or
+    the cluster worker that read the file): its single-file summary and its NCCL kernels on
+    its own clock. Small: arrays and counts, not events."""
+
+    summary: TraceSummary
+    comm: CommKernels
+
+
+@dataclass(frozen=True)
+class RankClock:
+    """How a rank's clock was put on the job's: offset (ns) and what it rests on."""
+
+    offset_ns: int
+    aligned_on: str
+
+
 def summarize_job(job: Job) -> JobSummary:
-    summaries = {r.rank: summarize(r.trace) for r in job}
-    collectives = match_collectives(job)
+    parts = {r.rank: summarize_rank(r.trace) for r in job}
+    clocks = {r.rank: RankClock(r.clock_offset_ns, r.aligned_on) for r in job}
+    return merge_ranks(parts, clocks, job.clock, job.warnings)
+
+
+def summarize_rank(trace: Trace) -> RankPart:
+    """The per-rank step of :func:`summarize_job` (also what a cluster worker runs)."""
+    return RankPart(summarize(trace), trace_comm_kernels(trace))
+
+
+def merge_ranks(
+    parts: dict[int, RankPart], clocks: dict[int, RankClock], clock: str, warnings: list[str]
+) -> JobSummary:
+    """The merge step of :func:`summarize_job`: collectives matched across the ranks'
+    :class:`RankPart`, stragglers, the document. ``clock`` and ``warnings``: the job's."""
+    parts = dict(sorted(parts.items()))
+    summaries = {rank: part.summary for rank, part in parts.items()}
+    collectives = match_kernels(
+        {rank: part.comm.shifted(clocks[rank].offset_ns) for rank, part in parts.items()}
+    )
     doc = {
         "ranks": {str(rank): rank_entry(s) for rank, s in summaries.items()},
         "collectives": collective_stats(collectives),
         "stragglers": stragglers(collectives),
         "clock": {
-            "aligned_on": job.clock,
+            "aligned_on": clock,
             "ranks": {
-                str(r.rank): {"aligned_on": r.aligned_on, "offset_ns": r.clock_offset_ns}
-                for r in job
+                str(rank): {
+                    "aligned_on": clocks[rank].aligned_on,
+                    "offset_ns": clocks[rank].offset_ns,
+                }
+                for rank in parts
             },
         },
-        "warnings": [*job.warnings, *collectives.warnings, *clock_check(collectives)],
+        "warnings": [*warnings, *collectives.warnings, *clock_check(collectives)],
     }
     return JobSummary(doc, summaries, collectives)
 
@@ -213,11 +257,16 @@ MATCHED_BY = ("sequence numbers", "order per process group", "order per stream")
 
 
 def comm_kernels(rank: RankTrace) -> CommKernels:
-    """The rank's NCCL kernels on GPU tracks, in start order, with their collective args."""
-    trace = rank.trace
+    """The rank's NCCL kernels on GPU tracks, in start order, on the job's clock."""
+    return trace_comm_kernels(rank.trace).shifted(rank.clock_offset_ns)
+
+
+def trace_comm_kernels(trace: Trace) -> CommKernels:
+    """The trace's NCCL kernels on GPU tracks, in start order (its own clock), with their
+    collective args."""
     rows = np.flatnonzero((trace.kind == EventKind.KERNEL) & _is_comm(trace.strings)[trace.name])
     rows = rows[trace.tracks["kind"][trace.track[rows]] == TrackKind.GPU]
-    start = trace.start_ns[rows] + np.int64(rank.clock_offset_ns)
+    start = trace.start_ns[rows]
     order = np.lexsort((rows, start))
     rows, start = rows[order], start[order]
     track = trace.track[rows].astype(np.int64)
@@ -267,7 +316,11 @@ def _op(name: str) -> str:
 
 
 def match_collectives(job: Job) -> Collectives:
-    per_rank = {r.rank: comm_kernels(r) for r in job}
+    return match_kernels({r.rank: comm_kernels(r) for r in job})
+
+
+def match_kernels(per_rank: dict[int, CommKernels]) -> Collectives:
+    """Collectives matched across the ranks' NCCL kernels (on the job's clock)."""
     ranks = [r for r, kernels in per_rank.items() if len(kernels)]
     notes: list[str] = []
     silent = [str(r) for r, kernels in per_rank.items() if not len(kernels)]

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -207,37 +208,73 @@ def save_uncompressed(trace: Trace, path: Path) -> None:
 # -- ranks and clocks ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RankFacts:
+    """What assembling a job needs of one rank file, and no more (it is small, so a cluster
+    worker that read the file sends it back instead of the trace): the file, the trace's
+    ``rank``/``world_size``/``base_time_ns`` meta, and the span of its events (own clock)."""
+
+    path: Path
+    meta: dict[str, Any]
+    span: tuple[int, int] | None
+
+
+@dataclass
+class JobPlan:
+    """Ranks (sorted) -> file, clock offset and what it rests on; the clock in words; and
+    what looked wrong (``warnings``)."""
+
+    files: dict[int, Path]
+    offsets: dict[int, int]
+    aligned_on: dict[int, str]
+    clock: str
+    warnings: list[str]
+    world_size: int | None
+
+
+def rank_facts(path: Path, trace: Trace) -> RankFacts:
+    keys = ("rank", "world_size", "base_time_ns")
+    meta: dict[str, Any] = {k: trace.meta[k] for k in keys if k in trace.meta}
+    return RankFacts(path, meta, _span(trace))
+
+
 def assemble(files: Sequence[Path], traces: Sequence[Trace]) -> Job:
     """A Job from each file's trace: ranks numbered, clocks aligned, oddities noted."""
+    plan = plan_job([rank_facts(p, t) for p, t in zip(files, traces, strict=True)])
+    by_path = dict(zip(files, traces, strict=True))
+    ranks = {
+        rank: RankTrace(rank, by_path[path], str(path), plan.offsets[rank], plan.aligned_on[rank])
+        for rank, path in plan.files.items()
+    }
+    return Job(ranks, plan.clock, plan.warnings, plan.world_size)
+
+
+def plan_job(facts: Sequence[RankFacts]) -> JobPlan:
+    """Ranks numbered, clocks aligned, oddities noted, from each file's :class:`RankFacts`
+    (the local and the cluster paths both come here)."""
     notes: list[str] = []
-    ranks: dict[int, tuple[Path, Trace]] = {}
-    for path, trace in zip(files, traces, strict=True):
-        rank = rank_of(path, trace, notes)
+    ranks: dict[int, RankFacts] = {}
+    for fact in facts:
+        rank = rank_of(fact.path, fact.meta, notes)
         if rank in ranks:
-            other = ranks[rank][0]
-            raise InputError(f"rank {rank} is also the rank of {other}", source=str(path))
-        ranks[rank] = (path, trace)
+            other = ranks[rank].path
+            raise InputError(f"rank {rank} is also the rank of {other}", source=str(fact.path))
+        ranks[rank] = fact
+    ranks = dict(sorted(ranks.items()))
     world_size = _world_size(ranks, notes)
-    bases = {rank: _base_time(path, trace) for rank, (path, trace) in ranks.items()}
-    offsets, aligned_on, clock = align_clocks({r: t for r, (_, t) in ranks.items()}, bases)
-    job = Job(
-        {
-            rank: RankTrace(rank, trace, str(path), offsets[rank], aligned_on[rank])
-            for rank, (path, trace) in ranks.items()
-        },
-        clock,
-        notes,
-        world_size,
-    )
-    _check_overlap(job)
-    return job
+    bases = {rank: _base_time(fact) for rank, fact in ranks.items()}
+    spans = {rank: fact.span for rank, fact in ranks.items()}
+    offsets, aligned_on, clock = align_clocks(spans, bases)
+    notes += _overlap_notes(spans, offsets)
+    files = {rank: fact.path for rank, fact in ranks.items()}
+    return JobPlan(files, offsets, aligned_on, clock, notes, world_size)
 
 
-def rank_of(path: Path, trace: Trace, notes: list[str]) -> int:
-    """The file's ``distributedInfo.rank``, else ``rank-N`` in its name."""
+def rank_of(path: Path, meta: dict[str, Any], notes: list[str]) -> int:
+    """The file's ``distributedInfo.rank`` (``meta["rank"]``), else ``rank-N`` in its name."""
     match = _RANK_IN_NAME.search(path.name)
     named = int(match.group(1)) if match else None
-    given = trace.meta.get("rank")
+    given = meta.get("rank")
     if given is None:
         if named is None:
             raise InputError(
@@ -259,10 +296,10 @@ def _checked_rank(value: Any, path: Path, what: str) -> int:
     return value
 
 
-def _world_size(ranks: dict[int, tuple[Path, Trace]], notes: list[str]) -> int | None:
+def _world_size(ranks: dict[int, RankFacts], notes: list[str]) -> int | None:
     sizes = {}
-    for rank, (path, trace) in ranks.items():
-        size = trace.meta.get("world_size")
+    for rank, fact in ranks.items():
+        path, size = fact.path, fact.meta.get("world_size")
         if size is None:
             continue
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RANK:
@@ -320,14 +357,14 @@ def _spans_text(spans: list[tuple[int, int]]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _base_time(path: Path, trace: Trace) -> int | None:
+def _base_time(fact: RankFacts) -> int | None:
     """The rank's ``baseTimeNanoseconds``, range-checked; None when it has none."""
-    base = trace.meta.get("base_time_ns")
+    path, base = fact.path, fact.meta.get("base_time_ns")
     if base is None:
         return None
     if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= MAX_BASE_NS:
         raise InputError(f"baseTimeNanoseconds {base!r} is out of range", source=str(path))
-    if len(trace) and int(trace.end_ns.max()) > _I64_MAX - base:
+    if fact.span is not None and fact.span[1] > _I64_MAX - base:
         raise InputError(
             "baseTimeNanoseconds plus the timestamps do not fit in 64-bit nanoseconds",
             source=str(path),
@@ -336,25 +373,23 @@ def _base_time(path: Path, trace: Trace) -> int | None:
 
 
 def align_clocks(
-    traces: dict[int, Trace], bases: dict[int, int | None]
+    spans: dict[int, tuple[int, int] | None], bases: dict[int, int | None]
 ) -> tuple[dict[int, int], dict[int, str], str]:
-    """Per rank: clock offset (ns) and what it rests on; and the whole choice in words."""
+    """Per rank: clock offset (ns) and what it rests on; and the whole choice in words, from
+    each rank's span of events on its own clock (None: no events) and base time."""
     based = [r for r, b in bases.items() if b is not None]
-    offsets = {r: bases[r] or 0 for r in traces}
-    aligned_on = {
-        r: "baseTimeNanoseconds" if bases[r] is not None else "timestamps" for r in traces
-    }
-    if len(based) == len(traces):
+    offsets = {r: bases[r] or 0 for r in spans}
+    aligned_on = {r: "baseTimeNanoseconds" if bases[r] is not None else "timestamps" for r in spans}
+    if len(based) == len(spans):
         return offsets, aligned_on, "each rank's baseTimeNanoseconds"
     if not based:
         clock = "the recorded timestamps (no rank has baseTimeNanoseconds; taken as one clock)"
         return offsets, aligned_on, clock
-    spans = [_span(traces[r], offsets[r]) for r in based]
-    known = [s for s in spans if s is not None]
+    known = [_shifted(span, offsets[r]) for r in based if (span := spans[r]) is not None]
     lo = min((s[0] for s in known), default=0)
     hi = max((s[1] for s in known), default=0)
-    for r in traces:
-        own = _span(traces[r], 0)
+    for r in spans:
+        own = spans[r]
         if r in based or own is None or (own[0] < hi and own[1] > lo):
             continue  # on the others' clock already, as far as can be told
         offsets[r] = lo - own[0]
@@ -364,31 +399,36 @@ def align_clocks(
         ("timestamps", "recorded timestamps as they are on ranks"),
         ("first event", "first event put at the others' first on ranks"),
     ):
-        which = [r for r in traces if aligned_on[r] == how]
+        which = [r for r in spans if aligned_on[r] == how]
         if which:
             parts.append(f"{words} {_ranges(which)}")
     return offsets, aligned_on, "; ".join(parts) + " (the ranks' clocks disagree)"
 
 
-def _span(trace: Trace, offset: int) -> tuple[int, int] | None:
+def _span(trace: Trace) -> tuple[int, int] | None:
+    """The first start and the last end of the trace's events, on its own clock."""
     if len(trace) == 0:
         return None
-    return int(trace.start_ns.min()) + offset, int(trace.end_ns.max()) + offset
+    return int(trace.start_ns.min()), int(trace.end_ns.max())
 
 
-def _check_overlap(job: Job) -> None:
+def _shifted(span: tuple[int, int], offset: int) -> tuple[int, int]:
+    return span[0] + offset, span[1] + offset
+
+
+def _overlap_notes(spans: dict[int, tuple[int, int] | None], offsets: dict[int, int]) -> list[str]:
     """A note when some ranks' spans do not overlap in time on the job's clock."""
-    spans = {r.rank: _span(r.trace, r.clock_offset_ns) for r in job}
-    known = {rank: s for rank, s in spans.items() if s is not None}
+    known = {r: _shifted(s, offsets[r]) for r, s in spans.items() if s is not None}
     if len(known) < 2:
-        return
+        return []
     late = max(known, key=lambda r: known[r][0])
     early = min(known, key=lambda r: known[r][1])
     if known[early][1] <= known[late][0]:
-        job.warnings.append(
+        return [
             f"rank {early}'s trace ends before rank {late}'s begins: their clocks disagree "
             "or the files are not from one job, so cross-rank times mean little"
-        )
+        ]
+    return []
 
 
 if __name__ == "__main__":
