@@ -292,16 +292,17 @@ def compile_bytecode() -> None:
 
 
 def run_contender(python: str, name: str, path: Path, timeout: float) -> dict[str, Any]:
+    return run_code(python, CONTENDERS[name], path, timeout)
+
+
+def run_code(python: str, code: str, path: Path, timeout: float) -> dict[str, Any]:
+    """``code`` on ``path`` in a fresh process under :data:`RUNNER`, in its own process group
+    (killed whole on a timeout): the ``RESULT`` line it prints, else an ``error``."""
+    from perflab.capture import _proc
+
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        proc = subprocess.run(
-            [python, "-c", RUNNER, str(path), CONTENDERS[name]],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
+        proc = _proc.run([python, "-c", RUNNER, str(path), code], timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in proc.stdout.splitlines():

@@ -96,23 +96,7 @@ def lay_out(folder: Path) -> Path:
 
 def run(python: str, code: str, path: Path, timeout: float) -> dict[str, Any]:
     """One contender in a fresh process, timed by benchmarks/trace.py's runner."""
-    runner = load_script("trace").RUNNER
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        proc = subprocess.run(
-            [python, "-c", runner, str(path), code],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return dict(json.loads(line[7:]))
-    return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+    return dict(load_script("trace").run_code(python, code, path, timeout))
 
 
 def hta_usable(python: str | None) -> str:
