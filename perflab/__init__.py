@@ -22,7 +22,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PerflabError": ("perflab.errors", "PerflabError"),
     "Trace": ("perflab.model.trace", "Trace"),
     "load_trace": ("perflab.io", "load_trace"),
-    "load_job": ("perflab.io.job", "load_job"),
+    "load_job": ("perflab.job_dask", "load_job"),  # io's, or on a Dask cluster (client=)
     "compile_cuda": ("perflab.capture.compile", "compile_cuda"),
     "compile_triton": ("perflab.capture.compile", "compile_triton"),
     "TritonSpec": ("perflab.capture.compile", "TritonSpec"),

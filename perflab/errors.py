@@ -55,6 +55,8 @@ EXTRA_OF = {
     "nvdisasm": "compile",
     "cuobjdump": "compile",
     "duckdb": "sql",
+    "dask": "dask",
+    "distributed": "dask",
 }
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from perflab.commands._common import print_json
 
 if TYPE_CHECKING:
+    from perflab.analysis.job import JobSummary
     from perflab.model.job import Job
 
 
@@ -20,6 +21,16 @@ def add_more_files(parser: Any) -> None:
         nargs="*",
         metavar="FILE",
         help="more rank files of the same job (FILE may also be a directory of rank files)",
+    )
+
+
+def add_scheduler(parser: Any) -> None:
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS|local:N",
+        default=None,
+        help="summarise a job's ranks on a Dask cluster: a scheduler's address "
+        "(tcp://HOST:8786), or local:N for N local worker processes (needs perflab[dask])",
     )
 
 
@@ -38,12 +49,24 @@ def run_summary(args: argparse.Namespace) -> int:
     from perflab.analysis.job import summarize_job
     from perflab.render.job import summary_text
 
-    summary = summarize_job(load(args))
+    if args.scheduler is not None:
+        summary = summarize_on_scheduler(args)
+    else:
+        summary = summarize_job(load(args))
     if args.json:
         print_json(summary.to_dict())
     else:
         print(summary_text(summary))
     return 0
+
+
+def summarize_on_scheduler(args: argparse.Namespace) -> JobSummary:
+    from perflab.io.job import job_files
+    from perflab.job_dask import cluster_client, summarize_on_cluster
+
+    files = job_files([args.file, *args.more])
+    with cluster_client(args.scheduler) as client:
+        return summarize_on_cluster(files, client)
 
 
 def run_kernels(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ def register(sub: Any) -> None:
     s = tsub.add_parser("summary", help="busy/idle per device, kernels, comm overlap, memcpy")
     add_trace_file(s)
     job.add_more_files(s)  # several files or a directory: a job
+    job.add_scheduler(s)
     s.add_argument("--json", action="store_true", help="print machine-readable JSON")
     s.set_defaults(handler=run_summary)
 
@@ -101,6 +102,13 @@ MAX_MIN_US = 1e12  # about 11.6 days: longer than any trace; keeps the ns count 
 def run_summary(args: argparse.Namespace) -> int:
     if job.is_job(args):
         return job.run_summary(args)
+    if args.scheduler is not None:
+        from perflab.errors import InputError
+
+        raise InputError(
+            "--scheduler summarises a whole job: give a directory or several rank files",
+            source=args.file,
+        )
     summary = load_trace_file(args).summary()
     if args.json:
         print_json(summary.to_dict())

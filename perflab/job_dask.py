@@ -1,0 +1,195 @@
+"""A distributed job summarised on a Dask cluster: each rank file is read and summarised by a
+worker, where the files are, and only the small per-rank results come back.
+
+A task per rank file runs :func:`rank_task`: the file is read (:func:`perflab.io.load_trace`)
+and summarised by the same per-rank step as the local path
+(:func:`perflab.analysis.job.summarize_rank`), and the worker sends back the rank's
+:class:`~perflab.io.job.RankFacts` and :class:`~perflab.analysis.job.RankPart` (counts and
+numpy arrays, not events), in Dask's own serialisation (nothing is saved). This process then
+runs the same merge step as the local path (:func:`perflab.io.job.plan_job`,
+:func:`perflab.analysis.job.merge_ranks`), so the summary is the local one plus an ``engine``
+block: ``{"name": "dask", "workers": N, "tasks": M}``.
+
+Faults: a file that fails to read is named with its error (``engine.failed`` and a warning)
+and the others are summarised (a partial result; if none can be read, an InputError lists
+them all); a worker that dies is retried (:data:`RETRIES` times) before its file is reported;
+an interrupt cancels the outstanding tasks. The workers read the paths this process gives
+(made absolute), so the files must be where the workers can read them (a shared file system).
+
+This module joins io and analysis (as the front-ends do), which neither layer may do itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from perflab.analysis.job import JobSummary, RankClock, RankPart, merge_ranks, summarize_rank
+from perflab.errors import InputError, PerflabError, import_extra
+from perflab.io import job as io_job
+from perflab.io import load_trace
+from perflab.io.job import RankFacts, plan_job, rank_facts
+from perflab.model.job import Job
+
+FEATURE = "a job summary on a Dask cluster"
+RETRIES = 2  # a task whose worker died is run again this many times
+CONNECT_TIMEOUT_S = 10
+MAX_LOCAL_WORKERS = 256
+_LOCAL = re.compile(r"local:([1-9][0-9]{0,2})")
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A rank file a worker could not read or summarise, and why."""
+
+    file: str
+    error: str
+
+
+def load_job(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    workers: int | None = None,
+    client: Any = None,
+) -> Job | DaskJob:
+    """:func:`perflab.io.job.load_job`; with a Dask ``client``, a :class:`DaskJob` whose files
+    are read on the cluster when it is summarised."""
+    if client is None:
+        return io_job.load_job(source, workers=workers)
+    import_extra("distributed", FEATURE)
+    return DaskJob(io_job.job_files(source), client)
+
+
+@dataclass
+class DaskJob:
+    """A job's rank files, to be read and summarised on a Dask cluster (``client``)."""
+
+    files: list[Path]
+    client: Any
+
+    def summary(self, client: Any = None) -> JobSummary:
+        """The job summary (as :meth:`Job.summary`), each rank worked out on the cluster."""
+        return summarize_on_cluster(self.files, self.client if client is None else client)
+
+    def describe(self) -> str:
+        return f"Job of {len(self.files)} rank files, read on a Dask cluster"
+
+    def __repr__(self) -> str:
+        return f"<{self.describe()}>"
+
+
+def rank_task(path: str) -> tuple[RankFacts, RankPart] | RankFailure:
+    """One worker's work on one rank file: read it, summarise it (the local per-rank step)."""
+    try:
+        trace = load_trace(path, workers=0)
+        return rank_facts(Path(path), trace), summarize_rank(trace)
+    except (PerflabError, OSError) as exc:
+        return RankFailure(path, str(exc))
+
+
+def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
+    """The job summary of ``files`` (one per rank), each read and summarised by a task on
+    ``client``'s cluster; the merge runs here."""
+    import_extra("distributed", FEATURE)
+    if not files:
+        raise InputError("no trace files given")
+    futures = client.map(
+        rank_task, [str(Path(f).absolute()) for f in files], retries=RETRIES, pure=False
+    )
+    try:
+        outcomes = [_outcome(future) for future in futures]
+    finally:
+        client.cancel(futures)  # nothing left running after an interrupt or an error
+    return _merge(files, outcomes, len(client.nthreads()))
+
+
+def _outcome(future: Any) -> tuple[RankFacts, RankPart] | RankFailure:
+    """A task's result, or what went wrong with it (a worker that died every time, an
+    error the task did not expect)."""
+    from distributed import KilledWorker
+
+    try:
+        result: tuple[RankFacts, RankPart] | RankFailure = future.result()
+        return result
+    except KilledWorker:
+        return RankFailure("", f"the worker reading it died ({RETRIES + 1} tries)")
+    except Exception as exc:  # a task's own error, raised again here: reported per file
+        return RankFailure("", f"{type(exc).__name__}: {exc}")
+
+
+def _merge(
+    files: Sequence[Path],
+    outcomes: list[tuple[RankFacts, RankPart] | RankFailure],
+    workers: int,
+) -> JobSummary:
+    failed = [
+        {"file": str(path), "error": o.error}
+        for path, o in zip(files, outcomes, strict=True)
+        if isinstance(o, RankFailure)
+    ]
+    read = [(p, o) for p, o in zip(files, outcomes, strict=True) if not isinstance(o, RankFailure)]
+    if not read:
+        listed = "; ".join(f"{f['file']}: {f['error']}" for f in failed)
+        raise InputError(f"no rank file could be read on the Dask cluster ({listed})")
+    # the facts name the file as given here (the workers were given absolute paths)
+    plan = plan_job([replace(facts, path=path) for path, (facts, _) in read])
+    by_path = {path: part for path, (_, part) in read}
+    parts = {rank: by_path[path] for rank, path in plan.files.items()}
+    clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
+    missing = [
+        f"{f['file']} could not be read ({f['error']}); its rank is left out" for f in failed
+    ]
+    summary = merge_ranks(parts, clocks, plan.clock, [*plan.warnings, *missing])
+    engine: dict[str, Any] = {"name": "dask", "workers": workers, "tasks": len(files)}
+    if failed:
+        engine["failed"] = failed
+    summary.doc["engine"] = engine
+    return summary
+
+
+# -- connecting -------------------------------------------------------------------------------
+
+
+@contextmanager
+def cluster_client(scheduler: str) -> Iterator[Any]:
+    """A Dask client of ``scheduler``: ``local:N`` (a LocalCluster of N worker processes,
+    closed afterwards) or a scheduler's address (``tcp://host:8786`` or ``host:8786``)."""
+    distributed = import_extra("distributed", FEATURE)
+    local = _LOCAL.fullmatch(scheduler)
+    if local:
+        n = int(local.group(1))
+        if n > MAX_LOCAL_WORKERS:
+            raise InputError(f"local:N takes at most {MAX_LOCAL_WORKERS} workers, not {n}")
+        with _local_cluster(distributed, n) as cluster, distributed.Client(cluster) as client:
+            yield client
+        return
+    if not _ADDRESS.fullmatch(scheduler):
+        raise InputError(
+            f"--scheduler {scheduler!r} is neither a scheduler address (tcp://HOST:PORT or "
+            "HOST:PORT) nor local:N"
+        )
+    try:
+        client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise InputError(
+            f"cannot reach the Dask scheduler at {scheduler} within {CONNECT_TIMEOUT_S} s "
+            f"({exc}); is `dask scheduler` running there?"
+        ) from None
+    with client:
+        yield client
+
+
+def _local_cluster(distributed: Any, n: int) -> Any:
+    """A LocalCluster of ``n`` worker processes, one thread each, no dashboard."""
+    with warnings.catch_warnings():  # its health-check HTTP port moving is not the user's
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        return distributed.LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+        )

@@ -1,0 +1,219 @@
+"""Whole jobs summarised on a Dask cluster: the same summary as the local path (plus an
+``engine`` block), per-rank faults, scheduler errors, and the missing extra."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_scripts import load_script
+
+import perflab
+from perflab import job_dask
+from perflab.analysis.job import summarize_job
+from perflab.cli import main
+from perflab.errors import InputError, MissingExtraError
+from perflab.io.job import job_files, load_job
+
+distributed = pytest.importorskip("distributed")
+
+STRAGGLER = 5
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def generate(directory: Path, ranks: int = 8, **options: Any) -> Any:
+    directory.mkdir(exist_ok=True)
+    options.setdefault("straggler", min(STRAGGLER, ranks - 1))
+    return load_script("job").generate_job(directory, ranks, 30, seed=5, **options)
+
+
+def local_and_dask(directory: Path, client: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    local = summarize_job(load_job(directory, workers=0)).to_dict()
+    remote = perflab.load_job(directory, client=client).summary().to_dict()
+    return local, remote
+
+
+@pytest.mark.parametrize("collective_args", ["", "seq"])
+def test_generated_job_is_summarised_as_the_local_path_does(
+    tmp_path: Path, client: Any, collective_args: str
+) -> None:
+    generate(tmp_path, collective_args=collective_args)
+    local, remote = local_and_dask(tmp_path, client)
+    assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 8}
+    assert remote == local
+    assert remote["stragglers"][0]["rank"] == STRAGGLER
+    assert remote["collectives"]["count"] == 30
+    want = "sequence numbers" if collective_args else "order per stream"
+    assert remote["collectives"]["matched_by"] == want
+
+
+def test_real_a100_rank_traces_give_the_local_summary(
+    tmp_path: Path, client: Any, trace_data: Path
+) -> None:
+    # the real rank-0 trace of a 2-rank A100 job, and a copy of it that says rank 1
+    source = trace_data / "kineto" / "nccl_2ranks_a100.json.gz"
+    shutil.copy(source, tmp_path / "rank-0.json.gz")
+    with gzip.open(source, "rt") as fh:
+        doc = json.load(fh)
+    doc["distributedInfo"]["rank"] = 1
+    with gzip.open(tmp_path / "rank-1.json.gz", "wt") as fh:
+        json.dump(doc, fh)
+    local, remote = local_and_dask(tmp_path, client)
+    assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 2}
+    assert remote == local
+    assert remote["ranks"]["0"]["comm"]["count"] == 21
+    assert remote["collectives"]["count"] == 21
+
+
+def test_a_rank_file_that_fails_to_read_is_named_and_the_rest_summarised(
+    tmp_path: Path, client: Any
+) -> None:
+    generate(tmp_path, ranks=4)
+    bad = tmp_path / "rank-2.json.gz"
+    bad.write_bytes(b"not gzip at all")
+    summary = perflab.load_job(tmp_path, client=client).summary()
+    doc = summary.to_dict()
+    assert list(doc["ranks"]) == ["0", "1", "3"]
+    (failed,) = doc["engine"]["failed"]
+    assert failed["file"] == str(bad) and failed["error"]
+    assert any(str(bad) in w and "left out" in w for w in doc["warnings"])
+    assert any("3 of 4 ranks present (missing: 2)" in w for w in doc["warnings"])
+
+
+def test_no_readable_rank_file_is_an_input_error_naming_each(tmp_path: Path, client: Any) -> None:
+    for rank in (0, 1):
+        (tmp_path / f"rank-{rank}.json").write_text("{broken")
+    with pytest.raises(InputError, match=r"no rank file could be read.*rank-0\.json.*rank-1"):
+        perflab.load_job(tmp_path, client=client).summary()
+
+
+def test_files_the_workers_cannot_see_are_reported(tmp_path: Path, client: Any) -> None:
+    generate(tmp_path, ranks=2)
+    files = job_files(tmp_path)
+    gone = tmp_path / "elsewhere"
+    with pytest.raises(InputError, match="no rank file could be read"):
+        job_dask.summarize_on_cluster([gone / f.name for f in files], client)
+
+
+def test_mixed_world_sizes_are_noted_as_locally(tmp_path: Path, client: Any) -> None:
+    generate(tmp_path, ranks=3)
+    path = tmp_path / "rank-1.json.gz"
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    doc["distributedInfo"]["world_size"] = 5
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    local, remote = local_and_dask(tmp_path, client)
+    remote.pop("engine")
+    assert remote == local
+    assert any("disagree on the world size (3, 5)" in w for w in remote["warnings"])
+
+
+def test_cli_scheduler_local_prints_the_local_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    generate(tmp_path, ranks=4)
+    assert main(["trace", "summary", str(tmp_path), "--json"]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main(["trace", "summary", str(tmp_path), "--scheduler", "local:2", "--json"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 4}
+    assert remote == local
+
+
+def test_unreachable_scheduler_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    generate(tmp_path, ranks=2)
+    monkeypatch.setattr(job_dask, "CONNECT_TIMEOUT_S", 2)
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    began = time.monotonic()
+    assert main(["trace", "summary", str(tmp_path), "--scheduler", address]) != 0
+    assert time.monotonic() - began < 60  # a short connect timeout, not a hang
+    err = capsys.readouterr().err
+    assert f"cannot reach the Dask scheduler at {address}" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["local:0", "local:2x", "http://host:1", "host", "local:9999"])
+def test_bad_scheduler_values_are_refused(value: str) -> None:
+    with pytest.raises(InputError), job_dask.cluster_client(value):
+        pass
+
+
+def test_without_dask_the_extra_to_install_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    generate(tmp_path, ranks=2)
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed now fails
+    with pytest.raises(MissingExtraError, match=r"pip install 'perflab\[dask\]'"):
+        perflab.load_job(tmp_path, client=object())
+    assert main(["trace", "summary", str(tmp_path), "--scheduler", "local:2"]) != 0
+    assert "pip install 'perflab[dask]'" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+def test_a_real_scheduler_and_worker_pair(tmp_path: Path) -> None:
+    generate(tmp_path / "job", ranks=4)
+    dask = Path(sys.executable).with_name("dask")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    port = address.rsplit(":", 1)[1]
+    env = {**os.environ, "DASK_DISTRIBUTED__DASHBOARD__EXPORT_TOOL": "False"}
+    commands = [
+        [str(dask), "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+        [str(dask), "worker", address, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+    ]
+    started = []
+    try:
+        for command in commands:
+            started.append(
+                subprocess.Popen(
+                    command,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=env,
+                )
+            )
+        with distributed.Client(address, timeout=30) as c:
+            c.wait_for_workers(2, timeout=60)
+            local, remote = local_and_dask(tmp_path / "job", c)
+        assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 4}
+        assert remote == local
+    finally:
+        for process in reversed(started):
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
