@@ -79,13 +79,16 @@ EXERCISES = (
             largest("idle_us"),
             list(CAUSES),
             why=_CAUSE_HINTS,
-            right="The GPU finished its queue and waited for the host to launch more: that is "
-            "fixed on the host side (fewer launches, CUDA graphs), not by a faster GPU.",
+            right="The GPU finished its queue and waited while the host ran framework code "
+            "before its next launch: that is fixed on the host side, with less host work for the "
+            "same GPU work, not by a faster GPU or faster launches.",
         ),
         "host-busy, in this trace: between launches the host runs Python and framework code "
-        "(the operators' own work, autograd), and the GPU, having finished its queue, waits. "
-        "Fewer, larger kernels (fusion, torch.compile), CUDA graphs or larger per-GPU batches "
-        "fix it; a faster GPU does not.",
+        "(the operators' own host work, autograd, DDP's buffer broadcast and gradient copies), "
+        "and the GPU, having finished its queue, waits. The launch calls themselves hold little "
+        "of it (launch-overhead). Less host work for the same GPU work fixes it: larger per-GPU "
+        "batches, fewer operators to dispatch (torch.compile), CUDA graphs where the whole step "
+        "can be captured and replayed; a faster GPU does not.",
         worked="host-busy",
         measured={"idle_us": "numbers"},
     ),
