@@ -439,8 +439,12 @@ def test_job_model_describes_itself(job_dir: tuple[Path, Any]) -> None:
     assert isinstance(job, Job) and len(job) == 4 and len(job[0]) > 0
     assert repr(job).startswith("<Job of 4 of 4 ranks")
     import perflab
+    from perflab import job_dask
 
-    assert perflab.load_job is load_job
+    # the package's load_job is io's without a client, and a Dask job with one
+    assert perflab.load_job is job_dask.load_job
+    again = perflab.load_job(directory)
+    assert isinstance(again, Job) and repr(again) == repr(job)
 
 
 def test_job_summary_and_timeline_are_methods_of_the_job(job_dir: tuple[Path, Any]) -> None:
