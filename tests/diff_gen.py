@@ -15,6 +15,7 @@ fraction, uniform) around their base. Against the control, the test has:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from kineto_gen import Builder
@@ -53,9 +54,14 @@ def _noisy(us: int, rng: random.Random, noise: float) -> int:
 
 
 def side(
-    kernels: tuple[tuple[str, int], ...], steps: int, seed: int, noise: float
+    kernels: tuple[tuple[str, int], ...],
+    steps: int,
+    seed: int,
+    noise: float,
+    segment: Callable[[Builder, random.Random], None] | None = None,
 ) -> dict[str, Any]:
-    """One trace of the pair as a Kineto document."""
+    """One trace of the pair as a Kineto document; ``segment`` (one of
+    :data:`kineto_gen.SEGMENTS`) ends every step with its injected idle gaps."""
     rng = random.Random(seed)
     b = Builder()
     for step in range(1, steps + 1):
@@ -70,6 +76,8 @@ def side(
             COPY, at, max(b.gpu_end, at + 3), copy_us, call="cudaMemcpyAsync", cat="gpu_memcpy"
         )
         b.host += 2
+        if segment is not None:
+            segment(b, rng)
         b.x("user_annotation", f"ProfilerStep#{step}", begin, b.host - begin)
         b.host += 1
     return b.document()

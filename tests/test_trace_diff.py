@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import re
 from pathlib import Path
 from typing import Any
 
 import diff_gen
+import kineto_gen
 import numpy as np
 import pytest
 from bench_scripts import load_script
@@ -22,6 +25,7 @@ from perflab.cli import main
 from perflab.errors import InputError
 from perflab.io import load_trace
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace
+from perflab.model.units import format_ns
 from perflab.render.views import to_bundle, to_text
 
 SAMPLED = TRACES / "kineto" / "sampled_4streams.json.gz"
@@ -365,3 +369,114 @@ def test_random_traces(seed: int) -> None:
     assert set(a.diff(a).kernels.status) <= {"unchanged"}
     to_text(result)
     to_bundle(result)
+
+
+# -- the idle time by cause -------------------------------------------------------------------
+
+HTA_CONTROL = Path(__file__).parent / "data" / "trace_diff" / "control.json.gz"
+HTA_TEST = Path(__file__).parent / "data" / "trace_diff" / "test.json.gz"
+
+
+@pytest.fixture(scope="module")
+def host_busy_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[int]]:
+    """The same kernels on both sides; the test ends every step with an injected host-busy
+    gap (kineto_gen's segment). Returns both files and each injected gap's length (us)."""
+    injected: list[int] = []
+
+    def host_busy(b: kineto_gen.Builder, rng: random.Random) -> None:
+        kineto_gen.host_busy(b, rng)
+        gap = b.gaps[-1]
+        injected.append(gap.end_us - gap.start_us)
+
+    folder = tmp_path_factory.mktemp("idle_pair")
+    control = diff_gen.side(diff_gen.CONTROL_KERNELS, 8, 0, 0.03)
+    test = diff_gen.side(diff_gen.CONTROL_KERNELS, 8, 1, 0.03, segment=host_busy)
+    paths = _write(control, folder / "control.json"), _write(test, folder / "test.json")
+    return paths[0], paths[1], injected
+
+
+def _cause_sum(block: dict[str, dict[str, float]], key: str) -> float:
+    return sum(entry[key] for entry in block.values())
+
+
+def test_idle_split_shows_injected_host_busy(
+    host_busy_pair: tuple[Path, Path, list[int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    control, test, injected = host_busy_pair
+    assert main(["trace", "diff", str(control), str(test), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    block = doc["idle_by_cause"]
+    assert list(block) == [
+        "host-busy",
+        "after-sync",
+        "launch-overhead",
+        "gpu-dependency",
+        "unknown",
+    ]
+    busy = block["host-busy"]
+    # per step: the mean of the injected gaps (the control has none), medians beside
+    assert busy["control_us"] == 0.0
+    assert busy["test_us"] == pytest.approx(sum(injected) / len(injected))
+    assert busy["delta_us"] == busy["test_us"]
+    assert busy["test_step_median_us"] == pytest.approx(float(np.median(injected)))
+    assert all(block[c]["delta_us"] == 0.0 for c in block if c != "host-busy")
+    assert _cause_sum(block, "delta_us") == pytest.approx(doc["idle"]["change_us"])
+    # among the largest changes: the headline says so
+    assert (
+        f"{format_ns(busy['delta_us'] * 1e3)} more idle while the host was busy"
+        in (doc["headline"])
+    )
+    # text and HTML views show the split
+    result = load_trace(control).diff(load_trace(test))
+    text = to_text(result)
+    assert "GPU idle time per step by cause:" in text
+    assert re.search(r"host-busy\s+0 ns\s+259 us\s+\+259 us", text)
+    html = to_bundle(result)["text/html"]
+    assert '<td class="l">host-busy</td>' in html and "GPU idle time per step" in html
+
+
+def test_idle_split_of_one_step(host_busy_pair: tuple[Path, Path, list[int]]) -> None:
+    control, test, injected = host_busy_pair
+    result = load_trace(control).diff(load_trace(test), step=3)
+    block = result.to_dict()["idle_by_cause"]
+    assert block["host-busy"] == {
+        "control_us": 0.0,
+        "test_us": injected[2],
+        "delta_us": injected[2],
+    }
+    assert "more idle while the host was busy" in result.headline
+    assert "GPU idle time by cause:" in to_text(result)
+
+
+def test_idle_split_of_the_hta_pair() -> None:
+    """The real pair: the split sums to the idle difference, and it agrees with Trace.idle
+    (step by step, the per-step means)."""
+    control, test = load_trace(HTA_CONTROL), load_trace(HTA_TEST)
+    for step in (None, 1010):
+        result = control.diff(test, step=step)
+        doc = result.to_dict()
+        block = doc["idle_by_cause"]
+        assert len(block) == 5
+        assert _cause_sum(block, "delta_us") == pytest.approx(doc["idle"]["change_us"], abs=0.01)
+        assert _cause_sum(block, "delta_us") == pytest.approx(
+            _cause_sum(block, "test_us") - _cause_sum(block, "control_us"), abs=0.01
+        )
+        json.dumps(doc, allow_nan=False)
+        to_bundle(result)
+    one = control.diff(test, step=1010).to_dict()["idle_by_cause"]
+    idle = control.idle(step=1010).by_cause()
+    assert {c: one[c]["control_us"] for c in one} == pytest.approx(
+        {c: idle[c].idle_us for c in idle}
+    )
+    whole = control.diff(test).to_dict()
+    steps = whole["control"]["steps"]
+    mean = sum(control.idle(step=n).total_ns for n in steps) / len(steps) / 1e3
+    assert whole["idle"]["control_us"] == pytest.approx(mean, abs=0.01)
+
+
+def test_idle_split_of_a_trace_against_itself() -> None:
+    """A trace without ProfilerSteps: every gap of the whole trace, as Trace.idle finds them."""
+    trace = load_trace(ALEXNET)
+    block = trace.diff(trace).to_dict()["idle_by_cause"]
+    assert all(entry["delta_us"] == 0.0 for entry in block.values())
+    assert _cause_sum(block, "control_us") == pytest.approx(trace.idle().total_ns / 1e3, abs=0.01)

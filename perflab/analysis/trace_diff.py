@@ -26,8 +26,14 @@ What is compared:
   and stream splits and the headline are then per step: the mean over each side's steps of
   the time inside steps. With fewer steps on a side the result says so and gives no verdict
   beyond ``new``/``gone``/``changed``/``unchanged``.
-- the GPU change split by kernel category (:mod:`perflab.analysis.categories`) and by stream,
-  and a headline naming what explains most of it.
+- the GPU change split by kernel category (:mod:`perflab.analysis.categories`) and by stream;
+- the GPUs' idle time split by cause (:mod:`perflab.analysis.idle_causes`: ``host-busy``,
+  ``after-sync``, ``launch-overhead``, ``gpu-dependency``, ``unknown``) on each side: every gap
+  of the whole trace, or the gaps of the chosen step (those whose next work the step
+  launched, as ``Trace.idle(step=N)`` keeps them); with per-step statistics the mean over each
+  side's steps of the gaps the steps own (and each side's per-step median);
+- a headline naming what explains most of the change: groups of GPU work, or a cause's idle
+  time when it is among the largest changes.
 
 Times are sums of event durations (not unions): a kernel that overlaps another counts whole.
 Everything is vectorised: events are grouped by name code with sorts and bincounts; Python
@@ -46,7 +52,8 @@ import numpy.typing as npt
 from perflab.analysis.categories import categorize
 from perflab.analysis.diff_names import Rename, canonical, family
 from perflab.analysis.diff_stats import METHOD, verdicts
-from perflab.analysis.steps import Steps, profiler_steps, work_steps
+from perflab.analysis.idle_classify import CAUSES, classify, find_gaps
+from perflab.analysis.steps import Steps, gap_steps, profiler_steps, work_steps
 from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.trace import (
@@ -73,6 +80,14 @@ MIN_STEPS = 2  # steps a side needs for per-step statistics
 MAX_STEP_CELLS = 20_000_000  # names x steps kept for per-step statistics (160 MB of floats)
 HEADLINE_PARTS = 3
 STATUSES = ("new", "gone", "changed", "unchanged")
+# how the headline says "more idle ..." of each cause
+IDLE_WORDS = {
+    "host-busy": "while the host was busy",
+    "after-sync": "after syncs",
+    "launch-overhead": "in launch overhead",
+    "gpu-dependency": "waiting on the GPU side",
+    "unknown": "of unknown cause",
+}
 
 
 @dataclass(frozen=True)
@@ -180,18 +195,43 @@ class Split:
         return self.test_ns - self.control_ns
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
+        return {"name": self.name, **_change_dict(self.control_ns, self.test_ns)}
+
+
+def _change_dict(control_ns: float, test_ns: float) -> dict[str, float]:
+    return {
+        "control_us": us_from_ns(control_ns),
+        "test_us": us_from_ns(test_ns),
+        "change_us": us_from_ns(test_ns - control_ns),
+    }
+
+
+@dataclass(frozen=True)
+class IdleSplit(Split):
+    """GPU idle time of one cause on each side (``name`` is the cause; ns, per-step means
+    with per-step statistics, which also give each side's per-step median)."""
+
+    control_median_ns: float | None = None
+    test_median_ns: float | None = None
+
+    def entry(self) -> dict[str, float]:
+        """The ``idle_by_cause`` entry of ``--json``."""
+        out = {
             "control_us": us_from_ns(self.control_ns),
             "test_us": us_from_ns(self.test_ns),
-            "change_us": us_from_ns(self.change_ns),
+            "delta_us": us_from_ns(self.change_ns),
         }
+        if self.control_median_ns is not None and self.test_median_ns is not None:
+            out["control_step_median_us"] = us_from_ns(self.control_median_ns)
+            out["test_step_median_us"] = us_from_ns(self.test_median_ns)
+        return out
 
 
 @dataclass
 class TraceDiff(Shown):
     """Two traces compared name by name (module docstring): ``kernels`` (GPU work) and
-    ``ops`` (host events) rows, the GPU change by category and by stream, and a headline."""
+    ``ops`` (host events) rows, the GPU change by category and by stream, the GPU idle
+    time by cause (every cause, in :data:`CAUSES` order), and a headline."""
 
     control: Side
     test: Side
@@ -202,6 +242,7 @@ class TraceDiff(Shown):
     by_stream: list[Split]
     headline: str
     notes: list[str] = field(default_factory=list)
+    idle_by_cause: list[IdleSplit] = field(default_factory=list)
 
     @property
     def per_step(self) -> bool:
@@ -218,11 +259,16 @@ class TraceDiff(Shown):
 
     @property
     def gpu_control_ns(self) -> float:
-        return float(sum(s.control_ns for s in self.by_category))
+        return _summed(self.by_category)[0]
 
     @property
     def gpu_test_ns(self) -> float:
-        return float(sum(s.test_ns for s in self.by_category))
+        return _summed(self.by_category)[1]
+
+    @property
+    def idle_ns(self) -> tuple[float, float]:
+        """The GPUs' idle time of the control and of the test (every cause)."""
+        return _summed(self.idle_by_cause)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """Everything as JSON-able data; ``top``: only the largest ``top`` rows of each list."""
@@ -235,11 +281,9 @@ class TraceDiff(Shown):
             "method": self.method,
             "headline": self.headline,
             "notes": self.notes,
-            "gpu": {
-                "control_us": us_from_ns(self.gpu_control_ns),
-                "test_us": us_from_ns(self.gpu_test_ns),
-                "change_us": us_from_ns(self.gpu_test_ns - self.gpu_control_ns),
-            },
+            "gpu": _change_dict(*_summed(self.by_category)),
+            "idle": _change_dict(*self.idle_ns),
+            "idle_by_cause": {s.name: s.entry() for s in self.idle_by_cause},
             "counts": {"kernels": self.kernels.counts(), "ops": self.ops.counts()},
             "by_category": [s.to_dict() for s in self.by_category],
             "by_stream": [s.to_dict() for s in self.by_stream],
@@ -255,6 +299,11 @@ class TraceDiff(Shown):
         return rows.to_pandas()
 
 
+def _summed(splits: Sequence[Split]) -> tuple[float, float]:
+    """The control's and the test's time over ``splits``."""
+    return float(sum(s.control_ns for s in splits)), float(sum(s.test_ns for s in splits))
+
+
 # -- one side: its steps, the step of each event, the events compared -------------------------
 
 
@@ -264,15 +313,19 @@ class _Prepared:
     side: Side
     step_of: I64  # per event: position in side.steps, -1 outside them
     in_scope: npt.NDArray[np.bool_]
+    steps: Steps  # every ProfilerStep of the trace
+    links: I64  # per event: the runtime call that launched it (launch_links)
+    chosen: int = -1  # the index in ``steps`` of the step compared, -1 for the whole trace
 
     @classmethod
     def of(cls, trace: Trace, step: int | None) -> _Prepared:
         source = str(trace.meta.get("source") or trace.meta.get("format") or "trace")
         steps = profiler_steps(trace)
-        step_of = _event_steps(trace, steps)
+        links = launch_links(trace)
+        step_of = _event_steps(trace, steps, links)
         if step is None:
             side = Side(source, steps.number.tolist(), (steps.end - steps.start).tolist())
-            return cls(trace, side, step_of, np.ones(len(trace), dtype=bool))
+            return cls(trace, side, step_of, np.ones(len(trace), dtype=bool), steps, links)
         try:
             index = steps.index_of(step)
         except InputError as exc:
@@ -280,12 +333,12 @@ class _Prepared:
         in_scope = step_of == index
         step_of = np.where(in_scope, 0, -1)
         span = int(steps.end[index] - steps.start[index])
-        return cls(trace, Side(source, [step], [span]), step_of, in_scope)
+        return cls(trace, Side(source, [step], [span]), step_of, in_scope, steps, links, index)
 
 
-def _event_steps(trace: Trace, steps: Steps) -> I64:
+def _event_steps(trace: Trace, steps: Steps, links: I64) -> I64:
     """Per event: the step (index) it belongs to (module docstring), -1 for none."""
-    out = work_steps(trace, steps, launch_links(trace))
+    out = work_steps(trace, steps, links)
     if len(steps):
         on_cpu = _on_cpu(trace)
         host = np.flatnonzero(on_cpu & ~trace.mask(*GPU_WORK_KINDS))
@@ -496,6 +549,38 @@ def _by_stream(
     return sorted(splits, key=lambda s: (-abs(s.change_ns), s.name))
 
 
+def _idle_values(side: _Prepared, per_step: bool) -> tuple[F64, F64 | None]:
+    """Per cause (:data:`CAUSES` order): the side's idle time in the compared scope (the mean
+    over its steps with per-step statistics) and, then, its per-step median."""
+    trace, causes = side.trace, len(CAUSES)
+    gaps = classify(trace, find_gaps(trace), side.links, evidence=False)
+    cause, dur = gaps.cause.astype(np.int64), gaps.end - gaps.start
+    if not per_step and side.chosen < 0:
+        return grouped_sum(cause, dur, causes), None
+    owner = gap_steps(trace, side.steps, gaps, side.links)
+    if side.chosen >= 0:
+        mine = owner == side.chosen
+        return grouped_sum(cause[mine], dur[mine], causes), None
+    n, inside = len(side.steps), owner >= 0
+    cells = grouped_sum(cause[inside] * n + owner[inside], dur[inside], causes * n)
+    table = cells.reshape(causes, n)
+    return table.sum(axis=1) / n, np.median(table, axis=1)
+
+
+def _by_cause(sides: tuple[_Prepared, _Prepared], per_step: bool) -> list[IdleSplit]:
+    (c, c_median), (t, t_median) = (_idle_values(s, per_step) for s in sides)
+    return [
+        IdleSplit(
+            cause,
+            float(c[k]),
+            float(t[k]),
+            None if c_median is None else float(c_median[k]),
+            None if t_median is None else float(t_median[k]),
+        )
+        for k, cause in enumerate(CAUSES)
+    ]
+
+
 _NOUN = {"kernel": "kernel", "memcpy": "memcpy", "memset": "memset"}
 
 
@@ -503,10 +588,10 @@ def _signed(ns: float) -> str:
     return ("+" if ns >= 0 else "-") + format_ns(abs(ns))
 
 
-def headline(rows: DiffRows, scope: str) -> str:
-    """``+3.1 ms per step of GPU time: +2.4 ms in 2 new triton_poi_fused_* kernels, ...``:
-    the GPU change and the groups of rows (by verdict and name family) that explain most of
-    it."""
+def headline(rows: DiffRows, scope: str, idle: Sequence[Split] = ()) -> str:
+    """``+3.1 ms per step of GPU time: +2.4 ms in 2 new triton_poi_fused_* kernels, 0.5 ms
+    more idle after syncs, ...``: the GPU change and the largest of the changes that explain
+    it: groups of rows (by verdict and name family) and the idle time of each cause."""
     total = float(rows.change_ns.sum())
     per = " per step" if rows.per_step else f" ({scope})"
     head = f"{_signed(total)}{per} of GPU time"
@@ -519,10 +604,21 @@ def headline(rows: DiffRows, scope: str) -> str:
         ((float(rows.change_ns[m].sum()), key, m) for key, m in groups.items()),
         key=lambda x: -abs(x[0]),
     )
-    parts = [_part(ns, key, members, rows) for ns, key, members in sized[:HEADLINE_PARTS] if ns]
+    # only the largest groups can make the headline, with or without the idle causes
+    top = sized[:HEADLINE_PARTS]
+    found = [(ns, _part(ns, key, members, rows)) for ns, key, members in top if ns]
+    found += [(s.change_ns, _idle_part(s)) for s in idle if s.change_ns]
+    found.sort(key=lambda x: -abs(x[0]))
+    parts = [text for _, text in found[:HEADLINE_PARTS]]
     if not parts:
         return f"{head}: no change"
     return f"{head}: " + ", ".join(parts)
+
+
+def _idle_part(split: Split) -> str:
+    more = "more" if split.change_ns > 0 else "less"
+    words = IDLE_WORDS.get(split.name, split.name)
+    return f"{format_ns(abs(split.change_ns))} {more} idle {words}"
 
 
 def _part(ns: float, key: tuple[str, str, str], members: list[int], rows: DiffRows) -> str:
@@ -610,6 +706,7 @@ def diff_traces(
     ops = _rows(*host_groups, host_names, per_step, gpu=False)
     control_side, test_side = sides[0].side, sides[1].side
     scope = _scope(control_side, test_side, chosen)
+    idle = _by_cause(sides, kernels.per_step)
     return TraceDiff(
         control=control_side,
         test=test_side,
@@ -618,6 +715,7 @@ def diff_traces(
         ops=ops,
         by_category=_by_category(kernels),
         by_stream=_by_stream(sides, gpu_groups, kernels.per_step),
-        headline=headline(kernels, scope),
+        headline=headline(kernels, scope, idle),
         notes=_notes(control_side, test_side, chosen, per_step, fits),
+        idle_by_cause=idle,
     )

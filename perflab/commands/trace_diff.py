@@ -20,7 +20,11 @@ DESCRIPTION = (
     "p < 0.05 and the per-step medians differ by at least 5% of the control's (and 1 us), "
     "'same' when they differ by less, 'unclear' otherwise. With one step a side there is no "
     "such verdict, and the output says so. Then the GPU change by kernel category and by "
-    "stream, and a headline of what explains most of it. Either file may be any trace "
+    "stream, the GPUs' idle time by cause on each side (host-busy, after-sync, "
+    "launch-overhead, gpu-dependency, unknown: as 'perflab trace idle' finds them; per step "
+    "the mean over the steps, with --step that step's gaps; in --json: idle_by_cause), and a "
+    "headline of what explains most of it, an idle cause among them when its change is one "
+    "of the largest. Either file may be any trace "
     "perflab reads (two ranks of one job are two files)."
 )
 _STEP = re.compile(r"(\d{1,18})(?::(\d{1,18}))?")

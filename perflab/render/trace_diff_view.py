@@ -56,6 +56,18 @@ def _gpu_line(d: TraceDiff) -> str:
     )
 
 
+def _idle_line(d: TraceDiff) -> str:
+    """The GPUs' idle time on each side, where the diff split it by cause."""
+    if not d.idle_by_cause:
+        return ""
+    per = " per step" if d.per_step else ""
+    c, t = d.idle_ns
+    return (
+        f"GPU idle time{per} (gaps in each GPU's busy time, by cause below): control "
+        f"{format_ns(c)}, test {format_ns(t)} ({_signed(t - c)})"
+    )
+
+
 def _count_line(what: str, rows: DiffRows) -> str:
     counts = rows.counts()
     status = ", ".join(f"{n} {k}" for k, n in counts["status"].items())
@@ -110,13 +122,26 @@ def _split_rows(splits: Sequence[Split]) -> list[list[str]]:
     ]
 
 
+def _idle_table(d: TraceDiff) -> tuple[list[str], list[list[str]]]:
+    """The idle-by-cause table: headers and rows (with per-step medians where there are)."""
+    medians = any(s.control_median_ns is not None for s in d.idle_by_cause)
+    head = ["cause", "control", "test", "change"]
+    if medians:
+        head += ["control median", "test median"]
+    rows = _split_rows(d.idle_by_cause)
+    if medians:
+        for row, s in zip(rows, d.idle_by_cause, strict=True):
+            row += [format_ns(s.control_median_ns or 0.0), format_ns(s.test_median_ns or 0.0)]
+    return head, rows
+
+
 def _more(rows: DiffRows, limit: int) -> str:
     return f"({len(rows) - limit} more rows: --json or to_pandas() has them all)"
 
 
 def diff_text(d: TraceDiff, limit: int = ROWS) -> str:
     lines = [printable(_title(d)), printable(d.headline)]
-    lines += [line for line in (_step_line(d), _gpu_line(d)) if line]
+    lines += [line for line in (_step_line(d), _gpu_line(d), _idle_line(d)) if line]
     split_head = ["", "control", "test", "change"]
     if d.by_category:
         lines += [
@@ -128,6 +153,9 @@ def diff_text(d: TraceDiff, limit: int = ROWS) -> str:
             "GPU time by stream:",
             text_table(["stream", *split_head[1:]], _split_rows(d.by_stream)),
         ]
+    if d.idle_by_cause:
+        per = " per step" if d.per_step else ""
+        lines += [f"GPU idle time{per} by cause:", text_table(*_idle_table(d))]
     for what, rows in (("GPU work", d.kernels), ("host events", d.ops)):
         lines.append(_count_line(what, rows))
         if len(rows):
@@ -169,7 +197,11 @@ def diff_html(d: TraceDiff, limit: int = ROWS) -> str:
     parts = [
         f"<div><b>{esc(_title(d))}</b></div>",
         f"<div><b>{esc(d.headline)}</b></div>",
-        *(f"<div>{esc(line)}</div>" for line in (_step_line(d), _gpu_line(d)) if line),
+        *(
+            f"<div>{esc(line)}</div>"
+            for line in (_step_line(d), _gpu_line(d), _idle_line(d))
+            if line
+        ),
         svg_image(picture, "largest changes of GPU time") if picture else "",
         table(["category", "control", "test", "change"], _split_rows(d.by_category))
         if d.by_category
@@ -177,6 +209,7 @@ def diff_html(d: TraceDiff, limit: int = ROWS) -> str:
         table(["stream", "control", "test", "change"], _split_rows(d.by_stream))
         if d.by_stream
         else "",
+        table(*_idle_table(d)) if d.idle_by_cause else "",
     ]
     for what, rows in (("GPU work", d.kernels), ("host events", d.ops)):
         parts.append(f"<div><b>{esc(_count_line(what, rows))}</b></div>")
