@@ -27,6 +27,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "compile_triton": ("perflab.capture.compile", "compile_triton"),
     "TritonSpec": ("perflab.capture.compile", "TritonSpec"),
     "roofline": ("perflab.render.roofline", "roofline"),
+    "recorded": ("perflab.recordings", "recorded"),  # a GPU recording, for replay
 }
 
 # ``import *`` exports no name that shadows a builtin: ``perflab.range`` stays an attribute

@@ -85,8 +85,20 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if not missing:
         return None
     note = f"{collection_path.name}: its gpu tests need {', '.join(missing)}, not installed here"
-    config.stash.setdefault(_NOT_COLLECTED, []).append(note)
+    notes = config.stash.setdefault(_NOT_COLLECTED, [])
+    if _asked_for(collection_path, config) and note not in notes:
+        notes.append(note)
     return True
+
+
+def _asked_for(path: Path, config: pytest.Config) -> bool:
+    """Whether the command line names ``path`` or a folder holding it (pytest also looks
+    at the siblings of a named file, which the run would not collect anyway)."""
+    for arg in config.args:
+        named = Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+        if path.resolve() == named or (named.is_dir() and path.resolve().is_relative_to(named)):
+            return True
+    return False
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import conftest
@@ -296,9 +297,13 @@ def test_which_selections_keep_only_gpu_tests(markexpr: str, only_gpu: bool) -> 
 
 
 class _Config:
-    def __init__(self, markexpr: str) -> None:
+    def __init__(
+        self, markexpr: str, args: list[str] | None = None, where: Path = Path("/")
+    ) -> None:
         self.markexpr = markexpr
         self.stash = pytest.Stash()
+        self.args = args or ["."]
+        self.invocation_params = SimpleNamespace(dir=where)
 
     def getoption(self, name: str) -> str:
         assert name == "markexpr"
@@ -322,9 +327,15 @@ def test_pytest_m_gpu_skips_files_without_gpu_tests_or_with_missing_packages(
     assert conftest.pytest_ignore_collect(plain, only_gpu) is True  # never imported
     assert conftest.pytest_ignore_collect(needs, only_gpu) is True
     assert conftest.pytest_ignore_collect(fine, only_gpu) is None
+    assert conftest.pytest_ignore_collect(needs, only_gpu) is True  # visited twice: noted once
     assert only_gpu.stash[conftest._NOT_COLLECTED] == [
         "test_needs.py: its gpu tests need no_such_pkg_xyz, not installed here"
     ]
+    # a run naming other files: pytest visits their siblings too, but they were not asked for
+    named = _Config("gpu", ["tests/test_fine.py"], where=tmp_path)
+    assert conftest.pytest_ignore_collect(needs, named) is True
+    assert conftest.pytest_ignore_collect(fine, named) is None
+    assert named.stash.get(conftest._NOT_COLLECTED, []) == []
     everything = _Config("")
     for path in (plain, needs, fine):  # other runs collect all: a missing package errors
         assert conftest.pytest_ignore_collect(path, everything) is None

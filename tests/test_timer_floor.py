@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,12 @@ from perflab.capture.timer import (
     HostClock,
     HostQueueClock,
     TimingOptions,
+    _back_to_back_per_call,
     _plan,
     clock_step,
     empty_step,
     hot_batch,
+    take_samples,
     time_function,
     timer_floor,
     timer_resolution,
@@ -56,12 +59,15 @@ def fake_host_timer(monkeypatch: pytest.MonkeyPatch) -> Any:
 # --- measuring them -----------------------------------------------------------------------
 
 
-def test_clock_step_is_the_tick_of_whole_ns_readings_else_the_least_difference() -> None:
+def test_clock_step_is_the_tick_of_whole_ns_readings_else_the_least_gap_between_readings() -> None:
     # perf_counter_ns: a reading costs ~20 ns, but the readings step by 1 ns
     assert clock_step([21, 20, 22, 0, 40]) == 1.0
     assert clock_step([0, 100, 200, 0, 300]) == 100.0  # a 100 ns tick
     # CUDA events: float milliseconds, steps of about 0.5 us
     assert clock_step([0.0, 512.0000237, 0.0, 1024.0000475]) == pytest.approx(512.0000237)
+    # an H200's back-to-back events: ~1.2 us apart (recording one), readings in 32 ns steps
+    assert clock_step([1215.9999459, 1248.0000257, 1216.0000001, 1280.0000012]) == 32.0
+    assert clock_step([1215.9999459, 1215.9999459]) == pytest.approx(1215.9999459)
     assert clock_step([0, 0, 0]) is None
     assert clock_step([math.nan, -5.0]) is None
 
@@ -238,3 +244,24 @@ def test_windows_of_0_ns_are_left_out_and_said(monkeypatch: pytest.MonkeyPatch) 
     assert r.host_ns is not None and r.host_ns.size == r.n
     assert r.options["unmeasured_samples"] == 20 - r.n
     TimingResult.from_dict(r.to_dict())  # what the engine returns, a saved file may hold
+
+
+def _spin_ns(ns: int) -> None:
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def test_a_hot_batch_is_planned_from_calls_back_to_back_not_one_launch_gap(
+    queue_clock: HostQueueClock,
+) -> None:
+    # each call: 100 us of host work to issue (a launch), 10 us of queued work (the kernel);
+    # one call alone reads its launch gap, calls behind a filler run back to back
+    def call() -> None:
+        time.sleep(100e-6)  # sleeps: the worker thread needs the GIL meanwhile
+        queue_clock.submit(lambda: _spin_ns(10_000))
+
+    single = float(np.median(take_samples(queue_clock, call, 1, 5).window_ns))
+    assert single > 80_000
+    per_call = _back_to_back_per_call(queue_clock, call, single, 400_000.0)
+    assert per_call < 0.5 * single

@@ -272,11 +272,14 @@ def test_a_cell_that_leaves_another_stream_current_is_noted() -> None:
         torch.cuda.set_stream(torch.cuda.Stream())  # type: ignore[no-untyped-call]
         x.add_(1.0)
 
-    try:
+    try:  # events on two streams: a result that says so, or (no ordered time) an error
         r = time_function(cell, budget_ms=10, warmup_ms=1)
+        said = r.warnings
+    except InputError as exc:  # seen on an H200: every window read negative
+        said = [str(exc)]
     finally:
         torch.cuda.set_stream(before)
-    assert any("changed the current CUDA stream" in w for w in r.warnings), r.warnings
+    assert any("changed the current CUDA stream" in w for w in said), said
     plain = time_function(lambda: x.add_(1.0), budget_ms=10, warmup_ms=1)
     assert not any("changed the current CUDA stream" in w for w in plain.warnings)
 

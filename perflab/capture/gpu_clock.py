@@ -49,6 +49,7 @@ class _EventClock:
     _flush_buf: Any = None
     _cycles_per_ns: float | None = None
     _stream: int | None = None  # the current stream's handle when the clock was made
+    stream_change: str | None = None  # what note_stream_change found, if anything
 
     def __init__(self) -> None:
         self.notes: list[str] = []
@@ -112,14 +113,15 @@ class _EventClock:
         events then sit on different streams, and work on the new one is not ordered
         after the start event."""
         now = self.current_stream()
-        if self._stream is not None and now != self._stream:
-            self.notes.append(
+        if self._stream is not None and now != self._stream and self.stream_change is None:
+            self.stream_change = (
                 f"the timed code changed the current CUDA stream (from stream {self._stream:#x} "
                 f"to {now:#x}): work on a stream other than the one the timing events are on may "
                 "run outside the timed window; set the stream outside the timed code, or "
                 "restore it (with torch.cuda.stream(s): ...) and join it back "
                 "(torch.cuda.current_stream().wait_stream(s))"
             )
+            self.notes.append(self.stream_change)
 
     def close(self) -> None:
         """Release the flush buffer; note a stream the timed code left current."""

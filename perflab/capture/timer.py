@@ -495,6 +495,18 @@ def _estimate(clock: Any, fn: Callable[[], object], budget_ns: float) -> Samples
     return first
 
 
+def _back_to_back_per_call(
+    clock: Any, fn: Callable[[], object], single_ns: float, batch_ns: float
+) -> float:
+    """Per-call time of calls issued back to back behind a filler, for planning a hot
+    batch. A single call's window on a queue holds its launch gap too (an H200: ~26 us for a
+    ~2 us kernel), which would make the batch ten times too short."""
+    number = max(1, min(MAX_COUNT, math.ceil(batch_ns / max(single_ns, 1.0))))
+    lead = queue_lead(clock, fn, number, flush=False) if clock.can_fill else 0.0
+    probe = take_samples(clock, fn, number, ESTIMATE_SAMPLES, lead, flush=False)
+    return min(single_ns, float(np.median(probe.window_ns)) / number)
+
+
 # --- the timer's floor and resolution -------------------------------------------------
 
 _TIMER_STEPS: dict[tuple[str, str], tuple[float | None, float | None]] = {}
@@ -567,15 +579,22 @@ def _back_to_back(clock: Any, lead_ns: float) -> tuple[npt.NDArray[np.float64], 
 def clock_step(differences: npt.ArrayLike) -> float | None:
     """A clock's step from differences of its readings: when they are whole nanoseconds
     (the host clock), the largest step that all are multiples of (the tick: 1 ns for
-    ``perf_counter_ns`` on Linux, though one reading costs ~20 ns); else the smallest
-    nonzero difference (CUDA events: about 0.5 us). None when none is above 0."""
+    ``perf_counter_ns`` on Linux, though one reading costs ~20 ns); else (CUDA events,
+    float milliseconds) the least gap between two distinct readings, to the nanosecond:
+    back-to-back events are never closer than the GPU takes to record one (about 1.2 us
+    on an H200) but their readings differ in steps of the event clock (32 ns there).
+    With a single distinct reading, that reading. None when none is above 0."""
     values = np.asarray(differences, dtype=np.float64)
-    positive = values[np.isfinite(values) & (values > 0)]
+    values = values[np.isfinite(values) & (values >= 0)]
+    positive = values[values > 0]
     if positive.size == 0:
         return None
     if positive.max() < 2**53 and (positive == np.round(positive)).all():
         return _measurable(float(np.gcd.reduce(positive.astype(np.int64))))
-    return _measurable(float(positive.min()))
+    distinct = np.unique(np.round(values))  # float32 ms carry sub-ns rounding noise
+    gaps = np.diff(distinct)
+    step = float(gaps.min()) if gaps.size else float(positive.min())
+    return _measurable(step)
 
 
 def _measurable(ns: float) -> float | None:
@@ -709,6 +728,8 @@ def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions) -> _Run:
     estimate = _estimate(clock, fn, opts.budget_ms * 1e6)
     per_call = float(np.median(estimate.window_ns))
     batch = hot_batch(floor_ns, resolution_ns)
+    if opts.hot and opts.number is None and clock.asynchronous:
+        per_call = _back_to_back_per_call(clock, fn, per_call, batch)
     plan = _plan(opts, per_call, clock.name, _flush_cost_ns(clock), batch)
     if opts.graph:
         step, steps, calls_per_step = clock.capture_graph(fn, plan.number), 1, plan.number
@@ -785,7 +806,9 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
     )
     measured = measurable(window / number)
     if not measured.any():
-        raise InputError(nothing_timed(window, clock.name))
+        # events left on two streams read no ordered time: the stream change is the cause
+        changed = getattr(clock, "stream_change", None)
+        raise InputError(changed or nothing_timed(window, clock.name))
     keep = ~np.asarray(throttle.pop("drop", np.zeros(window.size, bool)), dtype=bool) & measured
     if not keep.any():
         keep = measured  # never drop everything: the warning says the clocks were low

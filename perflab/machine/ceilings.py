@@ -146,6 +146,12 @@ def measure(
         show_progress=show_progress,
     )
     mm = matmul.run(backend=bw.backend, quick=quick, show_progress=show_progress)
+    return from_results(bw, mm), bw, mm
+
+
+def from_results(bw: BenchResult, mm: BenchResult) -> Ceilings:
+    """The ceilings of a bandwidth sweep (its copy series) and a matmul sweep."""
+    on_gpu = bw.backend == "cuda"
     notes = [
         f"compute: best of a matmul sweep over n = {mm.options['sizes']}",
         "bandwidth: copy plateaus, bytes read + written, each point repeated in its timed "
@@ -155,7 +161,7 @@ def measure(
         notes.append("no GPU: these are the CPU's ceilings")
     bandwidth_levels, bandwidth_notes = bandwidth_ceilings(bw, on_gpu)
     notes.extend(bandwidth_notes)
-    ceilings = Ceilings(
+    return Ceilings(
         device=bw.device,
         backend=bw.backend,
         flops=flops_by_dtype(mm),
@@ -163,4 +169,3 @@ def measure(
         versions=bw.versions,
         notes=notes,
     )
-    return ceilings, bw, mm

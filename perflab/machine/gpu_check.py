@@ -147,7 +147,35 @@ def _workloads(backend: str) -> list[tuple[str, Callable[[], object], dict[str, 
     if backend == "cuda":
         graph = {"flush_l2": False, "graph": True, "number": 100}
         work.append(("small_add_graph", lambda: small.add_(1.0), graph))
+        src = torch.ones(64 << 20, device=device)  # 256 MiB: past the L2
+        dst = torch.empty_like(src)
+        work.append(("copy_256MiB_flush", lambda: dst.copy_(src), {"flush_l2": True}))
     return work
+
+
+# (label in the timing engine's runs) timed by triton.testing.do_bench too: both flush the L2
+AGAINST_DO_BENCH = ("matmul_flush", "copy_256MiB_flush")
+DO_BENCH_TOLERANCE = 0.05
+
+
+def _against_do_bench(
+    work: list[tuple[str, Callable[[], object], dict[str, Any]]], rows: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Each chosen kernel's median from ``triton.testing.do_bench`` (its defaults: 25 ms
+    warm-up, 100 ms of repetitions, a 256 MB zeroing between them) against perflab's."""
+    from triton.testing import do_bench
+
+    found: dict[str, Any] = {}
+    for label, fn, _ in work:
+        if label in AGAINST_DO_BENCH:
+            theirs_us = float(do_bench(fn, return_mode="median")) * 1e3
+            ours_us = rows[label]["median_us"]
+            found[label] = {
+                "do_bench_median_us": theirs_us,
+                "perflab_median_us": ours_us,
+                "ratio": ours_us / theirs_us,
+            }
+    return found
 
 
 def _summary(r: Any) -> dict[str, Any]:
@@ -174,17 +202,25 @@ def timing_engine(backend: str) -> dict[str, Any]:
     """The timing engine on real kernels, with checks of what the review found."""
     from perflab.capture.timer import time_function
 
+    work = _workloads(backend)
     rows = {
         label: _summary(time_function(fn, name=label, backend=backend, budget_ms=150, **kw))
-        for label, fn, kw in _workloads(backend)
+        for label, fn, kw in work
     }
     checks = _engine_checks(rows, backend)
     if backend != "cuda":
         checks.update(_host_queue_checks())
-    result = {"runs": rows, "checks": checks}
+    result: dict[str, Any] = {"runs": rows, "checks": checks}
     if backend == "cuda":
         flush = rows["matmul_flush"]
         result["matmul_tflops"] = 2 * 4096**3 / flush["median_us"] / 1e6
+        result["do_bench"] = against = _against_do_bench(work, rows)
+        for label, row in against.items():
+            checks[f"{label}: median within 5% of do_bench's"] = _check(
+                abs(row["ratio"] - 1) <= DO_BENCH_TOLERANCE,
+                f"perflab {row['perflab_median_us']:.2f} us, do_bench "
+                f"{row['do_bench_median_us']:.2f} us (ratio {row['ratio']:.3f})",
+            )
     bad = [name for name, ok in checks.items() if not ok["passed"]]
     if bad:
         raise CheckFailed(f"timing engine checks failed: {', '.join(bad)}", result)
@@ -334,27 +370,48 @@ def _tail(out: str) -> dict[str, Any]:
 # --- microbenchmarks ---------------------------------------------------------------------
 
 
-def _bench_sections() -> list[Section]:
+def _bench_sections(record_dir: Path | None = None) -> list[Section]:
+    """The microbenchmarks; with ``record_dir``, each result is also saved there as
+    ``machine/NAME.json`` (for the notebooks' replays), with the ceilings they give."""
     from perflab.machine import bandwidth, h2d, latency, launch, matmul
 
-    def sweep(backend: str, gpu: Callable[[], Any], cpu: Callable[[], Any]) -> dict[str, Any]:
-        result = gpu() if backend == "cuda" else cpu()
+    kept: dict[str, Any] = {}
+
+    def keep(name: str, result: Any) -> dict[str, Any]:
+        kept[name] = result
+        if record_dir is not None:
+            (record_dir / "machine").mkdir(parents=True, exist_ok=True)
+            result.save(record_dir / "machine" / f"{name}.json")
         doc: dict[str, Any] = result.to_dict()
         return doc
+
+    def sweep(name: str) -> Callable[[str, Callable[[], Any], Callable[[], Any]], Any]:
+        return lambda backend, gpu, cpu: keep(name, gpu() if backend == "cuda" else cpu())
 
     def run_h2d(backend: str) -> dict[str, Any]:
         if backend != "cuda":
             return {"skipped": "h2d needs a GPU (no CPU analog)"}
-        doc: dict[str, Any] = h2d.run(backend="cuda", quick=True, show_progress=False).to_dict()
+        return keep("h2d", h2d.run(backend="cuda", quick=True, show_progress=False))
+
+    def run_ceilings(backend: str) -> dict[str, Any]:
+        from perflab.machine.ceilings import from_results
+        from perflab.model.ceilings import save_ceilings
+
+        if "bandwidth" not in kept or "matmul" not in kept:
+            return {"skipped": "the ceilings need the bandwidth and matmul sections"}
+        ceilings = from_results(kept["bandwidth"], kept["matmul"])
+        if record_dir is not None:
+            save_ceilings(ceilings, record_dir / "machine" / "ceilings.json")
+        doc: dict[str, Any] = ceilings.to_dict()
         return doc
 
     quiet: dict[str, Any] = {"quick": True, "show_progress": False}
     return [
         Section(
             "bandwidth",
-            30,
+            10,
             15,
-            lambda b: sweep(
+            lambda b: sweep("bandwidth")(
                 b,
                 lambda: bandwidth.run(backend="cuda", **quiet),
                 lambda: bandwidth.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
@@ -362,9 +419,9 @@ def _bench_sections() -> list[Section]:
         ),
         Section(
             "latency",
-            25,
+            10,
             15,
-            lambda b: sweep(
+            lambda b: sweep("latency")(
                 b,
                 lambda: latency.run(backend="cuda", per_octave=2, max_bytes=512 << 20, **quiet),
                 lambda: latency.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
@@ -372,9 +429,9 @@ def _bench_sections() -> list[Section]:
         ),
         Section(
             "launch",
-            20,
+            5,
             10,
-            lambda b: sweep(
+            lambda b: sweep("launch")(
                 b,
                 lambda: launch.run(backend="cuda", **quiet),
                 lambda: launch.run(backend="cpu", batches=(1, 100), budget_ms=10, **quiet),
@@ -382,9 +439,9 @@ def _bench_sections() -> list[Section]:
         ),
         Section(
             "matmul",
-            40,
             10,
-            lambda b: sweep(
+            10,
+            lambda b: sweep("matmul")(
                 b,
                 lambda: matmul.run(backend="cuda", **quiet),
                 lambda: matmul.run(
@@ -392,7 +449,8 @@ def _bench_sections() -> list[Section]:
                 ),
             ),
         ),
-        Section("h2d", 30, 0, run_h2d),
+        Section("ceilings", 1, 0, run_ceilings),
+        Section("h2d", 10, 0, run_h2d),
         Section("collectives", 30, 0, collectives),
     ]
 
@@ -410,16 +468,22 @@ def collectives(backend: str) -> dict[str, Any]:
     return doc
 
 
-def sections(skip_tests: bool = False, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> list[Section]:
-    """Every section in order; seconds are estimates (H200; this 2-core VM's CPU)."""
+def sections(
+    skip_tests: bool = False,
+    wheel_dir: Path = gpu_modules.WHEEL_DIR,
+    record_dir: Path | None = None,
+) -> list[Section]:
+    """Every section in order; seconds are estimates (H200: about 2x what a run on
+one took, 2026-12-04; this 2-core VM's CPU)."""
     steps = [
         Section("modules", 5, 5, functools.partial(modules, wheel_dir=wheel_dir)),
         Section("environment", 5, 5, environment),
-        Section("timing engine", 30, 15, timing_engine),
+        Section("timing engine", 5, 15, timing_engine),
     ]
-    if not skip_tests:
-        steps.append(Section("gpu tests", 120, 45, gpu_tests))
-    return steps + _bench_sections()
+    steps += _bench_sections(record_dir)
+    if not skip_tests:  # last: a run cut short by its time limit keeps the measurements
+        steps.append(Section("gpu tests", 60, 45, gpu_tests))
+    return steps
 
 
 # --- running --------------------------------------------------------------------------
@@ -480,6 +544,8 @@ def _note(name: str, result: Any) -> str:
     if name == "environment":
         devices = result.get("machine", {}).get("devices", [{}])
         return str(devices[0].get("name", ""))
+    if not any(k in result for k in ("series", "rows", "flops")):  # a recording's numbers
+        return ", ".join(f"{k} {v:.4g}" for k, v in result.items() if _positive(v))[:120]
     warnings = result.get("warnings") or []
     return f"{len(result.get('series') or result.get('rows') or [])} series/rows" + (
         f"; {warnings[0]}" if warnings else ""

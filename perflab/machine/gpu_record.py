@@ -1,0 +1,591 @@
+"""The sections of ``scripts/gpu-record``: real results for the course's notebooks, recorded
+on a GPU with the notebooks' own code paths (perflab's timing engine with ``%%gpuprofile``'s
+defaults, the microbenchmarks, torch.profiler, Nsight Compute), each saved with its device,
+date and versions so that a notebook on a machine without a GPU replays it, labelled as
+recorded, beside its live CPU analog.
+
+The first section runs before anything else touches the GPU in the process: first calls are
+only first once. ``--dry-run`` runs every section on the CPU backend with small sizes (the
+plumbing, tested in CI); what it writes is marked ``dry-run`` and never becomes a recording.
+
+Layout of the output folder (one folder per notebook)::
+
+    00-quickstart/  matmul-512, matmul-1024, triton-add, torch-add, matmul-trace (.json)
+    01-timing/      first-calls, sort-alone, sort-noisy, sum-{1MiB,32MiB}-{warm,cold},
+                    sum-n1, sum-n10, sort-200k
+    03-roofline/    points: matmul-{dtype}-{n}, add-{n}, matmul-1x1
+    06-launch/      add-2^{k} (the crossover sweep), ten-kernels-{eager,graph}
+    10-training/    train-steps.json.gz (a torch.profiler trace with perflab.range phases)
+    11-inference/   first-calls, batch1-{warm,cold,graph}
+    12-ncu/         triton-add.csv, matmul.csv (ncu --csv --page details) and .ncu-rep
+    MANIFEST.json   the environment and every section's status
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perflab.capture import _proc, env
+from perflab.machine.gpu_check import Section
+from perflab.model.machine import BenchResult, Series
+from perflab.model.serialize import write_atomic, write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+NCU_TIMEOUT_S = 75.0  # each ncu call; the whole record must fit in about 3 minutes
+
+
+class Recorder:
+    """Where the results go and what was written; ``backend`` is ``cuda`` or ``cpu``."""
+
+    def __init__(self, out: Path, backend: str) -> None:
+        self.out = out
+        self.backend = backend
+        self.written: list[str] = []
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.backend == "cuda"
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.on_gpu else "cpu"
+
+    def path(self, folder: str, name: str) -> Path:
+        where = self.out / folder
+        where.mkdir(parents=True, exist_ok=True)
+        self.written.append(f"{folder}/{name}")
+        return where / name
+
+    def time(self, folder: str, name: str, fn: Callable[[], object], **options: Any) -> Any:
+        """Time ``fn`` as ``%%gpuprofile --name NAME`` would (its defaults unless
+        ``options`` say otherwise) and save the result as ``folder/NAME.json``."""
+        from perflab.capture.timer import time_function
+
+        result = time_function(fn, name=name, backend=self.backend, **options)
+        result.save(self.path(folder, f"{_file_name(name)}.json"))
+        return result
+
+    def series(self, folder: str, name: str, benchmark: str, series: list[Series]) -> None:
+        """Host-clock readings (first calls...) as a BenchResult with provenance."""
+        result = BenchResult(
+            benchmark=benchmark,
+            device=env.current_device_name(),
+            backend=self.backend,
+            versions=env.versions(),
+            series=series,
+        )
+        result.save(self.path(folder, f"{name}.json"))
+
+
+def _file_name(name: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    return keep.strip("-") or "result"
+
+
+def _sync(torch: Any, on_gpu: bool) -> None:
+    if on_gpu:
+        torch.cuda.synchronize()
+
+
+def _host_times(calls: int, fn: Callable[[], object], after: Callable[[], None]) -> list[float]:
+    """Host-clock ns of ``calls`` calls of ``fn``, each followed by ``after``."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        after()
+        times.append(float(time.perf_counter_ns() - t0))
+    return times
+
+
+def _calls_series(name: str, values: list[float]) -> Series:
+    return Series(
+        name=name,
+        x=np.arange(1, len(values) + 1, dtype=np.float64),
+        y=np.asarray(values, dtype=np.float64),
+        x_unit="call",
+        y_unit="ns",
+    )
+
+
+# --- 01 and 11: first calls (must run first in the process) ----------------------------
+
+
+def first_calls(rec: Recorder) -> dict[str, Any]:
+    """Notebook 01's matmul launched without and with a synchronisation, from the first
+    call on, and notebook 11's model's first five calls: host clock, one process."""
+    import torch
+
+    n = 4096 if rec.on_gpu else 512
+    x = torch.randn(n, n, device=rec.device)
+    _sync(torch, rec.on_gpu)
+
+    def nothing() -> None:
+        return None
+
+    no_sync = _host_times(5, lambda: x @ x, nothing)
+    _sync(torch, rec.on_gpu)
+    synced = _host_times(5, lambda: x @ x, lambda: _sync(torch, rec.on_gpu))
+    rec.series(
+        "01-timing",
+        "first-calls",
+        "first-calls",
+        [
+            _calls_series(f"matmul {n} fp32, no sync", no_sync),
+            _calls_series(f"matmul {n} fp32, with sync", synced),
+        ],
+    )
+    model, sample = _inference_model(rec)
+    with torch.inference_mode():
+        firsts = _host_times(5, lambda: model(sample), lambda: _sync(torch, rec.on_gpu))
+    rec.series("11-inference", "first-calls", "first-calls", [_calls_series("model", firsts)])
+    return {"matmul_no_sync_ns": no_sync, "matmul_sync_ns": synced, "model_ns": firsts}
+
+
+def _inference_model(rec: Recorder) -> tuple[Any, Any]:
+    """Notebook 11's model (the same layers, seed and input) on the recorder's device."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = (
+        nn.Sequential(
+            nn.Linear(256, 512),
+            nn.GELU(),
+            nn.LayerNorm(512),
+            nn.Linear(512, 512),
+            nn.GELU(),
+            nn.LayerNorm(512),
+            nn.Linear(512, 10),
+        )
+        .to(rec.device)
+        .eval()
+    )
+    return model, torch.randn(1, 256, device=rec.device)
+
+
+# --- 00: the quickstart's cells ------------------------------------------------------------
+
+
+def quickstart(rec: Recorder) -> dict[str, Any]:
+    import torch
+
+    from perflab.analysis.trace_stats import kernel_table
+    from perflab.capture.profile import profile
+
+    a = torch.randn(512, 512, device=rec.device)
+    b = torch.randn(1024, 1024, device=rec.device)
+    mm512 = rec.time("00-quickstart", "matmul-512", lambda: a @ a)
+    mm1024 = rec.time("00-quickstart", "matmul-1024", lambda: b @ b)
+    n = 1 << 14
+    x, y = torch.rand(n, device=rec.device), torch.rand(n, device=rec.device)
+    out = torch.empty_like(x)
+    done = {"matmul-512_us": mm512.median_ns / 1e3, "matmul-1024_us": mm1024.median_ns / 1e3}
+    if rec.on_gpu:  # Triton's interpreter on the CPU would time numpy, not a kernel
+        from perflab.machine import _triton_add
+
+        _triton_add.launch(x, y, out, n)
+        torch.cuda.synchronize()
+        if not torch.allclose(out, x + y):
+            raise RuntimeError("the Triton add kernel gave a wrong result")
+        t_add = rec.time(
+            "00-quickstart", "triton-add", lambda: _triton_add.launch(x, y, out, n), budget_ms=50
+        )
+        done["triton-add_us"] = t_add.median_ns / 1e3
+    torch_add = rec.time(
+        "00-quickstart", "torch-add", lambda: torch.add(x, y, out=out), budget_ms=50
+    )
+    done["torch-add_us"] = torch_add.median_ns / 1e3
+
+    def traced() -> object:
+        return a @ a + 1.0
+
+    from perflab.capture.timer import time_function
+
+    result = time_function(traced, name="matmul-trace", backend=rec.backend, budget_ms=50)
+    result.kernels = kernel_table(profile(traced, cuda=rec.on_gpu))
+    result.save(rec.path("00-quickstart", "matmul-trace.json"))
+    done["matmul-trace_us"] = result.median_ns / 1e3
+    return done
+
+
+def quickstart_magics(rec: Recorder) -> dict[str, Any]:
+    """The quickstart's ``%%gpuprofile`` cells themselves, with ``--record``, in an IPython
+    shell (where IPython is installed): the magic's own path, end to end."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:
+        return {"skipped": "IPython is not installed here"}
+    folder = rec.out / "00-quickstart"
+    folder.mkdir(parents=True, exist_ok=True)
+    ip = InteractiveShell.instance()
+    cells = [
+        "%load_ext perflab",
+        f"import torch\ndevice = {rec.device!r}\n"
+        "a = torch.randn(512, 512, device=device)\nb = torch.randn(1024, 1024, device=device)",
+    ]
+    magic = {
+        "magic-matmul-512": "--name matmul-512 -v mm512\nc = a @ a",
+        "magic-matmul-1024": "--name matmul-1024 --compare mm512 -v mm1024\nd = b @ b",
+        "magic-matmul-trace": "--name matmul-trace --trace --budget 50\nc = a @ a + 1.0",
+    }
+    done: dict[str, Any] = {}
+    for cell in cells:
+        _run_cell(ip, cell)
+    for name, body in magic.items():
+        path = rec.path("00-quickstart", f"{name}.json")
+        options, code = body.split("\n", 1)
+        _run_cell(ip, f"%%gpuprofile {options} --record {path}\n{code}")
+        done[name] = path.exists()
+    return done
+
+
+def _run_cell(ip: Any, cell: str) -> None:
+    result = ip.run_cell(cell)
+    if not result.success:
+        raise RuntimeError(f"cell failed: {cell.splitlines()[0]}: {result.error_in_exec!r}")
+
+
+# --- 01: timing done right ----------------------------------------------------------------
+
+
+@contextmanager
+def _busy_neighbours(count: int) -> Iterator[None]:
+    """``count`` processes spinning on the CPU (killed, with their groups, on exit)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"], start_new_session=True, text=True
+        )
+        for _ in range(count)
+    ]
+    try:
+        time.sleep(0.2)  # let them get going
+        yield
+    finally:
+        for p in procs:
+            _proc.kill_group(p)
+
+
+def timing_traps(rec: Recorder) -> dict[str, Any]:
+    """Notebook 01's sections on the GPU: noisy neighbours, warm against cold caches at two
+    sizes, one call against ten per sample, and the closing ``%%gpuprofile`` cell."""
+    import torch
+
+    folder = "01-timing"
+    work = torch.rand(200_000, device=rec.device)
+    alone = rec.time(folder, "sort-alone", lambda: torch.sort(work), budget_ms=400, max_noise=0)
+    with _busy_neighbours(2):
+        noisy = rec.time(folder, "sort-noisy", lambda: torch.sort(work), budget_ms=400, max_noise=0)
+    done = {"sort_alone_us": alone.median_ns / 1e3, "sort_noisy_us": noisy.median_ns / 1e3}
+    for label, nbytes in (("1MiB", 1 << 20), ("32MiB", 32 << 20)):
+        data = torch.ones(nbytes // 8, dtype=torch.float64, device=rec.device)
+        for temp, flush in (("warm", False), ("cold", True)):
+            r = rec.time(folder, f"sum-{label}-{temp}", data.sum, budget_ms=200, flush_l2=flush)
+            done[f"sum_{label}_{temp}_us"] = r.median_ns / 1e3
+    small = torch.ones(1 << 17, dtype=torch.float64, device=rec.device)
+    for calls in (1, 10):
+        r = rec.time(folder, f"sum-n{calls}", small.sum, budget_ms=100, flush_l2=True, number=calls)
+        done[f"sum_n{calls}_us"] = r.median_ns / 1e3
+    r = rec.time(folder, "sort-200k", lambda: torch.sort(work), budget_ms=200)
+    done["sort_200k_us"] = r.median_ns / 1e3
+    return done
+
+
+# --- 03: roofline points --------------------------------------------------------------------
+
+
+def roofline_points(rec: Recorder) -> dict[str, Any]:
+    """Matmuls and adds with their FLOPs and bytes, timed as ``%%gpuprofile`` times them
+    (flushed caches on a GPU); the ceilings come from gpu-check's sweeps."""
+    import torch
+
+    folder = "03-roofline"
+    done: dict[str, Any] = {}
+    dtypes = (
+        {"bf16": torch.bfloat16, "fp32": torch.float32} if rec.on_gpu else {"fp32": torch.float32}
+    )
+    sizes = (32, 1024, 4096, 8192) if rec.on_gpu else (32, 256)
+    for label, dtype in dtypes.items():
+        for n in sizes:
+            done[f"matmul-{label}-{n}_tflops"] = _matmul_point(rec, folder, label, dtype, n)
+    for n in (1 << 14, 1 << 24, 1 << 28) if rec.on_gpu else (1 << 14, 1 << 20):
+        done[f"add-{n}_gbps"] = _add_point(rec, folder, n)
+    one = [torch.randn(1, 1, device=rec.device) for _ in range(3)]
+    r = rec.time(folder, "matmul-1x1", lambda: torch.matmul(one[0], one[1], out=one[2]))
+    done["matmul-1x1_us"] = r.median_ns / 1e3
+    return done
+
+
+def _matmul_point(rec: Recorder, folder: str, label: str, dtype: Any, n: int) -> float:
+    """TFLOP/s of an n x n x n matmul into a preallocated output (``out=``, as 01 teaches)."""
+    import torch
+
+    from perflab.render.roofline import count_flops_bytes
+
+    a, b = (torch.randn(n, n, device=rec.device, dtype=dtype) for _ in range(2))
+    c = torch.empty(n, n, device=rec.device, dtype=dtype)
+    flops, nbytes = count_flops_bytes(lambda: a @ b)
+    name = f"matmul-{label}-{n}"
+    r = _time_with_work(rec, folder, name, lambda: torch.matmul(a, b, out=c), flops, nbytes)
+    return float(flops / r.median_ns / 1e3)
+
+
+def _add_point(rec: Recorder, folder: str, n: int) -> float:
+    """GB/s of a float32 add of n elements (two read, one written)."""
+    import torch
+
+    x, y, z = (torch.randn(n, device=rec.device) for _ in range(3))
+    r = _time_with_work(rec, folder, f"add-{n}", lambda: torch.add(x, y, out=z), n, 12.0 * n)
+    return float(12.0 * n / r.median_ns)
+
+
+def _time_with_work(
+    rec: Recorder, folder: str, name: str, fn: Callable[[], object], flops: float, nbytes: float
+) -> Any:
+    from perflab.capture.timer import time_function
+
+    result = time_function(fn, name=name, backend=rec.backend)
+    result.flops, result.bytes = flops, nbytes
+    result.save(rec.path(folder, f"{name}.json"))
+    return result
+
+
+# --- 06: launch overhead -------------------------------------------------------------------
+
+
+def launch_costs(rec: Recorder) -> dict[str, Any]:
+    """Notebook 06's crossover sweep (``add_`` on 1 to 4 Mi elements) and ten small
+    kernels launched eagerly and as one CUDA graph."""
+    import torch
+
+    folder = "06-launch"
+    done: dict[str, Any] = {}
+    for power in range(0, 23, 2):
+        done[f"add_2^{power}_us"] = _add_in_place(rec, folder, 1 << power)
+    y = torch.rand(1024, device=rec.device)
+
+    def ten_small_kernels() -> None:
+        for _ in range(10):
+            y.add_(1.0)
+
+    eager = rec.time(folder, "ten-kernels-eager", ten_small_kernels, flush_l2=False)
+    done["ten_eager_us"] = eager.median_ns / 1e3
+    if rec.on_gpu:
+        graphed = rec.time(
+            folder, "ten-kernels-graph", ten_small_kernels, graph=True, flush_l2=False
+        )
+        done["ten_graph_us"] = graphed.median_ns / 1e3
+    return done
+
+
+def _add_in_place(rec: Recorder, folder: str, n: int) -> float:
+    import torch
+
+    x = torch.rand(n, device=rec.device)
+    name = f"add-2^{n.bit_length() - 1}"
+    r = rec.time(folder, name, lambda: x.add_(1.0), budget_ms=30, flush_l2=False)
+    return float(r.median_ns / 1e3)
+
+
+# --- 11: batch-1 inference --------------------------------------------------------------------
+
+
+def inference(rec: Recorder) -> dict[str, Any]:
+    """Notebook 11's batch-1 latency: 2,000 warm samples, 300 cold ones, and the same model
+    replayed as a CUDA graph (2,000 samples)."""
+    import torch
+
+    folder = "11-inference"
+    model, x = _inference_model(rec)
+    repeat = 2000 if rec.on_gpu else 200
+    done: dict[str, Any] = {}
+    with torch.inference_mode():
+        warm = rec.time(
+            folder, "batch1-warm", lambda: model(x), repeat=repeat, flush_l2=False, budget_ms=5000
+        )
+        cold = rec.time(
+            folder,
+            "batch1-cold",
+            lambda: model(x),
+            repeat=300 if rec.on_gpu else 30,
+            flush_l2=True,
+            budget_ms=20_000,
+        )
+        done.update(warm_p50_us=_pct(warm, 50), warm_p99_us=_pct(warm, 99))
+        done.update(cold_p50_us=_pct(cold, 50))
+        if rec.on_gpu:
+            graph = rec.time(
+                folder,
+                "batch1-graph",
+                lambda: model(x),
+                repeat=repeat,
+                flush_l2=False,
+                graph=True,
+                budget_ms=5000,
+            )
+            done.update(graph_p50_us=_pct(graph, 50), graph_p99_us=_pct(graph, 99))
+    return done
+
+
+def _pct(result: Any, q: float) -> float:
+    return float(np.percentile(result.samples_ns, q) / 1e3)
+
+
+# --- 10: a profiled training loop ---------------------------------------------------------------
+
+
+def training_trace(rec: Recorder) -> dict[str, Any]:
+    """A small transformer trained for a few steps under torch.profiler (CPU and CUDA
+    activity), its phases marked with perflab.range; the loss read back every step, as
+    many loops do for logging. Saved as Kineto JSON, gzipped."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, schedule
+
+    import perflab
+
+    torch.manual_seed(0)
+    width, layers = (512, 4) if rec.on_gpu else (64, 2)
+    batch, seq = (32, 256) if rec.on_gpu else (4, 32)
+    body = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(width, 8, 4 * width, batch_first=True), layers
+    )
+    model = nn.Sequential(body, nn.Linear(width, 1000)).to(rec.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = [torch.randn(batch, seq, width) for _ in range(4)]  # pageable host memory
+    labels = [torch.randint(0, 1000, (batch, seq)) for _ in range(4)]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rec.on_gpu else [])
+    path = rec.out / "10-training" / "train-steps.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    losses: list[float] = []
+
+    def step(i: int) -> None:
+        with perflab.range("data"):
+            xb = data[i % 4].to(rec.device, non_blocking=True)
+            yb = labels[i % 4].to(rec.device, non_blocking=True)
+        with perflab.range("forward"), torch.autocast(rec.device, dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(xb).flatten(0, 1), yb.flatten())
+        with perflab.range("backward"):
+            loss.backward()  # type: ignore[no-untyped-call]
+        with perflab.range("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        with perflab.range("log"):
+            losses.append(float(loss.item()))  # a readback: the host waits for the GPU
+
+    with torch.profiler.profile(
+        activities=activities,
+        schedule=schedule(wait=1, warmup=2, active=4),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for i in range(7):
+            step(i)
+            prof.step()
+    _sync(torch, rec.on_gpu)
+    gz = rec.path("10-training", "train-steps.json.gz")
+    with open(path, "rb") as src:
+        write_atomic(gz, lambda dst: dst.write(gzip.compress(src.read(), mtime=0)))
+    path.unlink()
+    return {"steps_profiled": 4, "losses": losses, "bytes": gz.stat().st_size}
+
+
+# --- 12: one Nsight Compute report --------------------------------------------------------------
+
+NCU_TARGETS = {
+    # name: (kernel filter, program)
+    "triton-add": (
+        "regex:add_kernel",
+        "import torch; from perflab.machine import _triton_add as t\n"
+        "n = 1 << 26\n"
+        "x, y = torch.rand(n, device='cuda'), torch.rand(n, device='cuda')\n"
+        "out = torch.empty_like(x); t.launch(x, y, out, n); torch.cuda.synchronize()\n",
+    ),
+    "matmul": (
+        "regex:gemm|nvjet|xmma|cutlass",
+        "import torch\n"
+        "a = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
+        "c = a @ a; torch.cuda.synchronize()\n",
+    ),
+}
+
+
+def ncu_reports(rec: Recorder) -> dict[str, Any]:
+    """``ncu --set full`` of one kernel per target (the default clock control, base
+    clocks), exported as a report and as ``--csv --page details``."""
+    ncu = shutil.which("ncu")
+    if not rec.on_gpu or ncu is None:
+        return {"skipped": "ncu needs a GPU and ncu on PATH"}
+    done: dict[str, Any] = {}
+    environ = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    for name, (kernel, program) in NCU_TARGETS.items():
+        rep = rec.path("12-ncu", f"{name}.ncu-rep")
+        profile_cmd = [
+            ncu,
+            "--set",
+            "full",
+            "-k",
+            kernel,
+            "-c",
+            "1",
+            "-f",
+            "--export",
+            str(rep),
+            sys.executable,
+            "-c",
+            program,
+        ]
+        done[name] = {"profile": _tool(profile_cmd, environ)}
+        if not rep.exists():
+            continue
+        csv = _tool([ncu, "--import", str(rep), "--csv", "--page", "details"], environ, keep=True)
+        write_text(rec.path("12-ncu", f"{name}.csv"), csv["stdout"])
+        done[name]["csv_lines"] = csv["stdout"].count("\n")
+    return done
+
+
+def _tool(cmd: list[str], environ: dict[str, str], keep: bool = False) -> dict[str, Any]:
+    done = _proc.run(cmd, timeout=NCU_TIMEOUT_S, env=environ, cwd=str(ROOT))
+    result: dict[str, Any] = {
+        "returncode": done.returncode,
+        "tail": (done.stdout + done.stderr).strip().splitlines()[-12:],
+    }
+    if keep:
+        result["stdout"] = done.stdout
+    return result
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def sections(rec: Recorder) -> list[Section]:
+    """In order; first calls first. Estimates: H200 seconds (about 2x one run's, 2026-12-04);
+    this 2-core VM's CPU."""
+
+    def bind(fn: Callable[[Recorder], dict[str, Any]]) -> Callable[[str], Any]:
+        return lambda _backend: fn(rec)
+
+    return [
+        Section("first calls", 2, 5, bind(first_calls)),
+        Section("quickstart", 20, 5, bind(quickstart)),
+        Section("quickstart magics", 5, 5, bind(quickstart_magics)),
+        Section("timing traps", 5, 10, bind(timing_traps)),
+        Section("roofline points", 5, 10, bind(roofline_points)),
+        Section("launch costs", 2, 5, bind(launch_costs)),
+        Section("inference", 5, 10, bind(inference)),
+        Section("training trace", 10, 15, bind(training_trace)),
+        Section("ncu", 60, 0, bind(ncu_reports)),
+    ]

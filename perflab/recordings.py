@@ -1,0 +1,84 @@
+"""Results recorded on a GPU for the course's notebooks, replayed where there is no GPU.
+
+``scripts/gpu-record`` and ``scripts/gpu-check --record`` write them (one folder per
+notebook, a ``MANIFEST.json`` with the device, driver, date and versions); a notebook
+loads one with :func:`recorded` and prints :func:`label` beside it, so that a recorded
+number is never mistaken for one measured now.
+
+>>> from pathlib import Path
+>>> label(Path("no-such-folder")).startswith("no recording")
+True
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from perflab.errors import InputError
+
+# the notebooks' recordings, relative to the notebooks folder (where they run)
+RECORDINGS = Path("recordings") / "h200"
+
+
+def recorded(path: str | os.PathLike[str], root: str | os.PathLike[str] = RECORDINGS) -> Any:
+    """The result saved at ``root/path``, loaded as what it is: a TimingResult, a
+    microbenchmark's BenchResult, measured Ceilings, or a trace (``.json.gz``). Each says
+    where it came from (``replayed from ...: device, date, versions (not measured now)``)."""
+    target = Path(root) / path
+    if not target.is_file():
+        raise InputError(f"no recording at {target}", source=str(target))
+    if target.name.endswith((".json.gz", ".pt.trace.json")):
+        from perflab.io import load_trace
+
+        return load_trace(target)
+    kind = _kind_of(target)
+    if kind == "TimingResult":
+        from perflab.model.timing import TimingResult
+
+        return TimingResult.load(target)
+    if kind == "Ceilings":
+        from perflab.model.ceilings import all_ceilings
+
+        (found,) = all_ceilings(target).values()
+        return found
+    from perflab.model.machine import load_result
+
+    return load_result(target)
+
+
+def _kind_of(path: Path) -> str:
+    """The kind a perflab result file names in its header (``"perflab": "TimingResult"``)."""
+    from perflab.model.serialize import MAX_JSON_BYTES, parse_json, read_limited
+
+    doc = parse_json(read_limited(path, MAX_JSON_BYTES), str(path))
+    kind = doc.get("perflab") if isinstance(doc, dict) else None
+    if not isinstance(kind, str):
+        raise InputError("not a perflab result: no 'perflab' kind field", source=str(path))
+    return kind
+
+
+def label(root: str | os.PathLike[str] = RECORDINGS) -> str:
+    """One line naming the recordings' GPU, driver, date and versions, and saying that
+    they were recorded, not measured now."""
+    import json
+
+    manifest = Path(root) / "MANIFEST.json"
+    try:
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        env = doc["environment"]
+        versions = env["versions"]
+        date = str(doc["created"])[:10]
+        device = str(doc["device"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"no recording found at {root}"
+    tools = ", ".join(
+        f"{name} {versions[key]}"
+        for name, key in (("CUDA", "torch_cuda"), ("torch", "torch"), ("triton", "triton"))
+        if key in versions
+    )
+    return (
+        f"recorded on an {device} (driver {env.get('driver')}, {tools}) on {date} by "
+        "scripts/gpu-record: recorded, not measured now"
+    )
