@@ -41,7 +41,7 @@ def test_dry_run_records_every_notebook_result_on_the_cpu(tmp_path: Path) -> Non
     manifest = json.loads((out / "MANIFEST.json").read_text())
     assert manifest["dry_run"] is True and manifest["exit_code"] == 0
     statuses = {name: e["status"] for name, e in manifest["sections"].items()}
-    assert statuses["ncu"] == "skipped" and list(statuses)[0] == "first calls"
+    assert statuses["ncu"] == "skipped" and next(iter(statuses)) == "first calls"
     assert all(s == "ok" for name, s in statuses.items() if name != "ncu"), statuses
     timed = recorded("00-quickstart/matmul-512.json", out)
     assert isinstance(timed, TimingResult) and timed.backend == "cpu" and timed.n >= 10

@@ -62,10 +62,12 @@ def table(
     *,
     raw_cols: int = 0,
     left: Collection[int] = (0,),
+    css_class: str = "",
 ) -> str:
     """An HTML table. Cells are escaped, except the last ``raw_cols`` columns, which
     callers build from already-escaped markup (bars, links). Columns ``left`` (text) are
-    left-aligned, the rest (numbers) right-aligned."""
+    left-aligned, the rest (numbers) right-aligned. ``css_class`` marks the table (e.g.
+    ``perflab-sortable``, which ``static/sortable-table.js`` makes sortable)."""
 
     def td(i: int, content: str, tag: str = "td") -> str:
         return f'<{tag} class="l">{content}</{tag}>' if i in left else f"<{tag}>{content}</{tag}>"
@@ -78,7 +80,8 @@ def table(
             is_raw = raw_cols and i >= len(row) - raw_cols
             cells.append(td(i, cell if is_raw else esc(cell)))
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    opening = f'<table class="{esc(css_class)}">' if css_class else "<table>"
+    return f"{opening}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def text_table(

@@ -6,14 +6,24 @@ from a trace is escaped: :func:`perflab.render.html.printable` in text, ``esc`` 
 from __future__ import annotations
 
 import statistics
+import uuid
 from collections.abc import Sequence
 
 from perflab.analysis.trace_diff import DiffRows, Split, TraceDiff
 from perflab.model.units import format_ns, shorten
-from perflab.render.html import esc, printable, svg_image, table, text_table, wrap
+from perflab.render.html import (
+    esc,
+    printable,
+    static_text,
+    svg_image,
+    table,
+    text_table,
+    wrap,
+)
 from perflab.render.svg import text_element
 
 ROWS = 25  # rows of each table
+SORTABLE = "perflab-sortable"  # static/sortable-table.js sorts these by a clicked header
 MAX_NAME = 80  # characters of a name in a table
 PICTURE_ROWS = 15
 PICTURE_NAME = 48
@@ -187,7 +197,8 @@ def _rows_html(rows: DiffRows, limit: int) -> str:
         name = f'<span title="{esc(rows.names[i])}">{esc(cells[0])}</span>'
         cells[2] = cells[2].replace(ARROW, HTML_ARROW)
         body.append([name, *(esc(c) for c in cells[1:]), bar])
-    html = table([*_headers(rows), ""], body, raw_cols=len(body[0]), left=(0, 1, 6))
+    headers = [*_headers(rows), ""]
+    html = table(headers, body, raw_cols=len(body[0]), left=(0, 1, 6), css_class=SORTABLE)
     more = f'<div class="note">{esc(_more(rows, limit))}</div>' if len(rows) > limit else ""
     return html + more
 
@@ -216,7 +227,10 @@ def diff_html(d: TraceDiff, limit: int = ROWS) -> str:
         parts.append(_rows_html(rows, limit))
     parts += [f'<div class="note">note: {esc(n)}</div>' for n in d.notes]
     parts.append(f'<div class="note">verdicts: {esc(d.method)}</div>')
-    return wrap("".join(parts))
+    root = f"perflab-diff-{uuid.uuid4().hex[:12]}"
+    script = f'<script>{static_text("sortable-table.js")}\nperflabSortable("{root}");</script>'
+    return f'<div id="{root}">{wrap("".join(parts))}</div>{script}'
+
 
 
 def diff_svg(d: TraceDiff, rows: int = PICTURE_ROWS) -> str:
