@@ -474,7 +474,7 @@ def sections(
     record_dir: Path | None = None,
 ) -> list[Section]:
     """Every section in order; seconds are estimates (H200: about 2x what a run on
-one took, 2026-12-04; this 2-core VM's CPU)."""
+    one took, 2026-12-04; this 2-core VM's CPU)."""
     steps = [
         Section("modules", 5, 5, functools.partial(modules, wheel_dir=wheel_dir)),
         Section("environment", 5, 5, environment),

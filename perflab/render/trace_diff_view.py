@@ -232,7 +232,6 @@ def diff_html(d: TraceDiff, limit: int = ROWS) -> str:
     return f'<div id="{root}">{wrap("".join(parts))}</div>{script}'
 
 
-
 def diff_svg(d: TraceDiff, rows: int = PICTURE_ROWS) -> str:
     """The largest changes of GPU time as bars left (less time) and right (more) of zero;
     empty when nothing changed."""
