@@ -34,7 +34,7 @@ def versions() -> dict[str, str]:
 @functools.lru_cache(maxsize=1)
 def _torch_cuda() -> Any:
     """torch, when it is installed and sees a GPU; else None."""
-    if os.environ.get("PERFLAB_FORCE_CPU"):
+    if os.environ.get("PERFLAB_FORCE_CPU") or not _cuda_driver_loads():
         return None
     try:
         import torch
@@ -45,7 +45,7 @@ def _torch_cuda() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _cupy_cuda() -> Any:
-    if os.environ.get("PERFLAB_FORCE_CPU"):
+    if os.environ.get("PERFLAB_FORCE_CPU") or not _cuda_driver_loads():
         return None
     try:
         import cupy
@@ -55,6 +55,22 @@ def _cupy_cuda() -> Any:
         return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
     except Exception:  # cupy raises its own CUDARuntimeError with no GPU/driver
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_driver_loads() -> bool:
+    """Whether the CUDA driver library loads. Without it neither torch nor CuPy can use a
+    GPU, so the second or more that importing them takes is skipped (``perflab info``)."""
+    import ctypes
+
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def cuda_available() -> bool:
