@@ -358,6 +358,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "ncu-bound": {"memory_pct": 61.84, "compute_pct": 1.3},
     "shortest-comm": {"comm_us": {0: 33_600.0, 1: 33_500.0, 2: 18_800.0, 3: 33_200.0}},
     "goodput-lost": {"wait_us": 44_565.0, "busy_us": 410_000.0},
+    "bytes-in-flight": {"bandwidth_gbps": 4155.7, "latency_ns": 350.2, "sms": 132},
+    "bounds-warps": {"warps_per_sm": 32},
+    "register-cap-cost": {"spill_bytes": 976, "loads_in_flight": 3, "uncapped_in_flight": 6},
 }
 SPECS = exercises.catalogue()
 
@@ -368,7 +371,7 @@ def test_the_catalogue_has_every_notebooks_exercises_with_their_values() -> None
     with_values = {spec.id for spec in SPECS if spec.given or spec.measured}
     assert with_values == EXAMPLES.keys()
     notebooks = {spec.notebook for spec in SPECS}
-    assert len(notebooks) == 14
+    assert len(notebooks) == 15
     for spec in SPECS:
         assert all(k in (*spec.given, *spec.measured) for k in EXAMPLES.get(spec.id, {}))
 
