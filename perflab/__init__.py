@@ -35,7 +35,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 _NOT_STARRED = frozenset({"range"})
 
 # subpackages reachable as attributes after a plain ``import perflab``: perflab.machine.latency
-_SUBPACKAGES = frozenset({"machine"})
+_SUBPACKAGES = frozenset({"machine", "recordings"})
 
 __all__ = [
     "__version__",

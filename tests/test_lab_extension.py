@@ -551,6 +551,12 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         )
         kinds = page.evaluate(ASM_KINDS)
         assert {"op", "reg"} <= set(kinds["PTX"]) and {"op", "reg"} <= set(kinds["SASS"])
+        # Profile on the %%ptx cell says why it times nothing, and records nothing
+        page.click(".jp-Notebook .jp-Cell >> nth=1 >> .jp-InputArea-editor")
+        page.click(".jp-perflab-profile-button")
+        page.wait_for_function(f"() => ({CELL_OUTPUT})(1).includes('not profiled')")
+        assert "%%ptx cell runs its magic" in page.evaluate(f"() => ({CELL_OUTPUT})(1)")
+        assert page.evaluate(ROWS) == 3
 
         page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
         news = page.locator(".Toastify__toast button:has-text('No')")

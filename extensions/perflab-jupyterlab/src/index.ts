@@ -22,7 +22,7 @@ import { cuda } from './cuda';
 import { watchCells } from './highlight';
 import { KernelLink, linkFor } from './link';
 import { HistoryPanel } from './panel';
-import { CUDA_MIME, profileCode } from './pure';
+import { CUDA_MIME, profileCode, untimedReason } from './pure';
 import { STATUS_ID, StatusItem } from './status';
 
 export const PROFILE_COMMAND = 'perflab:profile-cell';
@@ -37,8 +37,21 @@ const timerIcon = new LabIcon({ name: 'perflab:timer', svgstr: TIMER_SVG });
 
 /** Run ``cell`` under `%%gpuprofile` in its kernel, output in the cell, source untouched. */
 async function profileCell(panel: NotebookPanel, cell: CodeCell, link: KernelLink): Promise<void> {
+  const source = cell.model.sharedModel.getSource();
+  const untimed = untimedReason(source);
+  if (untimed !== null) {
+    // said in the cell's output, and nothing recorded in the history
+    cell.outputHidden = false;
+    cell.model.outputs.clear();
+    cell.model.outputs.add({
+      output_type: 'stream',
+      name: 'stderr',
+      text: `perflab: not profiled: ${untimed}\n`
+    });
+    return;
+  }
   await link.ready(); // loads perflab's magics; a kernel without perflab shows the error below
-  const code = profileCode(cell.model.sharedModel.getSource());
+  const code = profileCode(source);
   cell.outputHidden = false;
   cell.setPrompt('*');
   cell.model.trusted = true;

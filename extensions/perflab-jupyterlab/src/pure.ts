@@ -95,6 +95,33 @@ export function profileCode(source: string): string {
   return `%%gpuprofile\n${source}`;
 }
 
+const CELL_MAGIC = /^\s*%%(\w+)/;
+const SETUP_LINE = /^\s*(#.*|import\s.+|from\s+\S+\s+import\s.+|%(load_ext|reload_ext|matplotlib|config)\b.*)?$/;
+
+/**
+ * Why the profile button should not time a cell, or null when it should: an empty cell, a
+ * cell magic other than `%%gpuprofile` (a `%%ptx` cell compiles; timing it would record the
+ * cached compile's few milliseconds as if they were a kernel), or a cell that only imports.
+ */
+export function untimedReason(source: string): string | null {
+  if (!source.trim()) {
+    return 'the cell is empty: there is nothing to time';
+  }
+  const magic = CELL_MAGIC.exec(source);
+  if (magic && magic[1] !== 'gpuprofile') {
+    return (
+      `a %%${magic[1]} cell runs its magic, not timed work` +
+      (magic[1] === 'ptx'
+        ? ' (%%ptx compiles; time a launch of the kernel with %%ptx --run, or in a cell of its own)'
+        : '')
+    );
+  }
+  if (!magic && source.split('\n').every(line => SETUP_LINE.test(line))) {
+    return 'the cell only imports or sets up: there is nothing to time';
+  }
+  return null;
+}
+
 /** The CodeMirror mime type perflab registers for `%%ptx` cells of CUDA C++. */
 export const CUDA_MIME = 'text/x-perflab-cuda';
 

@@ -12,6 +12,7 @@ import {
   formatTime,
   isCudaCell,
   profileCode,
+  untimedReason,
   rowLabel,
   statusText
 } from '../src/pure';
@@ -157,3 +158,22 @@ describe('connectCode', () => {
     );
   });
 });
+
+describe('untimedReason', () => {
+  it('times ordinary code and gpuprofile cells', () => {
+    expect(untimedReason('c = a @ a')).toBeNull();
+    expect(untimedReason('%%gpuprofile --name x\nc = a @ a')).toBeNull();
+    expect(untimedReason('import torch\nc = torch.ones(3) * 2')).toBeNull();
+  });
+  it('refuses empty cells, other cell magics and cells that only import', () => {
+    expect(untimedReason('  \n')).toMatch(/empty/);
+    expect(untimedReason('%%ptx --arch sm_90\n__global__ void k() {}')).toMatch(
+      /%%ptx cell runs its magic.*compiles/
+    );
+    expect(untimedReason('%%time\nx = 1')).toMatch(/%%time cell/);
+    expect(untimedReason('import torch\nfrom math import pi  # c\n\n%load_ext perflab')).toMatch(
+      /only imports/
+    );
+  });
+});
+
