@@ -384,3 +384,14 @@ def test_ranks_of_a_merged_trace_keep_their_own_causes() -> None:
         mine = [i for i, lab in enumerate(labels) if lab == label]
         got = {int(merged.gaps.start[i]) // 1000: merged.cause_of(i) for i in mine}
         assert got == {g.start_us: g.cause for g in injected.gaps}
+
+
+def test_a_sync_that_returned_at_once_while_kernels_ran_is_not_a_wait() -> None:
+    """The H200 training recording: loss.item() every step blocks (after-sync), but the
+    optimizer's 0.3 us aten::_local_scalar_dense calls, returned while kernels still ran,
+    did not wait: the gaps after them are host work."""
+    path = TRACES.parents[2] / "notebooks" / "recordings" / "h200" / "10-training"
+    report = load_trace(path / "train-steps.json.gz").idle()
+    counts = report.to_dict()["by_cause"]
+    assert counts["after-sync"]["gaps"] == 3  # each a 4-byte DtoH readback of the loss
+    assert counts["host-busy"]["gaps"] == 1260

@@ -290,3 +290,16 @@ def test_an_empty_cell_points_to_the_line_form(ip: InteractiveShell) -> None:
     res = ip.run_cell("%%ptx --help\n")
     assert isinstance(res.error_in_exec, UsageError)
     assert "Did you mean the line magic %ptx" in str(res.error_in_exec)
+
+
+TEMPLATED = """template <int K> __global__ void scale(float* x) { x[threadIdx.x * K] *= 2.0f; }
+template __global__ void scale<2>(float*);
+template __global__ void scale<4>(float*);
+"""
+
+
+def test_kernel_takes_a_quoted_name_with_spaces(ip: InteractiveShell, shown: list[Any]) -> None:
+    res = run(ip, '--kernel "void scale<4>(float*)" -v picked', TEMPLATED)
+    assert res.success, res.error_in_exec
+    text = shown[0]._repr_mimebundle_()["text/plain"]
+    assert "kernel void scale<4>(float*)" in text and "kernel void scale<2>" not in text

@@ -52,6 +52,7 @@ def test_categories_first_rule_wins_and_users_extend() -> None:
         "sm90_xmma_gemm_f16f16",
         "triton_poi_fused_add_0",
         "cutlass_80_wmma_tensorop",
+        "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",  # cuBLAS on an H200
         "void at::native::vectorized_elementwise_kernel<4>",
         "reduce_kernel<512>",
         "foo",
@@ -62,6 +63,7 @@ def test_categories_first_rule_wins_and_users_extend() -> None:
         "gemm",
         "gemm",
         "triton",
+        "gemm",
         "gemm",
         "elementwise",
         "reduction",

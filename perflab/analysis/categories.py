@@ -29,7 +29,8 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall"),
     ("attention", r"flash|fmha|attention|attn|sdpa|\bmha"),
     ("convolution", r"conv|winograd|implicit_convolve|dgrad|wgrad"),
-    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|wgmma|hgmma|matmul|\bmm_|_mm\b|sm\d+_xmma"),
+    # nvjet_*: cuBLAS's own Hopper matmul kernels (nvjet_sm90_tst_256x128_64x4_1x2_h_bz_...)
+    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|wgmma|hgmma|matmul|\bmm_|_mm\b|^nvjet_"),
     ("triton", r"^triton_|triton"),
     ("memory", r"memcpy|memset|copy|fill|catarray|transpose|gather|scatter|index_select"),
     (

@@ -19,8 +19,10 @@ rule that holds decides:
    a few microseconds) before it started: the GPU side held it last (another stream's
    event, a collective's peers, a copy engine).
 4. ``after-sync``: the launching thread was blocked in a synchronising call at ``g0``: one
-   that ended no earlier than ``SYNC_SLACK_NS`` (10 us) before ``g0``, began no later than
-   10 us after it, ended before the launch returned, and is not the launch itself. The GPU
+   that ended no earlier than ``SYNC_SLACK_NS`` (10 us) before ``g0`` (and, ending before
+   ``g0``, lasted at least 10 us: a call that returned at once while kernels still ran did
+   not wait), began no later than 10 us after it, ended before the launch returned, and is
+   not the launch itself. The GPU
    drained its queue while the host waited, then waited for the host's next work.
    Synchronising calls: ``cuda``/``cu`` + ``Stream``/``Device``/``Event``/``Ctx`` +
    ``Synchronize`` (nsys's ``_v3020`` suffixes ignored); ``cudaMemcpy`` without ``Async``

@@ -291,12 +291,18 @@ def _syncs_at_gap_start(
 ) -> tuple[I64, I64]:
     """Per gap: the synchronising call its thread was blocked in when the GPU went idle
     (the first to end at or after ``g0 - SYNC_SLACK_NS``, begun by ``g0 + SYNC_SLACK_NS``,
-    ended before the launch returned; -1 if none), and a sync that followed it at once
+    ended before the launch returned, and, if it returned before ``g0``, lasting at least
+    ``SYNC_SLACK_NS``; -1 if none), and a sync that followed it at once
     (begun within the slack of its end, ending later, before the launch; -1 if none)."""
     start = trace.start_ns
     sync = _first_ending_from(syncs, trace, thread, g0 - SYNC_SLACK_NS)
     sync_end = _pick_end(trace, sync)
-    blocked = (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (sync_end <= le)
+    # one that returned before the GPU went idle waited for it only if it lasted a while: a
+    # 0.3 us aten::_local_scalar_dense that returned while kernels still ran did not block
+    waited = (sync_end >= g0) | (sync_end - _pick(start, sync) >= SYNC_SLACK_NS)
+    blocked = (
+        (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (sync_end <= le) & waited
+    )
     sync = np.where(blocked, sync, -1)
     after = _last_before(syncs, trace, thread, ls)
     follows = (

@@ -64,7 +64,7 @@ CELL_ARGUMENTS: ArgumentSpecs = [
         ),
     ),
 ]
-QUOTED_OPTIONS = ("flags", "signature", "constexprs", "show")
+QUOTED_OPTIONS = ("flags", "signature", "constexprs", "show", "kernel")
 
 
 def guess_lang(cell: str) -> str:
