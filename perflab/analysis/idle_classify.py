@@ -300,9 +300,7 @@ def _syncs_at_gap_start(
     # one that returned before the GPU went idle waited for it only if it lasted a while: a
     # 0.3 us aten::_local_scalar_dense that returned while kernels still ran did not block
     waited = (sync_end >= g0) | (sync_end - _pick(start, sync) >= SYNC_SLACK_NS)
-    blocked = (
-        (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (sync_end <= le) & waited
-    )
+    blocked = (sync >= 0) & (_pick(start, sync) <= g0 + SYNC_SLACK_NS) & (sync_end <= le) & waited
     sync = np.where(blocked, sync, -1)
     after = _last_before(syncs, trace, thread, ls)
     follows = (
