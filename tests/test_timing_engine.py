@@ -110,7 +110,8 @@ def test_flush_and_filler_precede_the_start_mark() -> None:
     finally:
         clock.close()
     one = ["flush", "mark", "hold", "mark", "call", "call", "mark", "clock reading"]
-    assert clock.log == one * 3
+    # a head start first: the queue is empty after the last round's sync
+    assert clock.log == ["hold", *one * 3]
 
 
 def test_a_slow_flush_is_not_timed() -> None:

@@ -457,11 +457,18 @@ def take_samples(
 ) -> Samples:
     """``count`` samples of ``steps`` calls of ``step``, in this order per sample: flush,
     [filler], start mark, the calls, end mark, then ``after_issue`` (a hook called once
-    the sample is issued). Only the calls lie between the marks; one sync at the end."""
+    the sample is issued). With a filler, one more goes first. Only the calls lie between
+    the marks; one sync at the end."""
     host = time.perf_counter_ns
     marks = []
     issued = []
     calls = range(steps)
+    if lead_ns > 0:
+        # a head start: after the last round's sync the queue is empty, so the first sample
+        # has only its own filler ahead of it, and on an H200 its issue (flush, filler,
+        # calls) overran that filler in the first sample of every round; later samples queue
+        # behind the ones before them
+        clock.hold(lead_ns)
     for _ in range(count):
         if flush:
             clock.flush()
