@@ -91,6 +91,13 @@ class CopyTotals(Totals):
     by_kind: dict[str, CopyKind] = field(default_factory=dict)
 
 
+# what a format's entries that are not kept as events are
+NOT_KEPT = {
+    "kineto": "metadata, flow arrows, instant markers, the profiler's own span and, unless "
+    "loaded with python=True, python_function events",
+}
+
+
 @dataclass(frozen=True)
 class TraceSummary(Shown):
     """Where the GPU time went (definitions in the module docstring). ``to_dict()`` is the
@@ -105,6 +112,8 @@ class TraceSummary(Shown):
     idle: dict[str, CauseTotal] = field(default_factory=dict)
     source: str = ""
     gpu: str = "GPU"  # "AMD GPU" where the trace says so
+    kept: int = 0  # of the entries read, those kept as events (not in the JSON document)
+    not_kept: str = ""  # what the others were, where the format says
 
     def to_dict(self) -> dict[str, Any]:
         """The document of :data:`KEYS`: plain ints, floats and strings only."""
@@ -156,6 +165,8 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     gpu = trace.meta.get("gpu")
     return TraceSummary(
         events=int(trace.meta.get("events_read", len(trace))),
+        kept=len(trace),
+        not_kept=NOT_KEPT.get(str(trace.meta.get("format")), ""),
         kernels=Totals(int(is_kernel.sum()), _us(exact_sum(dur[is_kernel]))),
         devices=devices,
         comm=CommTotals(int(comm.sum()), _us(exact_sum(dur[comm])), _us(comm_overlap)),

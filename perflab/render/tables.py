@@ -241,8 +241,13 @@ def trace_summary_text(summary: TraceSummary) -> str:
 
 
 def _summary_head(summary: TraceSummary) -> str:
+    read = f"{summary.events} events read"
+    if 0 < summary.kept < summary.events:  # say why the trace itself counts fewer
+        read = f"{summary.events} entries read, {summary.kept} kept as events"
+        if summary.not_kept:
+            read += f" (the others: {summary.not_kept})"
     return (
-        f"{summary.events} events read; {summary.kernels.count} kernels, "
+        f"{read}; {summary.kernels.count} kernels, "
         f"{format_us(summary.kernels.total_us)} of kernel time"
     )
 
