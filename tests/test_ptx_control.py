@@ -225,9 +225,28 @@ def test_the_wait_rule_stops_at_an_unconditional_branch() -> None:
     ]
     assert [falls_through(s) for s in lines if not s.is_label] == [True] * 4 + [False, True]
     links = barrier_links(lines)
-    assert links.waits_for == {0x20: (0x00,), 0x30: (0x00,)}
-    assert links.waited_by == {0x00: (0x20, 0x30)}
+    # 0x30 waits on barrier 0 again, set by nothing since 0x20's wait: it waits for nothing
+    assert links.waits_for == {0x20: (0x00,)}
+    assert links.waited_by == {0x00: (0x20,)}
     assert links.unresolved == {0x50: (0,)}
+
+
+def test_a_wait_covers_every_instruction_that_set_its_barrier_since_the_last_wait() -> None:
+    """A barrier counts its outstanding setters: two loads on barrier 3, one FFMA waiting
+    on it, waits for both (the H200-era compiler puts a pair of loads on one barrier)."""
+    sets3 = Control(1, False, 3, None, 0, 0)
+    waits3 = Control(1, False, None, None, 0b1000, 0)
+    lines = [
+        SassLine(0x00, "LDG.E R2, [R4.64]", "LDG", control=sets3),
+        SassLine(0x10, "LDG.E R3, [R6.64]", "LDG", control=sets3),
+        SassLine(0x20, "FFMA R8, R2, R3, R8", "FFMA", control=waits3),
+        SassLine(0x30, "LDG.E R2, [R4.64+0x4]", "LDG", control=sets3),
+        SassLine(0x40, "FFMA R8, R2, R3, R8", "FFMA", control=waits3),
+    ]
+    links = barrier_links(lines)
+    assert links.waits_for == {0x20: (0x00, 0x10), 0x40: (0x30,)}
+    assert links.waited_by == {0x00: (0x20,), 0x10: (0x20,), 0x30: (0x40,)}
+    assert links.unresolved == {}
 
 
 @pytest.mark.parametrize(

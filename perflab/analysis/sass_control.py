@@ -113,33 +113,43 @@ class BarrierLinks:
 def barrier_links(lines: Sequence[SassLine]) -> BarrierLinks:
     """For each instruction, the instructions that set the barriers it waits on.
 
-    The rule: for each barrier in an instruction's wait mask, the most recent earlier
-    instruction in program order that set that barrier (as its write or its read
-    barrier), looking back through the instruction's basic block and on through any
+    A dependency barrier is a counter: each instruction that sets it adds one, and a wait
+    on it lasts until every one of them has finished. So an instruction waits for every
+    earlier instruction that set one of its barriers since the last wait on that barrier
+    (two loads on barrier 3, then one FFMA waiting on it: the FFMA waits for both), in
+    program order, looking back through the instruction's basic block and on through any
     fall-through into it, but not past an instruction that cannot fall through (an
-    unconditional branch, jump, return or exit). Branch targets are not followed: a
-    barrier set only on another path into a block (a loop's back edge, a jump) is
-    listed in ``unresolved``. This is a static reading of the code, not a trace.
+    unconditional branch, jump, return or exit). A barrier already waited on here and not
+    set since is clear: a second wait on it waits for nothing. Branch targets are not
+    followed: a barrier set only on another path into a block (a loop's back edge, a jump)
+    is listed in ``unresolved``. This is a static reading of the code, not a trace.
     """
-    setters: dict[int, int] = {}  # barrier -> offset of the latest instruction that set it
+    pending: dict[int, list[int]] = {}  # barrier -> offsets that set it since its last wait
+    cleared: set[int] = set()  # barriers waited on since they were last set
     waits_for: dict[int, tuple[int, ...]] = {}
     waited_by: dict[int, list[int]] = {}
     unresolved: dict[int, tuple[int, ...]] = {}
     for line in lines:
         if line.offset is None or line.control is None:
             continue
-        found = [setters[b] for b in line.control.waits_on if b in setters]
-        missing = tuple(b for b in line.control.waits_on if b not in setters)
+        waits = line.control.waits_on
+        found = [setter for b in waits for setter in pending.get(b, ())]
+        missing = tuple(b for b in waits if not pending.get(b) and b not in cleared)
         if found:
-            waits_for[line.offset] = tuple(dict.fromkeys(found))
+            waits_for[line.offset] = tuple(sorted(dict.fromkeys(found)))
             for setter in waits_for[line.offset]:
                 waited_by.setdefault(setter, []).append(line.offset)
         if missing:
             unresolved[line.offset] = missing
+        for barrier in waits:
+            pending.pop(barrier, None)
+            cleared.add(barrier)
         for barrier in line.control.sets:
-            setters[barrier] = line.offset
+            pending.setdefault(barrier, []).append(line.offset)
+            cleared.discard(barrier)
         if not falls_through(line):
-            setters.clear()
+            pending.clear()
+            cleared.clear()
     return BarrierLinks(waits_for, {k: tuple(v) for k, v in waited_by.items()}, unresolved)
 
 
