@@ -217,3 +217,79 @@ def test_a_real_scheduler_and_worker_pair(tmp_path: Path) -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+
+
+# -- workers that die mid-job --------------------------------------------------------------
+
+
+class _DieReading(distributed.WorkerPlugin):  # type: ignore[misc]
+    """On every worker (also one the nanny starts again): reading the rank file ``name``
+    kills the worker process at once, always, or only until ``marker`` exists."""
+
+    def __init__(self, name: str, marker: str | None) -> None:
+        self.name, self.marker = name, marker
+
+    def setup(self, worker: Any) -> None:
+        real = job_dask.load_trace
+        name, marker = self.name, self.marker
+
+        def dying(path: str, **options: Any) -> Any:
+            if Path(path).name == name and (marker is None or not Path(marker).exists()):
+                if marker is not None:
+                    Path(marker).touch()
+                os._exit(1)  # no cleanup, no answer: as a worker killed by the OS
+            return real(path, **options)
+
+        job_dask.load_trace = dying
+
+
+@pytest.fixture
+def dying_cluster() -> Iterator[Any]:
+    """Its own cluster (2 worker processes under nannies): a killed worker is restarted."""
+    import cloudpickle
+    import dask
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the plugin travels by value
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 1}),
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_once_mid_job_still_gives_the_whole_summary(
+    tmp_path: Path, dying_cluster: Any
+) -> None:
+    generate(tmp_path, ranks=4)
+    marker = tmp_path / "died-once"
+    dying_cluster.register_plugin(_DieReading("rank-2.json.gz", str(marker)))
+    local = summarize_job(load_job(tmp_path, workers=0)).to_dict()
+    remote = perflab.load_job(tmp_path, client=dying_cluster).summary().to_dict()
+    assert marker.exists()  # a worker did die reading rank 2
+    engine = remote.pop("engine")
+    assert "failed" not in engine and engine["tasks"] == 4
+    assert remote == local  # the task ran again elsewhere: nothing lost
+
+
+@pytest.mark.slow
+def test_a_rank_whose_worker_always_dies_is_named_and_the_rest_summarised(
+    tmp_path: Path, dying_cluster: Any
+) -> None:
+    generate(tmp_path, ranks=4)
+    dying_cluster.register_plugin(_DieReading("rank-1.json.gz", None))
+    doc = perflab.load_job(tmp_path, client=dying_cluster).summary().to_dict()
+    # rank 1 is lost; a task that shared its dying worker can be lost with it (Dask counts
+    # it suspicious too): the answer is partial and names every rank it left out
+    failed = {Path(f["file"]).name: f["error"] for f in doc["engine"]["failed"]}
+    assert "rank-1.json.gz" in failed
+    assert all("worker reading it died" in error for error in failed.values())
+    summarised = {f"rank-{r}.json.gz" for r in doc["ranks"]}
+    assert summarised and not summarised & set(failed)
+    assert summarised | set(failed) == {f"rank-{r}.json.gz" for r in range(4)}
+    for name in failed:
+        assert any(name in w and "left out" in w for w in doc["warnings"])
