@@ -361,6 +361,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "bytes-in-flight": {"bandwidth_gbps": 4155.7, "latency_ns": 350.2, "sms": 132},
     "bounds-warps": {"warps_per_sm": 32},
     "register-cap-cost": {"spill_bytes": 976, "loads_in_flight": 3, "uncapped_in_flight": 6},
+    "decode-intensity": {"flops": 102_254_592, "bytes": 204_546_048},
+    "batch-decode-time": {"batch1_ms": 17.5, "batch8_ms": 40.1},
+    "int8-weight-bytes": {"weights": 48_758_784, "channels": 49_664},
 }
 SPECS = exercises.catalogue()
 
@@ -371,7 +374,7 @@ def test_the_catalogue_has_every_notebooks_exercises_with_their_values() -> None
     with_values = {spec.id for spec in SPECS if spec.given or spec.measured}
     assert with_values == EXAMPLES.keys()
     notebooks = {spec.notebook for spec in SPECS}
-    assert len(notebooks) == 15
+    assert len(notebooks) == 16
     for spec in SPECS:
         assert all(k in (*spec.given, *spec.measured) for k in EXAMPLES.get(spec.id, {}))
 
