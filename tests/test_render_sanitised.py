@@ -61,8 +61,10 @@ def test_ptx_view_keeps_its_layout_and_colours_without_style_tags() -> None:
     colours = set(re.findall(r"background-color:(#[0-9a-f]{6})", kept))
     assert line_color(1) in colours and len(colours) >= 2  # rows keep their line colours
     assert 'style="color:#999999"' in kept  # line numbers stay grey
-    # the filter checkboxes stay apart from each other and from the hint after them
+    # the filter boxes work through the dropped <style> block: here they stay hidden
+    assert 'class="pv-filters" style="font-size:12px;margin:4px 0px;display:none"' in kept
     assert kept.count('<label style="margin:0px 12px 0px 0px">') == 3
+    assert ".pv-filters{display:block!important}" in html  # where the block is kept
 
 
 def test_chart_picture_survives_and_nothing_else_runs() -> None:

@@ -522,8 +522,10 @@ def _diff_html(d: KernelDiff) -> str:
 
 # spaced by inline styles: a sanitised (untrusted) notebook output drops the <style> block
 _GAP = 'style="margin: 0px 12px 0px 0px"'
+# hidden unless the view's <style> block survives: the boxes work through that block's
+# :has() rules, so an untrusted notebook (which drops it) would show boxes that do nothing
 FILTERS = (
-    f'<div class="pv-filters" style="{INLINE["filters"]}">hide: '
+    f'<div class="pv-filters" style="{INLINE["filters"]}; display: none">hide: '
     f'<label {_GAP}><input type="checkbox" class="f-dir" checked> directives</label>'
     f'<label {_GAP}><input type="checkbox" class="f-lab"> labels</label>'
     f'<label {_GAP}><input type="checkbox" class="f-cmt" checked> comments</label>'
@@ -545,9 +547,10 @@ def _sass_legend(report: KernelReport, show: Sequence[str]) -> str:
 
 
 def _hide_css(root: str) -> str:
-    """Rows of the kinds whose filter box is ticked are hidden."""
+    """The filter boxes shown, and rows of the kinds whose box is ticked hidden."""
     return (
-        f"<style>#{root}:has(.f-dir:checked) .k-directive,"
+        f"<style>#{root} .pv-filters{{display:block!important}}"
+        f"#{root}:has(.f-dir:checked) .k-directive,"
         f"#{root}:has(.f-lab:checked) .k-label,"
         f"#{root}:has(.f-cmt:checked) .k-comment,"
         f"#{root}:has(.f-cmt:checked) .k-blank{{display:none}}"
