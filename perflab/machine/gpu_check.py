@@ -385,8 +385,8 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
         doc: dict[str, Any] = result.to_dict()
         return doc
 
-    def sweep(name: str) -> Callable[[str, Callable[[], Any], Callable[[], Any]], Any]:
-        return lambda backend, gpu, cpu: keep(name, gpu() if backend == "cuda" else cpu())
+    def sweep(name: str, backend: str, gpu: Callable[[], Any], cpu: Callable[[], Any]) -> Any:
+        return keep(name, gpu() if backend == "cuda" else cpu())
 
     def run_h2d(backend: str) -> dict[str, Any]:
         if backend != "cuda":
@@ -411,7 +411,8 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
             "bandwidth",
             10,
             15,
-            lambda b: sweep("bandwidth")(
+            lambda b: sweep(
+                "bandwidth",
                 b,
                 lambda: bandwidth.run(backend="cuda", **quiet),
                 lambda: bandwidth.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
@@ -421,7 +422,8 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
             "latency",
             10,
             15,
-            lambda b: sweep("latency")(
+            lambda b: sweep(
+                "latency",
                 b,
                 lambda: latency.run(backend="cuda", per_octave=2, max_bytes=512 << 20, **quiet),
                 lambda: latency.run(backend="cpu", max_bytes=16 << 20, budget_ms=10, **quiet),
@@ -431,7 +433,8 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
             "launch",
             5,
             10,
-            lambda b: sweep("launch")(
+            lambda b: sweep(
+                "launch",
                 b,
                 lambda: launch.run(backend="cuda", **quiet),
                 lambda: launch.run(backend="cpu", batches=(1, 100), budget_ms=10, **quiet),
@@ -441,7 +444,8 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
             "matmul",
             10,
             10,
-            lambda b: sweep("matmul")(
+            lambda b: sweep(
+                "matmul",
                 b,
                 lambda: matmul.run(backend="cuda", **quiet),
                 lambda: matmul.run(
@@ -510,6 +514,39 @@ def run_section(section: Section, backend: str) -> dict[str, Any]:
         )
     entry["seconds"] = round(time.monotonic() - t0, 1)
     return entry
+
+
+def run_all(
+    steps: list[Section], backend: str, report: dict[str, Any], path: Path, tag: str
+) -> int:
+    """Run ``steps`` in order into ``report["sections"]``, saying each on stderr and writing
+    ``report`` to ``path`` after every one (a run cut short keeps what finished); stop at
+    once at a missing package. Sets and returns ``report["exit_code"]``. Serves
+    scripts/gpu-check and scripts/gpu-record."""
+    import json
+
+    from perflab.model.serialize import write_text
+
+    def save() -> None:
+        write_text(path, json.dumps(report, indent=1, default=str))
+
+    for section in steps:
+        print(f"[{tag}] {section.name} ...", file=sys.stderr, flush=True)
+        report["sections"][section.name] = entry = run_section(section, backend)
+        error = f": {entry['error']}" if entry.get("error") else ""
+        print(
+            f"[{tag}] {section.name}: {entry['status']} in {entry['seconds']} s "
+            f"(estimate {entry['estimate_s']} s){error}",
+            file=sys.stderr,
+            flush=True,
+        )
+        save()
+        if entry["status"] == "missing":  # nothing after it could run: stop at once
+            print(entry["result"]["instructions"], file=sys.stderr, flush=True)
+            break
+    report["exit_code"] = exit_code(report)
+    save()
+    return int(report["exit_code"])
 
 
 def summary_table(report: dict[str, Any]) -> str:

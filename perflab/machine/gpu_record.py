@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from perflab.capture import _proc, env
-from perflab.machine.gpu_check import Section
+from perflab.machine.gpu_check import Section, _path_with
 from perflab.model.machine import BenchResult, Series
 from perflab.model.serialize import write_atomic, write_text
 
@@ -67,12 +67,22 @@ class Recorder:
         self.written.append(f"{folder}/{name}")
         return where / name
 
-    def time(self, folder: str, name: str, fn: Callable[[], object], **options: Any) -> Any:
+    def time(
+        self,
+        folder: str,
+        name: str,
+        fn: Callable[[], object],
+        annotate: Callable[[Any], None] | None = None,
+        **options: Any,
+    ) -> Any:
         """Time ``fn`` as ``%%gpuprofile --name NAME`` would (its defaults unless
-        ``options`` say otherwise) and save the result as ``folder/NAME.json``."""
+        ``options`` say otherwise), let ``annotate`` add to the result (FLOPs and bytes, a
+        kernel table) and save it as ``folder/NAME.json``."""
         from perflab.capture.timer import time_function
 
         result = time_function(fn, name=name, backend=self.backend, **options)
+        if annotate is not None:
+            annotate(result)
         result.save(self.path(folder, f"{_file_name(name)}.json"))
         return result
 
@@ -211,11 +221,10 @@ def quickstart(rec: Recorder) -> dict[str, Any]:
     def traced() -> object:
         return a @ a + 1.0
 
-    from perflab.capture.timer import time_function
+    def kernels(result: Any) -> None:  # as --trace does: one more run, profiled
+        result.kernels = kernel_table(profile(traced, cuda=rec.on_gpu))
 
-    result = time_function(traced, name="matmul-trace", backend=rec.backend, budget_ms=50)
-    result.kernels = kernel_table(profile(traced, cuda=rec.on_gpu))
-    result.save(rec.path("00-quickstart", "matmul-trace.json"))
+    result = rec.time("00-quickstart", "matmul-trace", traced, kernels, budget_ms=50)
     done["matmul-trace_us"] = result.median_ns / 1e3
     return done
 
@@ -336,7 +345,7 @@ def _matmul_point(rec: Recorder, folder: str, label: str, dtype: Any, n: int) ->
     # as %%gpuprofile --roofline counts them: 2n^3 FLOPs, the three matrices' bytes at least
     flops, nbytes = 2.0 * n**3, 3.0 * n * n * a.element_size()
     name = f"matmul-{label}-{n}"
-    r = _time_with_work(rec, folder, name, lambda: torch.matmul(a, b, out=c), flops, nbytes)
+    r = rec.time(folder, name, lambda: torch.matmul(a, b, out=c), _work(flops, nbytes))
     return float(flops / r.median_ns / 1e3)
 
 
@@ -345,19 +354,17 @@ def _add_point(rec: Recorder, folder: str, n: int) -> float:
     import torch
 
     x, y, z = (torch.randn(n, device=rec.device) for _ in range(3))
-    r = _time_with_work(rec, folder, f"add-{n}", lambda: torch.add(x, y, out=z), n, 12.0 * n)
+    r = rec.time(folder, f"add-{n}", lambda: torch.add(x, y, out=z), _work(n, 12.0 * n))
     return float(12.0 * n / r.median_ns)
 
 
-def _time_with_work(
-    rec: Recorder, folder: str, name: str, fn: Callable[[], object], flops: float, nbytes: float
-) -> Any:
-    from perflab.capture.timer import time_function
+def _work(flops: float, nbytes: float) -> Callable[[Any], None]:
+    """Sets a result's FLOPs and bytes per call (its roofline point)."""
 
-    result = time_function(fn, name=name, backend=rec.backend)
-    result.flops, result.bytes = flops, nbytes
-    result.save(rec.path(folder, f"{name}.json"))
-    return result
+    def annotate(result: Any) -> None:
+        result.flops, result.bytes = flops, nbytes
+
+    return annotate
 
 
 # --- 06: launch overhead -------------------------------------------------------------------
@@ -526,10 +533,7 @@ def ncu_reports(rec: Recorder) -> dict[str, Any]:
     if not rec.on_gpu or ncu is None:
         return {"skipped": "ncu needs a GPU and ncu on PATH"}
     done: dict[str, Any] = {}
-    environ = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(_path_with(str(ROOT)))}
     for name, (kernel, program) in NCU_TARGETS.items():
         rep = rec.path("12-ncu", f"{name}.ncu-rep")
         profile_cmd = [
