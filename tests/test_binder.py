@@ -33,7 +33,7 @@ from notebook_exec import NOTEBOOK_DIR, ROOT, output_problems
 BINDER = ROOT / "binder"
 CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 CUDA_WHEELS = ("nvidia-cuda-nvcc", "nvidia-cuda-nvdisasm", "nvidia-cuda-cuobjdump")
-NOTEBOOK = "12-nsight-reports.ipynb"  # quick, and reads the repository's own sample reports
+NOTEBOOK = "15-nsight-reports.ipynb"  # quick, and reads the repository's own sample reports
 
 
 def requirement_lines() -> list[str]:

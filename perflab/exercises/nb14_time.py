@@ -1,4 +1,4 @@
-"""Exercises of notebooks/09-where-did-the-time-go.ipynb: two predictions about the A100
+"""Exercises of notebooks/14-where-did-the-time-go.ipynb: two predictions about the A100
 training trace, asked before its summary."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from perflab.analysis.categories import category_names
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, largest, ranges
 
-NOTEBOOK = "09-where-did-the-time-go"
+NOTEBOOK = "14-where-did-the-time-go"
 
 # each wrong pick's hint: what that category is, and what it leaves out in a data-parallel step
 _WAIT = "What must every rank of a data-parallel step wait for, and in which kernels?"

@@ -1,4 +1,4 @@
-"""Exercises of notebooks/05-triton-from-python-to-sass.ipynb."""
+"""Exercises of notebooks/07-triton-from-python-to-sass.ipynb."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, kernel_check, number
 
-NOTEBOOK = "05-triton-from-python-to-sass"
+NOTEBOOK = "07-triton-from-python-to-sass"
 TWO_BLOCKS_BYTES = 113 * 1024  # half of an H100/H200 SM's 228 KiB, less a block's reserve
 
 

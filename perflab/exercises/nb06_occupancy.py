@@ -1,11 +1,11 @@
-"""Exercises of notebooks/14-occupancy-vs-ilp.ipynb."""
+"""Exercises of notebooks/06-occupancy-vs-ilp.ipynb."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import Values, choice, number
 
-NOTEBOOK = "14-occupancy-vs-ilp"
+NOTEBOOK = "06-occupancy-vs-ilp"
 
 
 def _kib_per_sm(v: Values) -> float:

@@ -1,11 +1,11 @@
-"""Exercises of notebooks/06-launch-overhead-and-cuda-graphs.ipynb."""
+"""Exercises of notebooks/10-launch-overhead-and-cuda-graphs.ipynb."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, number
 
-NOTEBOOK = "06-launch-overhead-and-cuda-graphs"
+NOTEBOOK = "10-launch-overhead-and-cuda-graphs"
 
 EXERCISES = (
     Spec(

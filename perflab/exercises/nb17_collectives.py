@@ -1,11 +1,11 @@
-"""Exercises of notebooks/08-collectives.ipynb."""
+"""Exercises of notebooks/17-collectives.ipynb."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import number
 
-NOTEBOOK = "08-collectives"
+NOTEBOOK = "17-collectives"
 
 EXERCISES = (
     Spec(

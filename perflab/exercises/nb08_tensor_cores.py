@@ -1,11 +1,11 @@
-"""Exercises of notebooks/07-tensor-cores-and-precision.ipynb."""
+"""Exercises of notebooks/08-tensor-cores-and-precision.ipynb."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, number
 
-NOTEBOOK = "07-tensor-cores-and-precision"
+NOTEBOOK = "08-tensor-cores-and-precision"
 
 EXERCISES = (
     Spec(

@@ -1,11 +1,11 @@
-"""Exercises of notebooks/15-llm-decode-and-quantisation.ipynb."""
+"""Exercises of notebooks/13-llm-decode-and-quantisation.ipynb."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import Values, number, ranges
 
-NOTEBOOK = "15-llm-decode-and-quantisation"
+NOTEBOOK = "13-llm-decode-and-quantisation"
 
 # the batch-8 / batch-1 time ratio's bands
 BATCH_BOUNDS = (1.5, 5.0)

@@ -1,4 +1,4 @@
-"""Exercises of notebooks/10-goodput-of-a-training-step.ipynb."""
+"""Exercises of notebooks/16-goodput-of-a-training-step.ipynb."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from perflab.analysis.idle_classify import CAUSES
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, largest, number, ranges
 
-NOTEBOOK = "10-goodput-of-a-training-step"
+NOTEBOOK = "16-goodput-of-a-training-step"
 
 _CAUSE_HINTS = {
     "host-busy": "The GPU waits while the host runs Python and framework code between "

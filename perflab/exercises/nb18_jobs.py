@@ -1,4 +1,4 @@
-"""Exercises of notebooks/13-whole-jobs.ipynb: two predictions about the generated job with a
+"""Exercises of notebooks/18-whole-jobs.ipynb: two predictions about the generated job with a
 straggler, asked before its summary."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, number, smallest
 
-NOTEBOOK = "13-whole-jobs"
+NOTEBOOK = "18-whole-jobs"
 RANKS = ["0", "1", "2", "3"]
 _FAST = (
     "This rank is not slow, so its all-reduce kernel starts early: what does it do inside the "

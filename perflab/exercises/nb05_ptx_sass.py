@@ -1,4 +1,4 @@
-"""Exercises of notebooks/04-reading-ptx-and-sass.ipynb."""
+"""Exercises of notebooks/05-reading-ptx-and-sass.ipynb."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, kernel_check
 
-NOTEBOOK = "04-reading-ptx-and-sass"
+NOTEBOOK = "05-reading-ptx-and-sass"
 
 
 def _heavy_without_spills(kernel: Any, flags: Sequence[str]) -> bool:

@@ -1,4 +1,4 @@
-"""Exercises of notebooks/12-nsight-reports.ipynb."""
+"""Exercises of notebooks/15-nsight-reports.ipynb."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, number, ranges
 
-NOTEBOOK = "12-nsight-reports"
+NOTEBOOK = "15-nsight-reports"
 
 
 def _nearer_peak(values: Any) -> str:

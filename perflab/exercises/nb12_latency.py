@@ -1,4 +1,4 @@
-"""Exercises of notebooks/11-low-latency-inference.ipynb."""
+"""Exercises of notebooks/12-low-latency-inference.ipynb."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, number
 
-NOTEBOOK = "11-low-latency-inference"
+NOTEBOOK = "12-low-latency-inference"
 SLO_TIMES_MEDIAN = 1.5
 
 
