@@ -84,15 +84,19 @@ class CommStream:
 class CommKernels:
     """One rank's NCCL kernels (rows of its trace, in start order) with what matching needs:
     their start and end on the job's clock, op, track, and, where the trace has them, their
-    process group and sequence number (None / -1 where not)."""
+    process group and sequence number (-1 where not). Columns of numbers, with the few
+    distinct op and group names and track keys on the side: this is what a cluster worker
+    sends back per rank, so it stays a few bytes per kernel."""
 
     rows: npt.NDArray[np.int64]
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
-    op: list[str]
+    op_code: npt.NDArray[np.int32]  # index into op_names
+    op_names: list[str]
     track: npt.NDArray[np.int64]
-    keys: list[tuple[int, int]]  # (device, stream) per kernel
-    group: list[str | None]
+    track_keys: dict[int, tuple[int, int]]  # track -> (device, stream)
+    group_code: npt.NDArray[np.int32]  # index into group_names; -1: no process group
+    group_names: list[str]  # in order of first use
     seq: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
@@ -103,13 +107,19 @@ class CommKernels:
         shift = np.int64(offset_ns)
         return replace(self, start=self.start + shift, end=self.end + shift)
 
+    def in_group(self, name: str) -> npt.NDArray[np.int64]:
+        """The kernels of process group ``name``, in start order."""
+        if name not in self.group_names:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.group_code == self.group_names.index(name))
+
     def part(self, picked: npt.NDArray[np.int64], group: str | None = None) -> CommStream:
         picked = np.asarray(picked, dtype=np.int64)
         return CommStream(
-            self.keys[int(picked[0])],
+            self.track_keys[int(self.track[picked[0]])],
             self.start[picked],
             self.end[picked],
-            [self.op[i] for i in picked.tolist()],
+            [self.op_names[c] for c in self.op_code[picked].tolist()],
             self.rows[picked],
             group,
         )
@@ -271,38 +281,50 @@ def trace_comm_kernels(trace: Trace) -> CommKernels:
     rows, start = rows[order], start[order]
     track = trace.track[rows].astype(np.int64)
     tracks = trace.tracks
-    keys = list(
-        zip(tracks["device"][track].tolist(), tracks["stream"][track].tolist(), strict=True)
+    track_keys = {
+        t: (int(tracks["device"][t]), int(tracks["stream"][t])) for t in distinct(track).tolist()
+    }
+    names, op_code = np.unique(trace.name[rows], return_inverse=True)
+    op_names = [_op(trace.strings[n]) for n in names.tolist()]
+    group_code, group_names, seq = _collective_args(
+        trace.meta.get("collective_args"), trace.correlation[rows]
     )
-    names = trace.name[rows]
-    op_of_name = {n: _op(trace.strings[n]) for n in distinct(names).tolist()}
-    ops = [op_of_name[n] for n in names.tolist()]
-    group, seq = _collective_args(trace.meta.get("collective_args"), trace.correlation[rows])
     return CommKernels(
-        rows.astype(np.int64), start, start + trace.dur_ns[rows], ops, track, keys, group, seq
+        rows.astype(np.int64),
+        start,
+        start + trace.dur_ns[rows],
+        op_code.astype(np.int32),
+        op_names,
+        track,
+        track_keys,
+        group_code,
+        group_names,
+        seq,
     )
 
 
 def _collective_args(
     args: Any, correlation: npt.NDArray[np.int64]
-) -> tuple[list[str | None], npt.NDArray[np.int64]]:
-    """Process group and Seq of each kernel (by correlation id; see ``collective_args`` in
-    perflab.model.trace): None and -1 where the trace has none."""
+) -> tuple[npt.NDArray[np.int32], list[str], npt.NDArray[np.int64]]:
+    """Process group (a code into the names, in order of first use; -1 where none) and Seq
+    (-1 where none) of each kernel, by correlation id (see ``collective_args`` in
+    perflab.model.trace)."""
     n = len(correlation)
-    groups: list[str | None] = [None] * n
+    codes = np.full(n, -1, np.int32)
     seq = np.full(n, -1, np.int64)
     if not isinstance(args, dict) or not args.get("correlation") or n == 0:
-        return groups, seq
+        return codes, [], seq
     known = np.asarray(args["correlation"], dtype=np.int64)
     order = np.argsort(known, kind="stable")
     at = np.minimum(np.searchsorted(known[order], correlation), len(known) - 1)
     found = (known[order][at] == correlation) & (correlation >= 0)
     index = order[at]
     names, numbers = args["group"], np.asarray(args["seq"], dtype=np.int64)
+    code_of: dict[str, int] = {}
     for i in np.flatnonzero(found).tolist():
-        groups[i] = names[int(index[i])]
+        codes[i] = code_of.setdefault(names[int(index[i])], len(code_of))
     seq[found] = numbers[index[found]]
-    return groups, seq
+    return codes, list(code_of), seq
 
 
 def _is_comm(strings: list[str]) -> npt.NDArray[np.bool_]:
@@ -345,7 +367,7 @@ def _matching(per_rank: dict[int, CommKernels]) -> str:
     """How the ranks' kernels can be matched: by (group, Seq) when every kernel has both,
     by process group when every kernel has one, else by stream."""
     kernels = list(per_rank.values())
-    if kernels and all(None not in k.group for k in kernels):
+    if kernels and all(bool((k.group_code >= 0).all()) for k in kernels):
         if all(bool((k.seq >= 0).all()) for k in kernels):
             return MATCHED_BY[0]
         return MATCHED_BY[1]
@@ -366,12 +388,12 @@ def _group_streams(
     kernels of that group."""
     names: list[str] = []
     for kernels in per_rank.values():
-        names += [g for g in dict.fromkeys(kernels.group) if g is not None and g not in names]
+        names += [g for g in kernels.group_names if g not in names]
     out = []
     for name in names:
         members = {}
         for rank, kernels in per_rank.items():
-            picked = np.array([i for i, g in enumerate(kernels.group) if g == name], np.int64)
+            picked = kernels.in_group(name)
             if len(picked):
                 members[rank] = kernels.part(picked, name)
         out.append((f"process group {name}", members))
@@ -401,7 +423,7 @@ def _match_by_sequence(per_rank: dict[int, CommKernels], notes: list[str]) -> li
         repeats = 0
         for rank in members:
             kernels = per_rank[rank]
-            seqs = kernels.seq[[i for i, g in enumerate(kernels.group) if g == name]]
+            seqs = kernels.seq[kernels.in_group(name)]
             index[rank] = {}
             for i, q in enumerate(seqs.tolist()):
                 repeats += q in index[rank]
