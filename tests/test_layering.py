@@ -1,5 +1,6 @@
-"""The layering rule: model and analysis never pull in torch, IPython or bokeh, and each layer
-imports only the layers DESIGN.md allows it (with the known exceptions listed here)."""
+"""The layering rule of docs/architecture.md: model and analysis never pull in torch, IPython
+or bokeh, and each layer imports only the layers that page allows it (with the known
+exceptions listed here)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_model_imports_only_numpy_and_stdlib() -> None:
                     )
 
 
-# DESIGN.md section 3: which perflab layers each layer may import (errors and _gc are shared
+# docs/architecture.md, "Layers": which perflab layers each layer may import (errors and _gc are shared
 # helpers every layer may use).
 MAY_IMPORT = {
     "model": {"model"},
@@ -102,7 +103,7 @@ def test_layers_import_only_what_the_design_allows() -> None:
                     wrong.append(f"{where}:{line} imports {name}")
     assert wrong == []
     assert seen == EXCEPTIONS  # an exception that no longer happens comes off the list
-    assert len(EXCEPTIONS) <= 3, "a new exception needs a design change, not a list entry"
+    assert len(EXCEPTIONS) <= 3, "a new exception needs a design change (docs/architecture.md), not a list entry"
 
 
 def test_star_import_shadows_no_builtin() -> None:
