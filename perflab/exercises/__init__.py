@@ -22,8 +22,9 @@ against the measured values (an exercise's ``measured`` names say which)::
     ...                                        # the measurement
     ex.check(busy_share=busy_us / span_us)     # right or wrong, now
 
-``perflab exercises list`` lists them all. Importing this module imports only the standard
-library; the notebooks' modules load on first use.
+``perflab exercises list`` lists them all. Importing this module imports the standard library,
+:mod:`perflab.errors` and the display mixin (:mod:`perflab.model.display`) only; the notebooks'
+modules load on first use.
 """
 
 from __future__ import annotations
