@@ -7,11 +7,32 @@ only by the functions that use them. In a notebook: ``%load_ext perflab``.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the public names, typed for mypy and IDEs; at run time __getattr__ imports each
+    from perflab import machine as machine
+    from perflab import recordings as recordings
+    from perflab.capture import nvtx as _nvtx
+    from perflab.capture.compile import TritonSpec as TritonSpec
+    from perflab.capture.compile import compile_cuda as compile_cuda
+    from perflab.capture.compile import compile_triton as compile_triton
+    from perflab.capture.env import info as info
+    from perflab.capture.timer import TimingOptions as TimingOptions
+    from perflab.errors import PerflabError as PerflabError
+    from perflab.frontend import bench as bench
+    from perflab.io import load_trace as load_trace
+    from perflab.job_dask import load_job as load_job
+    from perflab.model.optable import OpTable as OpTable
+    from perflab.model.timing import TimingResult as TimingResult
+    from perflab.model.trace import Trace as Trace
+    from perflab.recordings import recorded as recorded
+    from perflab.render.roofline import roofline as roofline
+
+    range = _nvtx.Range  # perflab.range, kept out of ``import *`` (see _NOT_STARRED)
 
 __version__ = "0.1.0"
 
-# public name -> (module, attribute); resolved on first use
+# public name -> (module, attribute); resolved on first use (typed above, for checkers)
 _LAZY: dict[str, tuple[str, str]] = {
     "bench": ("perflab.frontend", "bench"),
     "TimingResult": ("perflab.model.timing", "TimingResult"),
