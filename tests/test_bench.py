@@ -463,25 +463,58 @@ def test_sweep_kernels_store_their_results() -> None:
     assert out is stored and np.allclose(stored, a @ b)
 
 
-def test_cpu_second_plateau_inside_one_cache_is_named_slower_and_explained(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A VM's view of a shared L3: the chase steps up to memory-like latency well inside the
-    L3's reported size; that plateau must not read as the L3's latency."""
+def _cpu_chase(
+    monkeypatch: pytest.MonkeyPatch, steps: list[tuple[float, float]], last: float
+) -> Series:
+    """A CPU chase from 4 KiB to 256 MiB on a machine reporting a 32 KiB L1, 1 MiB L2 and
+    32 MiB L3: ``steps`` are (largest size, ns) pairs, ``last`` the ns past them."""
     from perflab.machine import _common
 
     monkeypatch.setattr(
         _common, "cache_capacities", lambda on_gpu: {"L1": 32 * KIB, "L2": MIB, "L3": 32 * MIB}
     )
-    sizes = np.array([2**k for k in range(12, 27)], dtype=float)  # 4 KiB .. 64 MiB
-    ns = np.select(
-        [sizes <= 16 * KIB, sizes <= 256 * KIB, sizes <= 2 * MIB, sizes <= 32 * MIB],
-        [1.6, 4.7, 16.0, 158.0],
-        216.0,
+    monkeypatch.setattr(
+        latency, "cache_capacities", lambda on_gpu: {"L1": 32 * KIB, "L2": MIB, "L3": 32 * MIB}
     )
-    levels = latency._named_levels(Series("chase", sizes, ns), on_gpu=False)
-    names = [lv.name for lv in levels]
-    assert names[:4] == ["L1", "L2", "L3", "L3 (slower)"]
-    [warning] = latency._slower_repeat_warnings(levels)
-    assert "the second (158 ns) is 9.9x the first" in warning
-    assert latency._slower_repeat_warnings(levels[:3]) == []
+    sizes = np.array([2**k for k in range(12, 29)], dtype=float)  # 4 KiB .. 256 MiB
+    ns = np.select([sizes <= size for size, _ in steps], [v for _, v in steps], last)
+    return Series("chase", sizes, ns)
+
+
+def test_cpu_plateau_as_slow_as_memory_inside_the_l3_is_named_dram_and_explained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A VM's view of a shared L3: the chase steps up to memory-like latency well inside the
+    L3's reported size; that plateau must not read as the L3's latency."""
+    series = _cpu_chase(
+        monkeypatch, [(16 * KIB, 1.6), (256 * KIB, 4.7), (2 * MIB, 16.0), (32 * MIB, 158.0)], 216.0
+    )
+    levels, [warning] = latency._cpu_levels(series)
+    assert [lv.name for lv in levels] == ["L1", "L2", "L3", "DRAM", "DRAM (slower)"]
+    assert [lv.value for lv in levels[2:]] == [16.0, 158.0, 216.0]
+    assert "4 MiB-32 MiB (158 ns) fits in the reported L3 (32 MiB)" in warning
+    assert (
+        "0.73x the 216 ns of the working sets past every cache" in warning
+        and "heuristic" in warning
+    )
+    [slower] = latency._slower_repeat_warnings(levels)
+    assert slower.startswith("a second DRAM plateau (216 ns) is 1.4x the first")
+    assert latency._named_levels(series, on_gpu=False) == levels
+
+
+def test_cpu_cache_plateaus_well_below_memory_keep_their_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    series = _cpu_chase(monkeypatch, [(16 * KIB, 1.6), (256 * KIB, 4.7), (16 * MIB, 16.0)], 110.0)
+    levels, warnings = latency._cpu_levels(series)
+    assert [lv.name for lv in levels] == ["L1", "L2", "L3", "DRAM"] and warnings == []
+    # an L3 that held less than reported, still faster than a third of memory: a cache
+    inside = _cpu_chase(
+        monkeypatch, [(16 * KIB, 1.6), (256 * KIB, 4.7), (2 * MIB, 16.0), (16 * MIB, 30.0)], 110.0
+    )
+    levels, warnings = latency._cpu_levels(inside)
+    assert [lv.name for lv in levels] == ["L1", "L2", "L3", "L3 (slower)", "DRAM"]
+    assert (
+        warnings == []
+        and "two plateaus fit in the reported L3" in latency._slower_repeat_warnings(levels)[0]
+    )

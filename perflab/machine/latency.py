@@ -40,9 +40,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from perflab.analysis.plateaus import detect_plateaus, name_levels
 from perflab.errors import InputError, ToolchainError, import_extra
 from perflab.machine._common import (
     NoiseLog,
+    cache_capacities,
     hierarchy_levels,
     median_call_ns,
     new_result,
@@ -52,6 +54,7 @@ from perflab.machine._common import (
 )
 from perflab.machine._native import COMPILE_TIMEOUT_S, load_c_library
 from perflab.model.machine import BenchResult, Level, Series
+from perflab.model.units import format_bytes
 
 CPU_STRIDE = 64  # one cache line per hop
 GPU_STRIDE = 128  # one L1 line per hop
@@ -351,7 +354,9 @@ def run(
         )
     extra = {"cycles": np.asarray(cycles)} if on_gpu else {}
     series = Series("chase", np.asarray(sizes), np.asarray(ns), "bytes", "ns", extra)
-    series.levels = _named_levels(series, on_gpu)
+    series.levels, cache_warnings = (
+        (_named_levels(series, on_gpu), []) if on_gpu else _cpu_levels(series)
+    )
     result = new_result(
         "latency",
         chosen,
@@ -372,6 +377,7 @@ def run(
             "HBM levels are memory latency plus TLB misses"
         )
     if not on_gpu:
+        result.warnings.extend(cache_warnings)
         result.warnings.extend(_slower_repeat_warnings(series.levels))
         result.warnings.append("no GPU: CPU pointer chase (the CPU analog)")
     return result
@@ -383,28 +389,89 @@ CPU_REPEAT = " (slower)"  # a second plateau inside one cache's reported size, o
 
 def _named_levels(series: Series, on_gpu: bool) -> list[Level]:
     """Plateaus named after the caches; on a GPU a second L2 plateau is the far L2
-    partition, and the plateaus past L2 say they include TLB misses."""
-    levels = hierarchy_levels(series, on_gpu, repeat_suffix=" far" if on_gpu else CPU_REPEAT)
-    if on_gpu:
-        for lv in levels:
-            lv.name = GPU_BEYOND_L2.get(lv.name, lv.name)
+    partition, and the plateaus past L2 say they include TLB misses; on a CPU a plateau
+    as slow as memory is named after memory even where a cache's reported size holds it
+    (:func:`_memory_like`)."""
+    if not on_gpu:
+        return _cpu_levels(series)[0]
+    levels = hierarchy_levels(series, on_gpu, repeat_suffix=" far")
+    for lv in levels:
+        lv.name = GPU_BEYOND_L2.get(lv.name, lv.name)
     return levels
 
 
+MEMORY_LIKE = 3.0  # heuristic: a cache hit answers more than 3x faster than memory
+
+
+def _cpu_levels(series: Series) -> tuple[list[Level], list[str]]:
+    """The CPU's plateaus, named, and a warning when a cache held less than its reported
+    size: a plateau inside a cache's reported size whose latency is within MEMORY_LIKE x
+    of memory's (the median of the points past every cache) is not that cache's hits (a
+    cache shared with other cores or virtual machines keeps less for this one), so the
+    cache is taken to end before it and the plateau is named after memory."""
+    detected = detect_plateaus(series.x, series.y)
+    capacities = cache_capacities(False)
+    levels = name_levels(detected, capacities, memory="DRAM", repeat_suffix=CPU_REPEAT)
+    past = series.y[series.x > max(capacities.values(), default=np.inf)]
+    memory_ns = float(np.median(past)) if len(past) else None
+    like = _memory_like(levels, memory_ns) if memory_ns else None
+    if memory_ns is None or like is None:
+        return levels, []
+    held = {cache: size for cache, size in capacities.items() if size >= like.x_max}
+    # the cache ends where the last plateau before the memory-like one ends
+    ends = max((lv.x_max for lv in levels if lv.x_max < like.x_min), default=like.x_min / 2)
+    for name in held:  # a cache left no larger than a smaller one held nothing seen here
+        smaller = [size for other, size in capacities.items() if size < held[name]]
+        capacities[name] = ends
+        if ends <= max(smaller, default=0.0):
+            del capacities[name]
+    cache = min(held, key=held.__getitem__)
+    warning = (
+        f"the plateau at {format_bytes(like.x_min)}-{format_bytes(like.x_max)} "
+        f"({like.value:.3g} ns) fits in the reported {cache} ({format_bytes(held[cache])}) "
+        f"but takes {like.value / memory_ns:.2f}x the {memory_ns:.3g} ns of the working sets "
+        "past every cache, not a cache hit's "
+        f"(a heuristic: a cache answers more than {MEMORY_LIKE:g}x faster than memory), so "
+        f"it is named DRAM: this core held less of the {cache} than reported "
+        "(a cache shared with other cores or virtual machines)"
+    )
+    levels = name_levels(detected, capacities, memory="DRAM", repeat_suffix=CPU_REPEAT)
+    return levels, [warning]
+
+
+def _memory_like(levels: list[Level], memory_ns: float) -> Level | None:
+    """The first cache-named plateau whose latency is within MEMORY_LIKE x of memory's."""
+    return next(
+        (
+            lv
+            for lv in levels
+            if not lv.name.startswith("DRAM") and lv.value * MEMORY_LIKE >= memory_ns
+        ),
+        None,
+    )
+
+
 def _slower_repeat_warnings(levels: list[Level]) -> list[str]:
-    """A CPU plateau named "<cache> (slower)" fits in that cache by its reported size yet
-    is slower than the cache's first plateau: say by how much and what usually causes it,
-    so that its latency is not read as the cache's."""
+    """A CPU plateau named "<level> (slower)" follows a faster plateau of the same name:
+    say by how much and what usually causes it, so that its latency is not read as the
+    level's."""
     by_name = {lv.name: lv for lv in levels}  # names are unique: a repeat has the suffix
     warnings = []
     for lv in levels:
-        cache = lv.name.removesuffix(CPU_REPEAT)
-        if cache == lv.name or cache not in by_name or by_name[cache].value <= 0:
+        name = lv.name.removesuffix(CPU_REPEAT)
+        if name == lv.name or name not in by_name or by_name[name].value <= 0:
             continue
-        ratio = lv.value / by_name[cache].value
+        ratio = lv.value / by_name[name].value
+        if name == "DRAM":
+            warnings.append(
+                f"a second DRAM plateau ({lv.value:.3g} ns) is {ratio:.1f}x the first: "
+                "past the TLB's reach every load also waits for a page walk (a likely "
+                "cause; this sweep does not separate the two)"
+            )
+            continue
         warnings.append(
-            f"two plateaus fit in the reported {cache}: the second ({lv.value:.3g} ns) is "
-            f"{ratio:.1f}x the first, so it is probably not served by {cache}: a cache shared "
+            f"two plateaus fit in the reported {name}: the second ({lv.value:.3g} ns) is "
+            f"{ratio:.1f}x the first, so it is probably not served by {name}: a cache shared "
             "with other cores or virtual machines holds less than its reported size, and "
             "loads past the TLB's reach wait for page walks"
         )
