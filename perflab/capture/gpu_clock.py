@@ -13,13 +13,17 @@ import contextlib
 import ctypes
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.capture import env, graph
 from perflab.errors import no_gpu
+
+if TYPE_CHECKING:
+    from perflab.capture.timer import Clock
 
 DEFAULT_FLUSH_BYTES = 32 << 20
 CALIBRATION_CYCLES = 2_000_000  # ~1 ms at 2 GHz: long enough to time with events
@@ -240,7 +244,7 @@ def _mhz_from_khz(khz: Any) -> float:
     return value if math.isfinite(value) and value > 0 else math.nan
 
 
-def make_cuda_clock(flush: bool) -> Any:
+def make_cuda_clock(flush: bool) -> Clock:
     torch = env._torch_cuda()
     if torch is not None:
         return TorchCudaClock(torch, flush)
@@ -382,13 +386,55 @@ def _summary(mhz: npt.NDArray[np.float64]) -> dict[str, float] | None:
     }
 
 
+@dataclass(frozen=True)
+class ThrottleReport:
+    """What the clock check of a run found (:meth:`ThrottleWatch.finish`): :meth:`recorded`
+    is the result's ``throttle`` field; ``drop`` (one flag per sample: run below the clock
+    floor) and ``warnings`` are for the timer to apply."""
+
+    checked: bool
+    why: str | None = None  # why nothing was checked
+    method: str = ""
+    default_sm_mhz: float | None = None
+    default_from: str | None = None
+    window_sm_mhz: dict[str, float] | None = None  # min, median, max of the samples' clocks
+    violation_ns: dict[str, int] = field(default_factory=dict)  # NVML's, gained in the run
+    reasons_after: list[str] = field(default_factory=list)
+    drop: npt.NDArray[np.bool_] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def recorded(self) -> dict[str, Any]:
+        """The ``throttle`` field a :class:`~perflab.model.timing.TimingResult` keeps."""
+        if not self.checked:
+            return {"checked": False, "why": self.why}
+        return {
+            "checked": True,
+            "method": self.method,
+            "default_sm_mhz": self.default_sm_mhz,
+            "default_from": self.default_from,
+            "window_sm_mhz": self.window_sm_mhz,
+            "min_sm_mhz": self.window_sm_mhz["min"] if self.window_sm_mhz else None,
+            "violation_ns": self.violation_ns,
+            "reasons_after": self.reasons_after,
+            "dropped_samples": int(self.drop.sum()) if self.drop is not None else 0,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        """The report as one mapping: the recorded field with ``drop`` and ``warnings``."""
+        if key == "warnings":
+            return self.warnings
+        if key == "drop" and self.drop is not None:
+            return self.drop
+        return self.recorded()[key]
+
+
 class ThrottleWatch:
     """The clock check of a run, after nvbench: the SM clock of every sample, measured by
     its queue filler (cycles spun over the filler's event-timed duration), against the
     default SM clock (samples below 75% of it are dropped); and NVML's violation counters
     before and after, with the throttle reasons at the end. NVML comes from pynvml or
-    ``libnvidia-ml.so.1`` (:mod:`perflab.capture.nvml`). ``finish`` returns the result's
-    ``throttle`` field: ``{"checked": False, "why": ...}`` when neither part can run."""
+    ``libnvidia-ml.so.1`` (:mod:`perflab.capture.nvml`). ``finish`` returns a
+    :class:`ThrottleReport`, unchecked (with why) when neither part can run."""
 
     _REASONS: ClassVar[dict[int, str]] = {
         0x4: "software power cap",
@@ -400,7 +446,7 @@ class ThrottleWatch:
     _POLICIES: ClassVar[tuple[str, ...]] = ("NVML_PERF_POLICY_POWER", "NVML_PERF_POLICY_THERMAL")
 
     def __init__(
-        self, why: str | None, clock: Any = None, nvml: Any = None, handle: Any = None
+        self, why: str | None, clock: Clock | None = None, nvml: Any = None, handle: Any = None
     ) -> None:
         self.why = why  # why nothing can be checked (no GPU); None on a GPU
         self.clock = clock
@@ -412,7 +458,7 @@ class ThrottleWatch:
         self.before: dict[str, int] = {}
 
     @classmethod
-    def start(cls, clock: Any) -> ThrottleWatch:
+    def start(cls, clock: Clock) -> ThrottleWatch:
         if clock.name != "cuda":
             return cls("no GPU: the throttle check reads an NVIDIA GPU's clocks")
         watch = cls(None, clock)
@@ -485,37 +531,32 @@ class ThrottleWatch:
             return np.full(ns.shape, math.nan)
         return clock_mhz_from_filler(int(cycles_of(lead_ns)), ns)
 
-    def finish(self, filler_ns: npt.ArrayLike, lead_ns: float) -> dict[str, Any]:
-        """The ``throttle`` field, from each sample's filler time (``filler_ns``: the
+    def finish(self, filler_ns: npt.ArrayLike, lead_ns: float) -> ThrottleReport:
+        """What the check found, from each sample's filler time (``filler_ns``: the
         event-timed filler before it; ``lead_ns``: the filler length asked for, 0 when
-        none ran). Its ``drop`` (one flag per sample) is for the timer to apply."""
+        none ran)."""
         if self.why is not None:
-            return {"checked": False, "why": self.why, "warnings": []}
+            return ThrottleReport(checked=False, why=self.why)
         mhz = self.window_clocks(filler_ns, lead_ns)
         clocked = _summary(mhz)
         if clocked is None and self.nvml is None:
             why = f"no queue filler to measure the SM clock, and {self.nvml_why}"
-            return {
-                "checked": False,
-                "why": why,
-                "warnings": [f"throttle check unavailable: {why}"],
-            }
+            return ThrottleReport(
+                checked=False, why=why, warnings=[f"throttle check unavailable: {why}"]
+            )
         drop = below_clock(mhz, self.reference_mhz)
         violated, reasons = self._nvml_after()
-        warnings = self._clock_warnings(mhz, drop) + self._nvml_warnings(violated)
-        return {
-            "checked": True,
-            "method": _method(clocked is not None, self.nvml is not None),
-            "default_sm_mhz": self.reference_mhz if math.isfinite(self.reference_mhz) else None,
-            "default_from": self.reference or None,
-            "window_sm_mhz": clocked,
-            "min_sm_mhz": clocked["min"] if clocked else None,
-            "violation_ns": violated,
-            "reasons_after": reasons,
-            "dropped_samples": int(drop.sum()),
-            "drop": drop,
-            "warnings": warnings,
-        }
+        return ThrottleReport(
+            checked=True,
+            method=_method(clocked is not None, self.nvml is not None),
+            default_sm_mhz=self.reference_mhz if math.isfinite(self.reference_mhz) else None,
+            default_from=self.reference or None,
+            window_sm_mhz=clocked,
+            violation_ns=violated,
+            reasons_after=reasons,
+            drop=drop,
+            warnings=self._clock_warnings(mhz, drop) + self._nvml_warnings(violated),
+        )
 
     def _nvml_after(self) -> tuple[dict[str, int], list[str]]:
         """What NVML's violation counters gained during the run (ns per policy), and the

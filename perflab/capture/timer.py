@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -67,6 +67,9 @@ from perflab.errors import InputError, no_gpu
 from perflab.model import stats
 from perflab.model.timing import TimingResult, first_unmeasurable, measurable
 from perflab.model.units import format_ns
+
+if TYPE_CHECKING:  # the GPU side, imported when a run starts
+    from perflab.capture.gpu_clock import ThrottleReport
 
 NOISE_IQR_FRACTION = 0.10
 WORST_OVER_BEST = 4.0
@@ -156,6 +159,58 @@ def _is_count(value: object) -> bool:
 # --- clocks -------------------------------------------------------------------------
 
 
+class Clock(Protocol):
+    """What the engine times with: :class:`HostClock` (the CPU backend),
+    :class:`HostQueueClock` (a host thread run as a queue, for tests),
+    :class:`~perflab.capture.gpu_clock.TorchCudaClock` and
+    :class:`~perflab.capture.gpu_clock.CupyCudaClock`.
+
+    A mark is opaque (a ``perf_counter_ns`` reading, a CUDA event): only :meth:`elapsed_ns`
+    reads two of them, and on an asynchronous clock only after :meth:`sync`. A CUDA clock
+    also has ``identity``, ``max_sm_mhz``, ``filler_cycles`` and ``stream_change``, which the
+    throttle check and the result read where present."""
+
+    name: str  # the result's backend: "cpu", "cuda" or "host-queue"
+    device: str  # the result's device, in words
+    asynchronous: bool  # marks and calls are queued: read the marks after sync()
+    can_fill: bool  # hold() really keeps the queue busy (the queue filler)
+    flushes: bool  # flush() evicts the cache before each sample
+    notes: list[str]  # warnings the result carries (a reset carve-out, no filler)
+    setup: dict[str, Any]  # what the result's options record (the persisting-L2 check)
+
+    def mark(self) -> object:
+        """Put a time stamp in the queue (take one, on the host)."""
+        ...
+
+    def elapsed_ns(self, start: Any, end: Any) -> float:
+        """The time between two marks of this clock."""
+        ...
+
+    def hold(self, ns: float) -> None:
+        """Keep the queue busy for about ``ns`` (nothing on the host)."""
+        ...
+
+    def spin(self, cycles: int) -> None:
+        """Enqueue a kernel that spins ``cycles`` cycles (0: the least a sample holds)."""
+        ...
+
+    def flush(self) -> None:
+        """Evict the cache (when ``flushes``)."""
+        ...
+
+    def sync(self) -> None:
+        """Wait until everything queued has run."""
+        ...
+
+    def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
+        """One step that makes ``number`` calls of ``fn`` (a CUDA graph's replay)."""
+        ...
+
+    def close(self) -> None:
+        """Release the flush buffer and whatever else the clock holds."""
+        ...
+
+
 class HostClock:
     """The CPU backend: the host is the device. Marks are ``perf_counter_ns`` readings;
     there is no queue (``asynchronous`` False), so there is nothing to fill."""
@@ -180,6 +235,9 @@ class HostClock:
 
     def hold(self, ns: float) -> None:
         """No queue to fill on the host."""
+
+    def spin(self, cycles: int) -> None:
+        """No queue to spin in: the engine asks only an asynchronous clock."""
 
     def flush(self) -> None:
         if self._flush_buf is not None:
@@ -267,7 +325,7 @@ def _nothing() -> None:
     """What an empty sample runs."""
 
 
-def _make_clock(opts: TimingOptions) -> Any:
+def _make_clock(opts: TimingOptions) -> Clock:
     backend = env.default_backend() if opts.backend == "auto" else opts.backend
     if backend == "cpu":
         if opts.graph:
@@ -447,7 +505,7 @@ class Samples:
 
 
 def take_samples(
-    clock: Any,
+    clock: Clock,
     step: Callable[[], object],
     steps: int,
     count: int,
@@ -493,7 +551,7 @@ def take_samples(
     return out
 
 
-def _estimate(clock: Any, fn: Callable[[], object], budget_ns: float) -> Samples:
+def _estimate(clock: Clock, fn: Callable[[], object], budget_ns: float) -> Samples:
     """ESTIMATE_SAMPLES single calls, timed; only the first when it alone spends the
     budget (a call of minutes is not repeated five times just to learn its length)."""
     first = take_samples(clock, fn, 1, 1)
@@ -503,7 +561,7 @@ def _estimate(clock: Any, fn: Callable[[], object], budget_ns: float) -> Samples
 
 
 def _back_to_back_per_call(
-    clock: Any, fn: Callable[[], object], single_ns: float, batch_ns: float
+    clock: Clock, fn: Callable[[], object], single_ns: float, batch_ns: float
 ) -> float:
     """Per-call time of calls issued back to back behind a filler, for planning a hot
     batch. A single call's window on a queue holds its launch gap too (an H200: ~26 us for a
@@ -519,7 +577,7 @@ def _back_to_back_per_call(
 _TIMER_STEPS: dict[tuple[str, str], tuple[float | None, float | None]] = {}
 
 
-def timer_steps(clock: Any) -> tuple[float | None, float | None]:
+def timer_steps(clock: Clock) -> tuple[float | None, float | None]:
     """The clock's floor and resolution in ns (None where they cannot be measured),
     measured on the first use of each kind of clock and device in this process."""
     key = (type(clock).__name__, str(clock.device))
@@ -528,7 +586,7 @@ def timer_steps(clock: Any) -> tuple[float | None, float | None]:
     return _TIMER_STEPS[key]
 
 
-def empty_step(clock: Any) -> tuple[Callable[[], object], int] | None:
+def empty_step(clock: Clock) -> tuple[Callable[[], object], int] | None:
     """What a sample of nothing holds, as (step, steps): no call on the host clock (an
     empty window); on a queue one empty kernel (a spin of 0 cycles), the least a sample
     can enqueue. None when the queue has no such kernel."""
@@ -539,7 +597,7 @@ def empty_step(clock: Any) -> tuple[Callable[[], object], int] | None:
     return (lambda: clock.spin(0)), 1
 
 
-def queue_lead(clock: Any, step: Callable[[], object], steps: int, flush: bool = True) -> float:
+def queue_lead(clock: Clock, step: Callable[[], object], steps: int, flush: bool = True) -> float:
     """The queue filler for samples of ``steps`` calls of ``step``, sized from the host's
     cost of issuing PROBE_SAMPLES of them (after a first hold, which calibrates it)."""
     clock.hold(1.0)
@@ -547,7 +605,7 @@ def queue_lead(clock: Any, step: Callable[[], object], steps: int, flush: bool =
     return lead_for(float(np.max(probe.host_ns)))
 
 
-def timer_floor(clock: Any) -> float | None:
+def timer_floor(clock: Clock) -> float | None:
     """What the timer reads for a sample of nothing: the median of FLOOR_SAMPLES samples
     of :func:`empty_step`, taken as the engine takes samples (behind the queue filler
     where there is one; no cache flush). Every sample's window includes it."""
@@ -560,7 +618,7 @@ def timer_floor(clock: Any) -> float | None:
     return _measurable(stats.median(empties.window_ns))
 
 
-def timer_resolution(clock: Any) -> float | None:
+def timer_resolution(clock: Clock) -> float | None:
     """The clock's smallest step, from RESOLUTION_READS back-to-back readings (see
     :func:`clock_step`). On a queue they are read again behind a filler longer than their
     issue, so that the device records them back to back, not at the host's pace."""
@@ -570,7 +628,7 @@ def timer_resolution(clock: Any) -> float | None:
     return clock_step(steps)
 
 
-def _back_to_back(clock: Any, lead_ns: float) -> tuple[npt.NDArray[np.float64], float]:
+def _back_to_back(clock: Clock, lead_ns: float) -> tuple[npt.NDArray[np.float64], float]:
     """Differences of successive readings taken with nothing between them (behind a
     filler of ``lead_ns``), and the host's time to issue them."""
     if lead_ns > 0:
@@ -677,7 +735,7 @@ def timer_warnings(
     return warnings
 
 
-def _flush_cost_ns(clock: Any) -> float:
+def _flush_cost_ns(clock: Clock) -> float:
     if not clock.flushes:
         return 0.0
     t0 = time.perf_counter_ns()
@@ -726,7 +784,7 @@ class _Run:
     resolution_ns: float | None = None
 
 
-def measure(clock: Any, fn: Callable[[], object], opts: TimingOptions) -> _Run:
+def measure(clock: Clock, fn: Callable[[], object], opts: TimingOptions) -> _Run:
     """The engine proper, on any clock: estimate, plan, warm up per call, sample in
     rounds until a stopping rule fires."""
     floor_ns, resolution_ns = timer_steps(clock)
@@ -802,7 +860,7 @@ def time_function(
     return _result(clock, opts, run, throttle)
 
 
-def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]) -> TimingResult:
+def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleReport) -> TimingResult:
     number = run.plan.number
     window = np.asarray(run.samples.window_ns, dtype=np.float64)
     host = np.asarray(run.samples.host_ns, dtype=np.float64)
@@ -816,11 +874,12 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
         # events left on two streams read no ordered time: the stream change is the cause
         changed = getattr(clock, "stream_change", None)
         raise InputError(changed or nothing_timed(window, clock.name))
-    keep = ~np.asarray(throttle.pop("drop", np.zeros(window.size, bool)), dtype=bool) & measured
+    dropped = throttle.drop if throttle.drop is not None else np.zeros(window.size, bool)
+    keep = ~dropped & measured
     if not keep.any():
         keep = measured  # never drop everything: the warning says the clocks were low
     per_call = window[keep] / number
-    warnings = noise_warnings(per_call, opts.min_samples) + list(throttle.pop("warnings", []))
+    warnings = noise_warnings(per_call, opts.min_samples) + throttle.warnings
     if not measured.all():
         warnings.append(unmeasured_warning(window, measured))
     warnings += list(clock.notes)
@@ -852,7 +911,7 @@ def _result(clock: Any, opts: TimingOptions, run: _Run, throttle: dict[str, Any]
         versions=env.versions(),
         host_ns=host[keep],
         stop_reason=run.stop_reason,
-        throttle=throttle,
+        throttle=throttle.recorded(),
         floor_ns=run.floor_ns,
         resolution_ns=run.resolution_ns,
         options={

@@ -37,13 +37,13 @@ import pkgutil
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from perflab.errors import InputError
-from perflab.exercises.checks import Check, Values, resolve
+from perflab.exercises.checks import Check, CheckKind, Values, resolve
 from perflab.model.display import Shown
 
-__all__ = ["Exercise", "Spec", "Verdict", "catalogue", "get"]
+__all__ = ["Exercise", "Spec", "Verdict", "VerdictState", "catalogue", "get"]
 
 TRIES_BEFORE_REVEAL = 3
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -134,7 +134,7 @@ class Spec:
         return bool(self.measured)
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> CheckKind:
         return self.check.kind
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +164,10 @@ def _read_values(spec: Spec, kinds: Mapping[str, str], values: Mapping[str, obje
     return read
 
 
+# what an answer got; only "right" is true (``bool(verdict)``)
+VerdictState = Literal["right", "wrong", "unreadable", "unanswered", "recorded"]
+
+
 @dataclass(frozen=True)
 class Verdict(Shown):
     """What an answer gets. ``state`` is "right", "wrong", "unreadable", "unanswered" or
@@ -172,7 +176,7 @@ class Verdict(Shown):
     ``bool(verdict)`` is true only when right."""
 
     key: str
-    state: str
+    state: VerdictState
     reason: str
     accepted: str = ""
 

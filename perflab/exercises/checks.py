@@ -19,16 +19,18 @@ import numbers
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 from perflab.errors import InputError
 
 T = TypeVar("T")
 Values: TypeAlias = Mapping[str, Any]
 Given: TypeAlias = T | Callable[[Values], T]  # a value, or a function of the values
+CheckKind: TypeAlias = Literal["number", "choice", "band", "kernel"]  # a rule's name in listings
 
 __all__ = [
     "Check",
+    "CheckKind",
     "Choice",
     "KernelCheck",
     "Number",
@@ -47,7 +49,7 @@ class Check(Protocol):
     """An answer rule."""
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> CheckKind:
         """The rule's name in listings: "number", "choice", "band" or "kernel"."""
         ...
 
@@ -181,7 +183,7 @@ class Number:
     low: str = ""
     high: str = ""
     right: str = ""
-    kind: str = field(default="number", init=False)
+    kind: CheckKind = field(default="number", init=False)
 
     def __post_init__(self) -> None:
         rel, tol, factor = self.rel, self.abs, self.factor
@@ -261,7 +263,7 @@ class Choice:
     missed: str = ""
     many: bool = False
     right: str = ""
-    kind: str = field(default="choice", init=False)
+    kind: CheckKind = field(default="choice", init=False)
 
     def __post_init__(self) -> None:
         keys = [_key(o) for o in self.options]
@@ -348,7 +350,7 @@ class Ranges:
     high: str = ""
     right: str = ""
     unit: str = ""
-    kind: str = field(default="band", init=False)
+    kind: CheckKind = field(default="band", init=False)
 
     def __post_init__(self) -> None:
         if len(self.labels) != len(self.bounds) + 1 or list(self.bounds) != sorted(
@@ -417,7 +419,7 @@ class KernelCheck:
     right: str
     wrong: str
     name: str | None = None
-    kind: str = field(default="kernel", init=False)
+    kind: CheckKind = field(default="kernel", init=False)
 
     def __post_init__(self) -> None:
         _require_hints("kernel_check()", wrong=self.wrong)
