@@ -315,7 +315,9 @@ def test_every_drawable_linked_event_ships_with_its_partners() -> None:
     trace = synthetic_trace(30_000)
     lanes = assign_lanes(trace)
     start = (trace.start_ns - trace.start_ns.min()).astype(float)
-    pyramid = lod.build_pyramid(start, start + trace.dur_ns, lanes.of_event, 6, row_budget=2000)
+    pyramid = lod.build_pyramid(
+        start, start + trace.dur_ns, lanes.of_event, len(lanes.labels), row_budget=2000
+    )
     groups = launch_groups(trace)
     enc = encode(pyramid, groups)
     drawn = enc.event_rows[enc.rows]
@@ -336,7 +338,12 @@ def test_levels_of_one_bin_count_share_their_busy_cells() -> None:
     lanes = assign_lanes(trace)
     start = (trace.start_ns - trace.start_ns.min()).astype(float)
     pyramid = lod.build_pyramid(
-        start, start + trace.dur_ns, lanes.of_event, 6, row_budget=20_000, max_per_tile=5
+        start,
+        start + trace.dur_ns,
+        lanes.of_event,
+        len(lanes.labels),
+        row_budget=20_000,
+        max_per_tile=5,
     )
     bins = [level.bins for level in pyramid.levels]
     assert len(bins) > len(set(bins)) >= 2  # finer levels repeat the largest bin count
@@ -427,10 +434,16 @@ def test_lanes_are_named_from_the_trace_thread_names() -> None:
     trace = small_trace(["k"])
     trace.meta["thread_names"] = {"99:1": "thread 1 (pt_main_thread)"}
     trace.meta["process_names"] = {"99": "python3.12"}
-    assert assign_lanes(trace).labels == ["thread 1 (pt_main_thread)", "GPU 0 stream 7"]
+    lanes = assign_lanes(trace)
+    # each group (a process, a GPU) under a header lane of its own
+    assert lanes.labels == ["python3.12 99", "thread 1 (pt_main_thread)", "GPU 0", "GPU 0 stream 7"]
+    assert lanes.short == ["python3.12 99", "thread 1 (pt_main_thread)", "GPU 0", "stream 7"]
+    assert lanes.header.tolist() == [True, False, True, False]
+    assert lanes.counts()[lanes.header].sum() == 0
     trace.meta["thread_names"] = {"99:2": PAYLOAD, "99:1": 7}  # another thread; not text
-    label = assign_lanes(trace).labels[0]
-    assert label == "python3.12 99 · thread 1 (no name in the trace)"
+    lanes = assign_lanes(trace)
+    assert lanes.labels[1] == "python3.12 99 · thread 1 (no name in the trace)"
+    assert lanes.short[1] == "thread 1"  # the process is in the header and the tooltip
     trace.meta["thread_names"] = {"99:1": PAYLOAD}
     html = timeline(trace)._repr_mimebundle_()["text/html"]
     assert PAYLOAD not in html and "&lt;img src=x onerror" in html
@@ -440,7 +453,7 @@ def test_a_lane_of_short_events_says_what_it_holds() -> None:
     """In the stored NCCL trace one CPU thread holds 42 runtime calls of a few microseconds
     each: the whole-trace view draws none of them, so the lane name says so."""
     from perflab.io import load_trace
-    from perflab.render.timeline import assign_lanes, lane_ticks, timeline
+    from perflab.render.timeline import assign_lanes, lane_details, lane_ticks, timeline
 
     trace = load_trace(kineto("nccl_2ranks_a100.json.gz"))
     lanes = assign_lanes(trace)
@@ -452,9 +465,16 @@ def test_a_lane_of_short_events_says_what_it_holds() -> None:
     # the trace names the process (python3.10) but not this thread
     label = "python3.10 2910249 · thread -549452224 (no name in the trace)"
     quiet = lanes.labels.index(label)
-    assert ticks[quiet] == label[:60] + " · 42 short events (zoom in)"
-    assert ticks[lanes.labels.index("GPU 0 stream 7")] == "GPU 0 stream 7"
+    assert ticks[quiet] == "thread -549452224 · 42 short"
+    assert ticks[lanes.labels.index("GPU 0 stream 7")] == "stream 7"
+    assert ticks[lanes.labels.index("GPU 0")] == "GPU 0:"  # the group's header
+    tip = lane_details(lanes, pyramid)[quiet]
+    assert tip.startswith(label) and "42 events" in tip and "zoom in" in tip
+    assert "CPU thread of python3.10 2910249" in tip
     assert f"{label}  (42 events)" in timeline(trace).text
+    # a long name is cut with an ellipsis and keeps its note whole
+    cut = lane_ticks(lanes, pyramid, chars=20)[quiet]
+    assert cut.endswith("… · 42 short") and len(cut) <= 20 + 8
 
 
 def test_busy_cells_keep_any_work_visible() -> None:
@@ -488,6 +508,7 @@ def test_page_scripts_come_from_package_files() -> None:
     assert codes == {
         helpers + "\n" + static_text("timeline-refresh.js"),
         helpers + "\n" + static_text("timeline-tap.js"),
+        helpers + "\n" + static_text("timeline-ui.js"),
     }
     source = Path(module.__file__).read_text(encoding="utf-8")
     assert "function " not in source and ".setv(" not in source  # no JavaScript in Python

@@ -510,12 +510,13 @@ def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
     rows = np.asarray(args["rows"].data["rows"])[offsets[base] : offsets[base + tiles]]
     ev = args["events"].data
     meta = args["meta"]
-    kinds = np.asarray(args["labels"].data["kind"])
+    label_table = args["labels"].data
+    classes = np.asarray(label_table.get("cls", label_table["kind"]))  # the colour class
     picked = distinct(rows)
     start = np.asarray(ev["start"], np.float64)[picked]
     lane = np.asarray(ev["lane"], np.float64)[picked]
     colors = list(meta["colors"])
-    kind = kinds[np.asarray(ev["label"])[picked]]
+    kind = classes[np.asarray(ev["label"])[picked]]
     bars = {
         "left": start,
         "right": start + np.asarray(ev["dur"], np.float64)[picked],

@@ -28,7 +28,7 @@ and canvas text, never as markup.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ from perflab.model.trace import (
     unique_rows,
 )
 from perflab.model.units import counted, format_ns, shorten
+from perflab.render import timeline_info as info
 from perflab.render.bokeh_embed import notebook_bundle, standalone_html
 from perflab.render.html import esc, printable, static_text
 
@@ -70,21 +71,32 @@ KIND_COLORS = (
 
 @dataclass
 class Lanes:
-    """Which lane each event is drawn in, and what each lane is."""
+    """Which lane each event is drawn in, and what each lane is. Each group of lanes (a
+    process's threads, a GPU's streams) sits under a header lane of its own, which holds no
+    events (``header``); ``labels`` name lanes in full, ``short`` as the axis shows them."""
 
     of_event: npt.NDArray[np.int64]
     labels: list[str]
     gpu: npt.NDArray[np.bool_]
     notes: npt.NDArray[np.bool_]  # the lane holds a track's annotation (NVTX) ranges
+    short: list[str] = field(default_factory=list)
+    group: list[str] = field(default_factory=list)
+    header: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, bool))
 
     def counts(self) -> npt.NDArray[np.int64]:
         """Events per lane."""
         return np.bincount(self.of_event, minlength=len(self.labels)).astype(np.int64)
 
+    @property
+    def work(self) -> npt.NDArray[np.int64]:
+        """The lanes that hold events (every lane but the group headers)."""
+        return np.flatnonzero(~self.header) if self.header.size else np.arange(len(self.labels))
+
 
 def assign_lanes(trace: Trace) -> Lanes:
-    """One lane per track, plus one per track for its annotation (NVTX) ranges. Order:
-    by rank, CPU tracks before GPU tracks, then device/process and stream/thread."""
+    """One lane per track, plus one per track for its annotation (NVTX) ranges, under a
+    header per group (rank, CPU process or GPU). Order: by rank, CPU tracks before GPU
+    tracks, then device/process and stream/thread."""
     tracks = trace.tracks
     ntr = len(tracks)
     is_note = (trace.kind == EventKind.ANNOTATION).astype(np.int64)
@@ -104,20 +116,46 @@ def assign_lanes(trace: Trace) -> Lanes:
         )
     )
     cand = cand[order]
-    lane_of_cand = np.full(used.size, -1, dtype=np.int64)
-    lane_of_cand[cand] = np.arange(cand.size)
     multi_rank = ntr > 0 and int(tracks["rank"].min()) != int(tracks["rank"].max())
     names = track_names(trace)
-    labels = []
+    threads = _names(trace.meta.get("thread_names"))
+    processes = _names(trace.meta.get("process_names"))
+    lane_of_cand = np.full(used.size, -1, dtype=np.int64)
+    labels: list[str] = []
+    short: list[str] = []
+    group: list[str] = []
+    gpu: list[bool] = []
+    header: list[bool] = []
+    notes: list[bool] = []
     for c in cand.tolist():
         t = c // 2
-        label = names[t]
-        if multi_rank:
-            label = f"rank {int(tracks['rank'][t])} {label}"
+        on_gpu = bool(tracks["kind"][t] == TrackKind.GPU)
+        heading = info.group_name(trace, t, processes, multi_rank)
+        if not group or group[-1] != heading:  # a new group: its header lane first
+            labels.append(heading)
+            short.append(heading)
+            group.append(heading)
+            gpu.append(on_gpu)
+            header.append(True)
+            notes.append(False)
+        lane_of_cand[c] = len(labels)
+        label = f"rank {int(tracks['rank'][t])} {names[t]}" if multi_rank else names[t]
+        brief = info.short_track_name(trace, t, threads)
         labels.append(label + (" · ranges" if c % 2 else ""))
-    gpu = tracks["kind"][cand // 2] == TrackKind.GPU if cand.size else np.zeros(0, bool)
-    notes = (cand % 2 == 1).astype(bool)
-    return Lanes(lane_of_cand[key], labels, np.asarray(gpu, dtype=bool), notes)
+        short.append(brief + (" · ranges" if c % 2 else ""))
+        group.append(heading)
+        gpu.append(on_gpu)
+        header.append(False)
+        notes.append(c % 2 == 1)
+    return Lanes(
+        lane_of_cand[key],
+        labels,
+        np.array(gpu, dtype=bool),
+        np.array(notes, dtype=bool),
+        short,
+        group,
+        np.array(header, dtype=bool),
+    )
 
 
 def track_lanes(trace: Trace, lanes: Lanes) -> npt.NDArray[np.int64]:
@@ -172,11 +210,35 @@ DETAIL_COLUMNS = (
 )
 
 
-def _detail_matrix(trace: Trace, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Per row: name, kind, then :data:`DETAIL_COLUMNS` (-1 where unknown)."""
-    out = np.full((rows.size, 2 + len(DETAIL_COLUMNS)), -1, dtype=np.int64)
+# after the details: the colour class and, for a launch call, its CPU op (a name)
+FACT_COLUMNS = ("cls", "op")
+OP_COLUMN = 2 + len(DETAIL_COLUMNS) + 1
+
+
+@dataclass
+class EventFacts:
+    """Per event of a trace: its colour class (:func:`timeline_info.event_classes`) and,
+    for a launch call, the name (string id) of its CPU op (-1 if none)."""
+
+    cls: npt.NDArray[np.int16]
+    op: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, trace: Trace) -> EventFacts:
+        return cls(info.event_classes(trace), info.launch_ops(trace))
+
+
+def _detail_matrix(
+    trace: Trace, rows: npt.NDArray[np.int64], facts: EventFacts | None = None
+) -> npt.NDArray[np.int64]:
+    """Per row: name, kind, :data:`DETAIL_COLUMNS` (-1 where unknown), then
+    :data:`FACT_COLUMNS`."""
+    facts = facts or EventFacts.of(trace)
+    out = np.full((rows.size, 2 + len(DETAIL_COLUMNS) + len(FACT_COLUMNS)), -1, dtype=np.int64)
     out[:, 0] = trace.name[rows]
     out[:, 1] = trace.kind[rows]
+    out[:, -2] = facts.cls[rows]
+    out[:, -1] = facts.op[rows]
     for side, cols, first in (
         (trace.kernels, DETAIL_COLUMNS[:8], 2),
         (trace.memcpy, ("bytes", "direction"), 10),
@@ -246,15 +308,25 @@ class Labels:
     name_ids: npt.NDArray[np.int64]
 
     @classmethod
-    def of(cls, trace: Trace, rows: npt.NDArray[np.int64]) -> Labels:
-        """One label per distinct (name, kind, launch details) among ``rows``; names are
-        renumbered to those used."""
+    def of(
+        cls, trace: Trace, rows: npt.NDArray[np.int64], facts: EventFacts | None = None
+    ) -> Labels:
+        """One label per distinct (name, kind, launch details, colour class, CPU op) among
+        ``rows``; names (of events and of CPU ops) are renumbered to those used."""
         distinct, row_inverse = np.unique(rows, return_inverse=True)
-        table, inverse = unique_rows(_detail_matrix(trace, distinct))
-        used, table[:, 0] = np.unique(table[:, 0], return_inverse=True)
+        table, inverse = unique_rows(_detail_matrix(trace, distinct, facts))
+        has_op = table[:, OP_COLUMN] >= 0
+        used = np.unique(np.concatenate([table[:, 0], table[has_op, OP_COLUMN]]))
+        table[:, 0] = np.searchsorted(used, table[:, 0])
+        table[has_op, OP_COLUMN] = np.searchsorted(used, table[has_op, OP_COLUMN])
         names = [_short(trace.strings[int(i)]) for i in used]
         of_row = inverse.reshape(-1)[row_inverse].astype(np.int64)
         return cls(of_row, table, names, used.astype(np.int64))
+
+    def name_columns(self, trace: Trace) -> dict[str, Any]:
+        """The page's name list: each name and how many events of the trace carry it."""
+        counts = np.bincount(trace.name, minlength=len(trace.strings))
+        return {"text": self.names, "count": counts[self.name_ids].astype(np.int32)}
 
 
 @dataclass
@@ -337,11 +409,11 @@ def _page_script(*names: str) -> str:
 
 
 SHOWN_COLUMNS = (
-    "left", "right", "bottom", "top", "name", "detail", "color", "dur", "at", "lane",
+    "left", "right", "bottom", "top", "name", "detail", "cat", "color", "dur", "at", "lane",
     "lane_i", "ev", "src", "group",
 )  # fmt: skip
 LINK_COLUMNS = (
-    "left", "right", "bottom", "top", "x", "y", "name", "detail", "dur", "at", "lane",
+    "left", "right", "bottom", "top", "x", "y", "name", "detail", "cat", "dur", "at", "lane",
     "lane_i", "role", "group",
 )  # fmt: skip
 EVENT_FIELDS = ("start", "dur", "lane", "label", "group")
@@ -423,28 +495,39 @@ def timeline(
     origin = int(trace.start_ns.min())
     start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
-    gpu_lanes = np.flatnonzero(lanes.gpu)
+    gpu_lanes = np.flatnonzero(lanes.gpu & ~lanes.header)
     # the strip above the lanes: GPU streams busy, or (a CPU-only trace) threads busy
-    summary = gpu_lanes if gpu_lanes.size else np.flatnonzero(~lanes.notes)
+    summary = gpu_lanes if gpu_lanes.size else np.flatnonzero(~lanes.notes & ~lanes.header)
     pyramid = build_pyramid(
         start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
     )
     groups = launch_groups(trace)
     enc = encode(pyramid, groups)
-    labels = Labels.of(trace, enc.event_rows)
+    facts = EventFacts.of(trace)
+    labels = Labels.of(trace, enc.event_rows, facts)
     events = event_columns(
         trace, enc.event_rows, t0=origin, lanes=lanes, labels=labels.of_row, groups=groups
     )
     if title is None:
         source = Path(str(trace.meta.get("source") or "trace")).name
-        title = f"{source}: {counted(len(trace), 'event')}, {counted(len(lanes.labels), 'lane')}"
-    page = _figure(enc, events, labels, lanes, pyramid, width, title)
+        title = f"{source}: {counted(len(trace), 'event')}, {counted(lanes.work.size, 'lane')}"
+    data = PageData(
+        enc,
+        events,
+        labels,
+        labels.name_columns(trace),
+        lanes,
+        pyramid,
+        info.IdleBefore.of(trace).on_page(enc.event_rows),
+        complete=enc.event_rows.size >= len(trace),
+    )
+    page = _figure(data, width, title)
     if overlay is not None:
         overlay.draw(page, lanes, origin)
     refresh = None
     if live:
         index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary)
-        known = LiveLabels(trace, labels, page.labels, page.names)
+        known = LiveLabels(trace, labels, page.labels, page.names, facts)
         refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
         refresh.attach()
     text = timeline_text(trace, lanes, pyramid)
@@ -471,30 +554,53 @@ class LiveLabels:
     """The page's label table as a live kernel extends it: labels (and names) of events it
     sends that the page has not seen yet are appended (streamed) before the events."""
 
-    def __init__(self, trace: Trace, labels: Labels, table_source: Any, name_source: Any):
+    def __init__(
+        self,
+        trace: Trace,
+        labels: Labels,
+        table_source: Any,
+        name_source: Any,
+        facts: EventFacts | None = None,
+    ):
         self.trace = trace
+        self.facts = facts or EventFacts.of(trace)
         self.table_source, self.name_source = table_source, name_source
         self.name_index = {int(s): i for i, s in enumerate(labels.name_ids.tolist())}
         original = labels.table.copy()
         original[:, 0] = labels.name_ids[original[:, 0]]  # keyed by string id
+        has_op = original[:, OP_COLUMN] >= 0
+        original[has_op, OP_COLUMN] = labels.name_ids[original[has_op, OP_COLUMN]]
         self.index = {tuple(row): i for i, row in enumerate(original.tolist())}
+        self.counts = np.bincount(trace.name, minlength=len(trace.strings))
+
+    def _name(self, string: int, new_names: list[int]) -> int:
+        """The page's index of string ``string``, appended to ``new_names`` when new."""
+        if string not in self.name_index:
+            self.name_index[string] = len(self.name_index)
+            new_names.append(string)
+        return self.name_index[string]
 
     def of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        matrix = _detail_matrix(self.trace, rows)
+        matrix = _detail_matrix(self.trace, rows, self.facts)
         out = np.empty(len(rows), np.int64)
         new_labels: list[list[int]] = []
-        new_names: list[str] = []
+        new_names: list[int] = []
         for i, row in enumerate(matrix.tolist()):
             label = self.index.get(tuple(row))
             if label is None:
                 label = self.index[tuple(row)] = len(self.index)
-                if row[0] not in self.name_index:
-                    self.name_index[row[0]] = len(self.name_index)
-                    new_names.append(_short(self.trace.strings[row[0]]))
-                new_labels.append([self.name_index[row[0]], *row[1:]])
+                op = row[OP_COLUMN]
+                entry = [self._name(row[0], new_names), *row[1:]]
+                entry[OP_COLUMN] = self._name(op, new_names) if op >= 0 else -1
+                new_labels.append(entry)
             out[i] = label
         if new_names:
-            self.name_source.stream({"text": new_names})
+            self.name_source.stream(
+                {
+                    "text": [_short(self.trace.strings[s]) for s in new_names],
+                    "count": np.asarray(self.counts[new_names], np.int32),
+                }
+            )
         if new_labels:
             table = np.array(new_labels, dtype=np.int64)
             self.table_source.stream(_label_columns(table))
@@ -559,28 +665,73 @@ def strip_title(lanes: Lanes) -> str:
     return "CPU busy fraction: any thread busy (no GPU work in this trace)"
 
 
-def lane_ticks(lanes: Lanes, pyramid: Pyramid) -> list[str]:
-    """Lane names for the axis. A lane none of whose events the whole-trace view draws
-    (all far shorter than a pixel there) says how many it holds, so it never looks empty
-    without a word."""
+TICK_CHARS = 40  # the axis names before the page fits them to a fifth of its width
+
+
+def hidden_counts(lanes: Lanes, pyramid: Pyramid) -> npt.NDArray[np.int64]:
+    """Per lane: how many events it holds when the whole-trace view draws none of them
+    (all far shorter than a pixel there), else 0."""
     coarsest = pyramid.levels[0].rows if pyramid.levels else np.zeros(0, np.int64)
     drawn = np.bincount(lanes.of_event[coarsest], minlength=len(lanes.labels))
-    return [
-        _short(label)[:60] + (f" · {n:,} short events (zoom in)" if shown == 0 else "")
-        for label, n, shown in zip(lanes.labels, lanes.counts().tolist(), drawn, strict=True)
-    ]
+    counts = lanes.counts()
+    return np.where(drawn == 0, counts, 0).astype(np.int64)
+
+
+def lane_ticks(lanes: Lanes, pyramid: Pyramid, chars: int = TICK_CHARS) -> list[str]:
+    """Lane names for the axis: short (a thread's name, ``stream 7``), a group's header in
+    capitals-free bold-less text with a marker, each cut to ``chars`` with an ellipsis. A
+    lane none of whose events the whole-trace view draws says how many it holds, so it
+    never looks empty without a word (the note is kept whole; the name gives way)."""
+    out = []
+    for k, (name, hidden) in enumerate(
+        zip(lanes.short or lanes.labels, hidden_counts(lanes, pyramid).tolist(), strict=True)
+    ):
+        if lanes.header.size and lanes.header[k]:
+            out.append(fit_label(name + ":", chars))
+            continue
+        note = f" · {hidden:,} short" if hidden else ""
+        out.append(fit_label(name, max(chars - len(note), 8)) + note)
+    return out
+
+
+def fit_label(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters, ending in an ellipsis when cut."""
+    text = printable(text)
+    return text if len(text) <= chars else text[: max(chars - 1, 1)].rstrip() + "…"
+
+
+def lane_details(lanes: Lanes, pyramid: Pyramid) -> list[str]:
+    """Per lane, what its name's tooltip says: the full name, its group, how many events it
+    holds (and that they are too short to see in the whole-trace view, when so)."""
+    out = []
+    hidden = hidden_counts(lanes, pyramid).tolist()
+    counts = lanes.counts().tolist()
+    for k, label in enumerate(lanes.labels):
+        if lanes.header.size and lanes.header[k]:
+            members = sum(1 for j, g in enumerate(lanes.group) if g == label and j != k)
+            out.append(f"{label}\n{counted(members, 'lane')} below")
+            continue
+        where = "GPU stream" if lanes.gpu[k] else "CPU thread"
+        lines = [label, f"{where} of {lanes.group[k]}" if lanes.group else where]
+        lines.append(counted(counts[k], "event"))
+        if hidden[k]:
+            lines.append("all shorter than a pixel in the whole-trace view: zoom in")
+        out.append("\n".join(lines))
+    return out
 
 
 def timeline_text(trace: Trace, lanes: Lanes, pyramid: Pyramid) -> str:
     span = pyramid.t1 - pyramid.t0
-    lanes_line = f"{counted(len(lanes.labels), 'lane')}, under a strip of {strip_title(lanes)}:"
+    work = lanes.work
+    lanes_line = f"{counted(work.size, 'lane')}, under a strip of {strip_title(lanes)}:"
     lines = [trace.describe(), lanes_line]
-    lines += [
-        f"  {'GPU' if g else 'CPU'}  {printable(label)}  ({n:,} events)"
-        for label, g, n in zip(
-            lanes.labels, lanes.gpu.tolist(), lanes.counts().tolist(), strict=True
-        )
-    ]
+    counts = lanes.counts()
+    for k in range(len(lanes.labels)):
+        if lanes.header.size and lanes.header[k]:
+            lines.append(f" {printable(lanes.labels[k])}:")
+            continue
+        kind = "GPU" if lanes.gpu[k] else "CPU"
+        lines.append(f"  {kind}  {printable(lanes.labels[k])}  ({int(counts[k]):,} events)")
     lines.append(
         f"levels of detail: {len(pyramid.levels)} (finest tile "
         f"{format_ns(span / pyramid.levels[-1].tiles)}), "
@@ -609,8 +760,9 @@ def _empty(columns: tuple[str, ...]) -> Any:
 @dataclass
 class PageSources:
     """The data sources the page scripts fill: what is drawn now (``shown``, the highlighted
-    ``links`` and their ``arrows``, the busy ``cover`` behind the lanes and the ``summary``
-    strip) and what a live kernel sends (``live``, ``live_busy``, ``live_level``)."""
+    ``links`` and their ``arrows``, the search matches ``found``, the busy ``cover`` behind
+    the lanes and the ``summary`` strip), what the search box asks for (``query``) and what
+    a live kernel sends (``live``, ``live_busy``, ``live_level``)."""
 
     shown: Any
     links: Any
@@ -620,6 +772,8 @@ class PageSources:
     live: Any
     live_busy: Any
     live_level: Any
+    found: Any
+    query: Any
 
     @classmethod
     def empty(cls) -> PageSources:
@@ -632,7 +786,25 @@ class PageSources:
             _empty(EVENT_FIELDS),
             _empty(("cells",)),
             _empty(("t0", "t1", "bins", "n")),
+            _empty(("left", "right", "bottom", "top", "color")),
+            _empty(("label", "current")),
         )
+
+
+@dataclass
+class PageData:
+    """What the page carries: the encoded levels, the events they draw, their labels and
+    names, the lanes, the gaps before GPU work (``idle``: :meth:`IdleBefore.on_page`) and
+    whether the page holds every event of the trace."""
+
+    enc: Encoded
+    events: dict[str, npt.NDArray[Any]]
+    labels: Labels
+    names: dict[str, Any]
+    lanes: Lanes
+    pyramid: Pyramid
+    idle: dict[str, Any]
+    complete: bool
 
 
 def _x_range(span_ms: float) -> Any:
@@ -652,25 +824,30 @@ def _page_title(title: str) -> str:
     return _short(title)[:150]
 
 
-def _lanes_figure(
-    lanes: Lanes, pyramid: Pyramid, src: PageSources, x_range: Any, width: int, title: str
-) -> Any:
-    """The lanes: events as bars with hover, the highlighted launch link over them, and
-    each lane named on the axis."""
+def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, title: str) -> Any:
+    """The lanes: events as bars with hover, search matches and the highlighted launch link
+    over them, and each lane named on the axis. The figure takes the width it is given (a
+    page, a notebook's output area) and follows it; ``width`` is its size where nothing
+    gives one (the static picture)."""
     from bokeh.models import FixedTicker, Range1d
     from bokeh.plotting import figure
 
+    lanes = data.lanes
     nl = len(lanes.labels)
     main = figure(
         width=width,
         height=max(160, nl * LANE_PX + 60),
+        sizing_mode="stretch_width",
         x_range=x_range,
         title=_page_title(title),
         y_range=Range1d(start=nl - 0.5, end=-0.5),
         tools="xpan,xwheel_zoom,xbox_zoom,reset",
+        active_drag="xpan",
         active_scroll="xwheel_zoom",
-        x_axis_label="ms since trace start (tap an event: its launch link is highlighted)",
+        x_axis_label="ms since trace start (W/S zoom, A/D pan, Shift+drag: what ran there, "
+        "click: details, ?: keys)",
         output_backend="canvas",
+        min_border_left=10,
     )
     _draw_lane_backgrounds(main, lanes, src, x_range.end)
     bars = main.quad(
@@ -685,17 +862,38 @@ def _lanes_figure(
         nonselection_fill_alpha=0.45,
         nonselection_line_alpha=0.45,
     )
+    main.quad(  # search matches, outlined whatever the level of detail draws
+        left="left",
+        right="right",
+        bottom="bottom",
+        top="top",
+        source=src.found,
+        fill_alpha=0,
+        line_color="color",
+        line_width=2,
+    )
     marked = _draw_link(main, src)
     _add_hovers(main, bars, marked)
     main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
-    main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, pyramid)))
+    main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, data.pyramid)))
+    main.yaxis.major_label_text_font_size = "11px"
     main.ygrid.grid_line_color = None
     return main
 
 
 def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: float) -> None:
-    """Behind the events: idle GPU time, and the busy fraction (``cover``) of each lane."""
-    gpu_lanes = np.flatnonzero(lanes.gpu)
+    """Behind the events: the group headers' bands, idle GPU time, and the busy fraction
+    (``cover``) of each lane."""
+    headers = np.flatnonzero(lanes.header) if lanes.header.size else np.zeros(0, np.int64)
+    main.quad(  # each group's header row: a band across the plot
+        left=-span_ms,
+        right=2 * span_ms,
+        bottom=(headers + 0.5).tolist(),
+        top=(headers - 0.5).tolist(),
+        fill_color="#dde3ea",
+        line_color=None,
+    )
+    gpu_lanes = np.flatnonzero(lanes.gpu & ~lanes.header)
     main.quad(  # idle GPU time shows as this background (one glyph for every GPU lane)
         left=-span_ms,
         right=2 * span_ms,
@@ -739,7 +937,7 @@ def _draw_link(main: Any, src: PageSources) -> Any:
 
 HOVER_ROWS = (
     ("name", "name"),
-    ("kind/details", "detail"),
+    ("category", "cat"),
     ("duration", "dur"),
     ("start", "at"),
     ("lane", "lane"),
@@ -766,11 +964,13 @@ def _strip_figure(lanes: Lanes, src: PageSources, x_range: Any, width: int) -> A
     strip = figure(
         width=width,
         height=70,
+        sizing_mode="stretch_width",
         x_range=x_range,
         y_range=Range1d(start=0, end=1),
         tools="",
         toolbar_location=None,
         title=strip_title(lanes),
+        min_border_left=10,
     )
     # one outline (see timeline-refresh.js)
     strip.patches(xs="xs", ys="ys", source=src.summary, fill_color="#4c78a8", line_color=None)
@@ -779,38 +979,50 @@ def _strip_figure(lanes: Lanes, src: PageSources, x_range: Any, width: int) -> A
     return strip
 
 
-def _page_meta(lanes: Lanes, span_ms: float, title: str) -> dict[str, Any]:
-    """What the page scripts need to know besides the data: span, kinds, colours, lanes."""
+def _page_meta(data: PageData, span_ms: float, title: str) -> dict[str, Any]:
+    """What the page scripts need to know besides the data: span, kinds, colour classes
+    (and the legend of those the page shows), lanes (full names, axis names, tooltips,
+    group headers), idle causes, and whether every event of the trace is on the page."""
+    lanes = data.lanes
+    classes = info.color_classes()
+    shown_classes = sorted(set(data.labels.table[:, -2].tolist()))
     return {
         "span": span_ms,
         "kinds": [k.name.lower() for k in EventKind],
-        "colors": list(KIND_COLORS),
+        "colors": [color for _, color in classes],
+        "classes": [name for name, _ in classes],
+        "legend": [[classes[c][0], classes[c][1]] for c in shown_classes if 0 <= c < len(classes)],
         "directions": list(MEMCPY_DIRECTIONS),
         "lanes": lanes.labels,
+        "ticks": lane_ticks(lanes, data.pyramid, chars=200),
+        "lane_info": lane_details(lanes, data.pyramid),
+        "headers": lanes.header.tolist(),
         "gpu": lanes.gpu.tolist(),
         "max_bins": 1500,
         "title": _page_title(title),
+        "causes": list(info.IDLE_CAUSES),
+        "complete": data.complete,
     }
 
 
 def _attach_scripts(
-    enc: Encoded,
-    events: dict[str, npt.NDArray[Any]],
-    common: dict[str, Any],
-    src: PageSources,
-    x_range: Any,
-    main: Any,
+    data: PageData, common: dict[str, Any], src: PageSources, x_range: Any, main: Any
 ) -> None:
     """The page's scripts: ``refresh`` redraws the level that fits the visible range (on
-    each range change, live level and resize), ``tap`` highlights a launch link.
-    ``common`` holds the arguments both read."""
+    each range change, live level, search and resize), ``tap`` highlights a launch link and
+    fills the details panel, ``ui`` builds the keys, search box, legend, lane tooltips,
+    area selection and panels around the plot (once, on its first layout).
+    ``common`` holds the arguments all read."""
     from bokeh.events import Tap
     from bokeh.models import ColumnDataSource, CustomJS
 
+    enc = data.enc
+    events = ColumnDataSource(data.events)
+    idle = ColumnDataSource(data.idle)
     refresh = CustomJS(
         args={
             **common,
-            "events": ColumnDataSource(events),
+            "events": events,
             "rows": ColumnDataSource({"rows": enc.rows}),
             "tiles": ColumnDataSource({"offsets": enc.tile_offsets}),
             "busy": ColumnDataSource({"cells": enc.busy}),
@@ -820,54 +1032,69 @@ def _attach_scripts(
             "live_level": src.live_level,
             "cover": src.cover,
             "summary": src.summary,
+            "found": src.found,
+            "query": src.query,
             "xr": x_range,
             "main": main,
         },
         code=_page_script("timeline-helpers.js", "timeline-refresh.js"),
     )
     tap = CustomJS(
-        args={**common, "events": refresh.args["events"], "live": src.live, "arrows": src.arrows},
+        args={
+            **common,
+            "events": events,
+            "live": src.live,
+            "arrows": src.arrows,
+            "idle": idle,
+            "main": main,
+        },
         code=_page_script("timeline-helpers.js", "timeline-tap.js"),
+    )
+    ui = CustomJS(
+        args={
+            **common,
+            "events": events,
+            "live": src.live,
+            "query": src.query,
+            "xr": x_range,
+            "main": main,
+            "css": static_text("timeline.css"),
+        },
+        code=_page_script("timeline-helpers.js", "timeline-ui.js"),
     )
     x_range.js_on_change("start", refresh)
     x_range.js_on_change("end", refresh)
     src.live_level.js_on_change("data", refresh)
+    src.query.js_on_change("data", refresh)
     # the first layout (in any embedding: file, notebook, server, panel) and any resize
+    main.js_on_change("inner_width", ui)
     main.js_on_change("inner_width", refresh)
     main.js_on_event(Tap, tap)
 
 
-def _figure(
-    enc: Encoded,
-    events: dict[str, npt.NDArray[Any]],
-    labels: Labels,
-    lanes: Lanes,
-    pyramid: Pyramid,
-    width: int,
-    title: str,
-) -> Page:
+def _figure(data: PageData, width: int, title: str) -> Page:
     """The page: the busy strip above the lanes, in a document of their own, with the
     scripts that draw the level of detail fitting the visible range."""
     from bokeh.document import Document
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource
 
-    span_ms = (pyramid.t1 - pyramid.t0) / 1e6
+    span_ms = (data.pyramid.t1 - data.pyramid.t0) / 1e6
     src = PageSources.empty()
     x_range = _x_range(span_ms)
-    main = _lanes_figure(lanes, pyramid, src, x_range, width, title)
-    strip = _strip_figure(lanes, src, x_range, width)
-    label_source = ColumnDataSource(_label_columns(labels.table))
-    name_source = ColumnDataSource({"text": labels.names})
+    main = _lanes_figure(data, src, x_range, width, title)
+    strip = _strip_figure(data.lanes, src, x_range, width)
+    label_source = ColumnDataSource(_label_columns(data.labels.table))
+    name_source = ColumnDataSource(data.names)
     common = {
         "labels": label_source,
         "name_list": name_source,
-        "meta": _page_meta(lanes, span_ms, title),
+        "meta": _page_meta(data, span_ms, title),
         "shown": src.shown,
         "links": src.links,
     }
-    _attach_scripts(enc, events, common, src, x_range, main)
-    layout = column(strip, main)
+    _attach_scripts(data, common, src, x_range, main)
+    layout = column(strip, main, sizing_mode="stretch_width")
     doc = Document()
     doc.add_root(layout)
     return Page(
@@ -883,6 +1110,8 @@ def _label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
             c: table[:, 2 + j].astype(np.float64 if c in ("shared_mem", "bytes") else np.int32)
             for j, c in enumerate(DETAIL_COLUMNS)
         },
+        "cls": table[:, -2].astype(np.int16),
+        "op": table[:, -1].astype(np.int32),
     }
 
 

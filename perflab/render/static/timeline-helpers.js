@@ -1,4 +1,4 @@
-// Helpers shared by both timeline page scripts: hover text from the label table.
+// Helpers shared by the timeline page scripts: hover text from the label table.
 // Run as the body of a bokeh CustomJS; its args (labels, name_list, meta, shown, links)
 // are in scope.
 const lt = labels.data, names = name_list.data.text;
@@ -23,6 +23,9 @@ function describe(lab) {
   if (lt.bytes[lab] >= 0) parts.push(bytes(lt.bytes[lab]));
   return parts.join(", ");
 }
+function category(lab) { return meta.classes[lt.cls[lab]] || meta.kinds[lt.kind[lab]] || "other"; }
+function color(lab) { return meta.colors[lt.cls[lab]] || "#bab0ac"; }
+function op_of(lab) { return lt.op[lab] >= 0 ? names[lt.op[lab]] : null; }
 function mark_selected(d) {
   // glyphs of the highlighted link stay selected whatever the zoom
   const hl = links.data, keys = new Set(hl.x.map((x, i) => x + ":" + hl.lane_i[i])), sel = [];

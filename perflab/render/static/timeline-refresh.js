@@ -9,16 +9,16 @@ let L = 0;
 for (let i = 0; i < lv.tiles.length; i++) { if (span / lv.tiles[i] >= vw / 2) L = i; }
 const use_live = ll.t0.length > 0 && ll.t0[0] <= v0 && ll.t1[0] >= v1
   && ll.t1[0] - ll.t0[0] <= 4 * vw;
-const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], color: [], dur: [],
-           at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
+const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], cat: [], color: [],
+           dur: [], at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
 function emit(E, e, src) {
   const l = E.start[e], rr = l + E.dur[e];
   if (rr < v0 || l > v1) return;
-  const lab = E.label[e], kind = lt.kind[lab], ln = E.lane[e];
+  const lab = E.label[e], ln = E.lane[e];
   d.left.push(l); d.right.push(Math.max(rr, l + px));
   d.bottom.push(ln + 0.38); d.top.push(ln - 0.38);
   d.name.push(names[lt.name[lab]]); d.detail.push(describe(lab));
-  d.color.push(meta.colors[kind] || "#bab0ac");
+  d.cat.push(category(lab)); d.color.push(color(lab));
   d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
   d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
 }
@@ -82,6 +82,33 @@ if (use_live) {
   draw_busy(busy.data.cells, lv.busy_base[L], lv.bins[L], 0, span);
   level = "detail level " + L;
 }
+// Search matches (labels in query.label): every event of the page in view, not only those
+// this level draws, at least a pixel wide and one per lane and pixel; the current one (query
+// .current: [src, event]) in black. So the highlight holds at every zoom.
+const F = {left: [], right: [], bottom: [], top: [], color: []}, q = query.data;
+function mark_found(E, e, c) {
+  const l = E.start[e], ln = E.lane[e];
+  F.left.push(l); F.right.push(Math.max(l + E.dur[e], l + px));
+  F.bottom.push(ln + 0.46); F.top.push(ln - 0.46); F.color.push(c);
+}
+if (q.label && q.label.length) {
+  const want = new Set(q.label), taken = new Set();
+  const scan = (E, n) => {
+    for (let e = 0; e < n; e++) {
+      if (!want.has(E.label[e])) continue;
+      const l = E.start[e];
+      if (l + E.dur[e] < v0 || l > v1) continue;
+      const key = E.lane[e] + ":" + Math.floor((l - v0) / px);
+      if (!taken.has(key)) { taken.add(key); mark_found(E, e, "#ff9900"); }
+    }
+  };
+  scan(events.data, events.data.start.length);
+  if (use_live) scan(live.data, Math.min(ll.n[0], live.data.start.length));
+  if (q.current && q.current.length === 2) {
+    mark_found(q.current[0] ? live.data : events.data, q.current[1], "#111111");
+  }
+}
+found.setv({data: F}, {sync: false});
 shown.setv({data: d}, {sync: false});
 mark_selected(d);
 cover.setv({data: closed(lanes_busy)}, {sync: false});

@@ -1,0 +1,339 @@
+// The controls around the timeline, as in Perfetto and chrome://tracing: W/S zoom around the
+// mouse, A/D pan, ? lists the keys, double-click fits the whole trace; a search box (name or
+// regular expression) that counts matches and steps through them (Enter / Shift+Enter); the
+// legend of the colours; a tooltip on each lane's name; Shift+drag across lanes and time for a
+// table of what ran there; a details panel for a clicked event (filled by timeline-tap.js).
+// Runs after timeline-helpers.js as a bokeh CustomJS on each layout of the lanes' figure: it
+// fits the lane names to a fifth of the width every time, and builds the controls once. They
+// are plain elements beside bokeh's root; every text from the trace goes in as textContent.
+const view = window.Bokeh && Bokeh.index ? Bokeh.index.find_one(main) : null;
+if (view == null) return;
+let root = view;
+while (root.parent != null) root = root.parent;
+const host = root.el, box = host.parentNode;
+if (box == null) return;
+const frame = () => view.frame.bbox;
+const plot_rect = () => view.el.getBoundingClientRect();
+
+// lane names: short, cut with an ellipsis to about a fifth of the figure's width
+const axis = main.left[0], chars = Math.max(8, Math.floor(view.el.clientWidth / 5 / 6.6));
+if (main.__pl_chars !== chars) {
+  main.__pl_chars = chars;
+  const cut = (t) => t.length <= chars ? t : t.slice(0, chars - 1).trimEnd() + "\u2026";
+  const over = new Map();
+  meta.ticks.forEach((t, k) => {
+    const m = / · [\d,]+ short$/.exec(t), note = m ? m[0] : "";
+    const name = note ? t.slice(0, t.length - note.length) : t;
+    over.set(String(k), note ? cut(name).slice(0, Math.max(4, chars - note.length)) + note : cut(name));
+  });
+  axis.setv({major_label_overrides: over}, {sync: false});
+}
+if (main.__pl_ui) return;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+if (getComputedStyle(box).position === "static") box.style.position = "relative";
+const style = el("style");
+style.textContent = css;
+const bar = el("div", "pl-tl-bar"), after = el("div", "pl-tl-panels");
+box.insertBefore(style, host);
+box.insertBefore(bar, host);
+host.after(after);
+
+// -- the time axis -------------------------------------------------------------------------
+const lo = -0.02 * meta.span, hi = 1.02 * meta.span, least = Math.max(meta.span * 1e-7, 1e-6);
+function set_range(a, b) {
+  let w = Math.max(b - a, least);
+  w = Math.min(w, hi - lo);
+  a = Math.min(Math.max(a, lo), hi - w);
+  xr.setv({start: a, end: a + w});
+}
+let mouse = null;  // the time under the pointer, while it is over the plot
+function time_at(cx) {
+  const r = plot_rect(), f = frame(), sx = cx - r.left;
+  return sx >= f.left && sx <= f.right ? view.frame.x_scale.invert(sx) : null;
+}
+function lane_at(cy) {
+  const r = plot_rect(), f = frame(), sy = cy - r.top;
+  if (sy < f.top || sy > f.bottom) return null;
+  const k = Math.round(view.frame.y_scale.invert(sy));
+  return k >= 0 && k < meta.lanes.length ? k : null;
+}
+function zoom(factor) {
+  const a = xr.start, b = xr.end, at = mouse != null && mouse >= a && mouse <= b ? mouse : (a + b) / 2;
+  set_range(at - (at - a) * factor, at + (b - at) * factor);
+}
+function pan(share) {
+  const w = xr.end - xr.start;
+  set_range(xr.start + share * w, xr.end + share * w);
+}
+const fit = () => set_range(0, meta.span);
+
+// -- keys ----------------------------------------------------------------------------------
+const help = el("div", "pl-tl-help");
+help.hidden = true;
+help.append(el("b", null, "Keys and mouse"));
+for (const [k, what] of [
+  ["W / S", "zoom in / out around the mouse"], ["A / D", "pan left / right"],
+  ["wheel", "zoom"], ["drag", "pan"], ["double-click", "fit the whole trace"],
+  ["click", "details of an event and its launch link"],
+  ["Shift+drag", "what ran in that time on those lanes"],
+  ["Enter / Shift+Enter", "(in the search box) next / previous match"],
+  ["Esc", "close panels"], ["?", "this list"],
+]) {
+  const row = el("div", "pl-tl-help-row");
+  row.append(el("kbd", null, k), el("span", null, what));
+  help.append(row);
+}
+box.append(help);
+const editable = (e) => e != null && (e.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(e.tagName));
+host.tabIndex = 0;
+host.style.outline = "none";
+host.setAttribute("data-lm-suppress-shortcuts", "true");  // JupyterLab: keys are the plot's
+host.addEventListener("pointerenter", () => {
+  if (!editable(document.activeElement)) host.focus({preventScroll: true});
+});
+host.addEventListener("pointerdown", () => host.focus({preventScroll: true}));
+host.addEventListener("keydown", (ev) => {
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const k = ev.key.toLowerCase(), step = ev.repeat ? 0.85 : 0.7;
+  if (k === "w") zoom(step);
+  else if (k === "s") zoom(1 / step);
+  else if (k === "a") pan(-0.15);
+  else if (k === "d") pan(0.15);
+  else if (k === "?") help.hidden = !help.hidden;
+  else if (k === "escape") { help.hidden = true; details.hidden = true; chosen.hidden = true; band.hidden = true; }
+  else return;
+  ev.preventDefault();
+  ev.stopPropagation();
+});
+host.addEventListener("dblclick", (ev) => { if (time_at(ev.clientX) != null) fit(); });
+
+// -- lane names' tooltip -----------------------------------------------------------------
+const tip = el("div", "pl-tl-tip");
+tip.hidden = true;
+box.append(tip);
+host.addEventListener("pointermove", (ev) => {
+  mouse = time_at(ev.clientX);
+  const r = plot_rect(), f = frame(), sx = ev.clientX - r.left, lane = lane_at(ev.clientY);
+  if (sx >= 0 && sx < f.left && lane != null) {
+    const b = box.getBoundingClientRect();
+    tip.textContent = meta.lane_info[lane];
+    tip.style.left = (ev.clientX - b.left + 14) + "px";
+    tip.style.top = (ev.clientY - b.top + 12) + "px";
+    tip.hidden = false;
+  } else tip.hidden = true;
+});
+host.addEventListener("pointerleave", () => { mouse = null; tip.hidden = true; });
+
+// -- search --------------------------------------------------------------------------------
+const search = el("input", "pl-tl-search");
+search.type = "search";
+search.placeholder = "search names (text or regex)";
+search.setAttribute("aria-label", "search event names");
+const count = el("span", "pl-tl-count");
+const prev = el("button", "pl-tl-btn", "\u25c0"), next = el("button", "pl-tl-btn", "\u25b6");
+prev.title = "previous match (Shift+Enter)";
+next.title = "next match (Enter)";
+const keys_btn = el("button", "pl-tl-btn", "?");
+keys_btn.title = "keys and mouse";
+keys_btn.addEventListener("click", () => { help.hidden = !help.hidden; });
+bar.append(search, prev, next, count, keys_btn);
+let matches = [], at = -1, total = 0;
+function pattern(text) {
+  try { return new RegExp(text, "i"); } catch (e) {
+    return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i");
+  }
+}
+function run_search() {
+  const text = search.value.trim();
+  matches = []; at = -1; total = 0;
+  if (!text) { query.setv({data: {label: [], current: []}}); count.textContent = ""; return; }
+  const rx = pattern(text), nl = name_list.data, hit = new Set();
+  for (let i = 0; i < nl.text.length; i++) {
+    if (rx.test(nl.text[i])) { hit.add(i); total += nl.count ? nl.count[i] : 0; }
+  }
+  const labs = [];
+  for (let lab = 0; lab < lt.name.length; lab++) { if (hit.has(lt.name[lab])) labs.push(lab); }
+  const want = new Set(labs), E = events.data;
+  for (let e = 0; e < E.start.length; e++) { if (want.has(E.label[e])) matches.push(e); }
+  matches.sort((a, b) => E.start[a] - E.start[b]);
+  query.setv({data: {label: labs, current: []}});
+  show_count();
+}
+function show_count() {
+  const n = matches.length;
+  let text = n ? (at >= 0 ? (at + 1) + " of " : "") + n.toLocaleString() + (n === 1 ? " match" : " matches")
+               : "no match";
+  if (total > n) text += " (" + total.toLocaleString() + " in the trace; the page holds the longest)";
+  count.textContent = text;
+}
+function step(by) {
+  if (!matches.length) return;
+  at = at < 0 ? (by > 0 ? 0 : matches.length - 1) : (at + by + matches.length) % matches.length;
+  const E = events.data, e = matches[at], l = E.start[e], dur = E.dur[e];
+  let w = xr.end - xr.start;
+  if (dur > 0.8 * w) w = dur * 1.25;
+  set_range(l + dur / 2 - w / 2, l + dur / 2 + w / 2);
+  query.setv({data: {label: query.data.label, current: [0, e]}});
+  show_count();
+}
+let pending = null;
+search.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(run_search, 150); });
+search.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter") {
+    clearTimeout(pending);
+    if (search.value.trim() && !query.data.label.length && !matches.length) run_search();
+    step(ev.shiftKey ? -1 : 1);
+    ev.preventDefault();
+  }
+  ev.stopPropagation();  // typing here is text, not the plot's keys (or the notebook's)
+});
+prev.addEventListener("click", () => step(-1));
+next.addEventListener("click", () => step(1));
+
+// -- legend ----------------------------------------------------------------------------------
+const legend = el("div", "pl-tl-legend");
+for (const [name, c] of meta.legend) {
+  const item = el("span", "pl-tl-key");
+  const swatch = el("span", "pl-tl-swatch");
+  swatch.style.background = c;
+  item.append(swatch, el("span", null, name));
+  legend.append(item);
+}
+bar.append(legend);
+
+// -- details of a clicked event ------------------------------------------------------------
+const details = el("div", "pl-tl-panel pl-tl-details");
+details.hidden = true;
+const chosen = el("div", "pl-tl-panel pl-tl-area");
+chosen.hidden = true;
+after.append(details, chosen);
+function closer(panel) {
+  const b = el("button", "pl-tl-close", "\u00d7");
+  b.title = "close (Esc)";
+  b.addEventListener("click", () => { panel.hidden = true; band.hidden = true; });
+  return b;
+}
+function rows_table(rows) {
+  const t = el("table", "pl-tl-kv");
+  for (const [k, v] of rows) {
+    if (v == null || v === "") continue;
+    const tr = el("tr");
+    tr.append(el("th", null, k), el("td", null, v));
+    t.append(tr);
+  }
+  return t;
+}
+main.__pl_ui = {
+  details(ev) {
+    details.replaceChildren();
+    if (ev == null) { details.hidden = true; return; }
+    details.append(closer(details), el("div", "pl-tl-title", ev.name));
+    const rows = [
+      ["category", ev.cat], ["start", fmt(ev.at)], ["duration", fmt(ev.dur)],
+      ["end", fmt(ev.at + ev.dur)], ["lane", ev.lane], ["args", ev.detail],
+      ["CPU op", ev.op],
+    ];
+    for (const p of ev.partners) {
+      if (p.same) continue;
+      const what = p.name + " on " + p.lane + " at " + fmt(p.at) + " (" + fmt(p.dur) + ")";
+      rows.push([p.role === "launch (CPU)" ? "launched by" : "launched", what]);
+      if (p.op) rows.push(["its CPU op", p.op]);
+    }
+    if (ev.gap) rows.push(["idle before", fmt(ev.gap.ms) + ", cause: " + ev.gap.cause]);
+    details.append(rows_table(rows));
+    details.hidden = false;
+  },
+};
+
+// -- area selection: Shift+drag across time and lanes ----------------------------------------
+const band = el("div", "pl-tl-band");
+band.hidden = true;
+box.append(band);
+let drag = null;
+function lanes_between(a, b) {
+  const set = new Set();
+  for (let k = Math.min(a, b); k <= Math.max(a, b); k++) {
+    if (meta.headers[k]) {  // a group's header stands for all of its lanes
+      for (let j = k + 1; j < meta.lanes.length && !meta.headers[j]; j++) set.add(j);
+    } else set.add(k);
+  }
+  return set;
+}
+function place_band(x0, y0, x1, y1) {
+  const b = box.getBoundingClientRect();
+  band.style.left = (Math.min(x0, x1) - b.left) + "px";
+  band.style.top = (Math.min(y0, y1) - b.top) + "px";
+  band.style.width = Math.abs(x1 - x0) + "px";
+  band.style.height = Math.max(Math.abs(y1 - y0), 4) + "px";
+  band.hidden = false;
+}
+host.addEventListener("pointerdown", (ev) => {
+  if (!ev.shiftKey || ev.button !== 0) return;
+  const t = time_at(ev.clientX), lane = lane_at(ev.clientY);
+  if (t == null || lane == null) return;
+  ev.stopPropagation();  // bokeh's pan never sees this drag
+  ev.preventDefault();
+  drag = {x: ev.clientX, y: ev.clientY, t: t, lane: lane};
+  place_band(ev.clientX, ev.clientY, ev.clientX, ev.clientY);
+}, true);
+window.addEventListener("pointermove", (ev) => {
+  if (drag) place_band(drag.x, drag.y, ev.clientX, ev.clientY);
+});
+window.addEventListener("pointerup", (ev) => {
+  if (!drag) return;
+  const r = plot_rect(), f = frame();
+  const sx = Math.min(Math.max(ev.clientX - r.left, f.left), f.right);
+  const sy = Math.min(Math.max(ev.clientY - r.top, f.top), f.bottom);
+  const t = view.frame.x_scale.invert(sx);
+  const lane = Math.min(Math.max(Math.round(view.frame.y_scale.invert(sy)), 0), meta.lanes.length - 1);
+  const a = Math.min(drag.t, t), b = Math.max(drag.t, t), lanes = lanes_between(drag.lane, lane);
+  drag = null;
+  band.hidden = true;
+  if (b > a) summarise(a, b, lanes);
+});
+function summarise(a, b, lanes) {
+  const E = events.data, by = new Map();
+  let n = 0;
+  for (let e = 0; e < E.start.length; e++) {
+    const l = E.start[e], r = l + E.dur[e];
+    if (r < a || l > b || !lanes.has(E.lane[e])) continue;
+    const name = lt.name[E.label[e]];
+    const s = by.get(name) || {count: 0, inside: 0, total: 0};
+    s.count += 1; s.inside += Math.min(r, b) - Math.max(l, a); s.total += E.dur[e];
+    by.set(name, s);
+    n += 1;
+  }
+  const rows = [...by.entries()].sort((x, y) => y[1].inside - x[1].inside);
+  chosen.replaceChildren(closer(chosen));
+  chosen.append(el("div", "pl-tl-title", n.toLocaleString() + " events on " + lanes.size
+    + (lanes.size === 1 ? " lane" : " lanes") + " from " + fmt(a) + " to " + fmt(b)
+    + " (" + fmt(b - a) + ")"));
+  if (!meta.complete) {
+    chosen.append(el("div", "pl-tl-note", "from the events this page holds (the longest of each "
+      + "stretch of time); more rows (--rows) hold more"));
+  }
+  const t = el("table", "pl-tl-agg"), head = el("tr");
+  for (const h of ["name", "count", "time inside", "mean duration"]) head.append(el("th", null, h));
+  t.append(head);
+  for (const [name, s] of rows.slice(0, 200)) {
+    const tr = el("tr");
+    const cell = el("td", "pl-tl-name", names[name]);
+    cell.title = "search for it";
+    cell.addEventListener("click", () => {
+      search.value = "^" + names[name].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+      run_search();
+    });
+    tr.append(cell, el("td", null, s.count.toLocaleString()), el("td", null, fmt(s.inside)),
+              el("td", null, fmt(s.total / s.count)));
+    t.append(tr);
+  }
+  if (rows.length > 200) chosen.append(el("div", "pl-tl-note", (rows.length - 200) + " more names"));
+  chosen.append(t);
+  chosen.hidden = false;
+}
