@@ -1,27 +1,28 @@
-"""The one display hook that model and analysis results carry.
+"""The display hook that model and analysis results carry, and the model's conveniences.
 
 IPython asks an object for ``_repr_mimebundle_`` (notebooks) or ``_repr_pretty_`` (the
 terminal); :class:`Shown` answers both, and ``str()``, from the registry in
 :mod:`perflab.render.views`, which decides every view. The registry is imported on first
-display only, so reading and analysing traces never loads the render layer (or bokeh): this
-module is the single place where the model reaches render. ``Trace.summary()``,
-``Trace.timeline()`` and ``Trace.idle()`` (and ``Job.summary()``, ``Job.timeline()``) are
-conveniences that come through here too, to the same registry module.
+display only, so reading and analysing traces never loads the render layer (or bokeh).
+
+``Trace.idle()``, ``Trace.diff()``, ``Trace.sql()``, ``Trace.timeline()`` and ``Job.summary()``,
+``Job.sql()``, ``Job.timeline()`` are conveniences that come through here: each function below
+imports the one analysis (or view) it returns on first call, so that the model imports no
+layer above it at load time. (``Trace.summary()`` imports its analysis itself.)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # names for annotations only: nothing below imports render at load time
+if TYPE_CHECKING:  # names for annotations only: nothing below imports a layer at load time
+    from perflab.analysis.idle_causes import IdleCauses as IdleCauses
+    from perflab.analysis.job import JobSummary as JobSummary
+    from perflab.analysis.trace_diff import TraceDiff as TraceDiff
+    from perflab.analysis.trace_sql import SqlResult as SqlResult
     from perflab.model.job import Job
     from perflab.model.trace import Trace
-    from perflab.render.views import IdleCauses as IdleCauses
-    from perflab.render.views import JobSummary as JobSummary
-    from perflab.render.views import SqlResult as SqlResult
-    from perflab.render.views import Timeline as Timeline
-    from perflab.render.views import TraceDiff as TraceDiff
-    from perflab.render.views import TraceSummary as TraceSummary
+    from perflab.render.timeline import Timeline as Timeline
 
 
 class _Printer(Protocol):
@@ -50,50 +51,44 @@ class Shown:
         return to_text(self)
 
 
-def trace_summary(trace: Trace) -> TraceSummary:
-    """What ``Trace.summary()`` returns: :func:`perflab.analysis.trace_summary.summarize`."""
-    from perflab.render.views import trace_summary
-
-    return trace_summary(trace)
-
-
 def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
-    """What ``Trace.idle()`` returns: :func:`perflab.analysis.idle_causes.idle_causes`."""
-    from perflab.render.views import trace_idle
+    """``Trace.idle()``: :func:`perflab.analysis.idle_causes.idle_causes`."""
+    from perflab.analysis.idle_causes import idle_causes
 
-    return trace_idle(trace, **options)
+    return idle_causes(trace, **options)
 
 
 def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
-    """What ``Trace.diff()`` returns: :func:`perflab.analysis.trace_diff.diff_traces`."""
-    from perflab.render.views import trace_diff
+    """``Trace.diff()``: :func:`perflab.analysis.trace_diff.diff_traces`."""
+    from perflab.analysis.trace_diff import diff_traces
 
-    return trace_diff(control, test, **options)
+    return diff_traces(control, test, **options)
 
 
 def trace_sql(source: Trace | Job, query: str) -> SqlResult:
-    """What ``Trace.sql()`` and ``Job.sql()`` return: :func:`perflab.analysis.trace_sql.run_sql`."""
-    from perflab.render.views import trace_sql
+    """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.analysis.trace_sql.run_sql`."""
+    from perflab.analysis.trace_sql import run_sql
 
-    return trace_sql(source, query)
+    return run_sql(source, query)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:
-    """What ``Trace.timeline()`` returns: :func:`perflab.render.timeline.timeline`."""
-    from perflab.render.views import trace_timeline
+    """``Trace.timeline()``: the interactive timeline (:func:`perflab.render.timeline.timeline`)."""
+    from perflab.render.timeline import timeline
 
-    return trace_timeline(trace, **options)
+    return timeline(trace, **options)
 
 
 def job_summary(job: Job) -> JobSummary:
-    """What ``Job.summary()`` returns: :func:`perflab.analysis.job.summarize_job`."""
-    from perflab.render.views import job_summary
+    """``Job.summary()``: :func:`perflab.analysis.job.summarize_job`."""
+    from perflab.analysis.job import summarize_job
 
-    return job_summary(job)
+    return summarize_job(job)
 
 
 def job_timeline(job: Job, **options: Any) -> Timeline:
-    """What ``Job.timeline()`` returns: :func:`perflab.render.job.job_timeline`."""
-    from perflab.render.views import job_timeline
+    """``Job.timeline()``: ranks as groups of lanes, collectives linked across them
+    (:func:`perflab.render.job.job_timeline`)."""
+    from perflab.render.job import job_timeline
 
     return job_timeline(job, **options)

@@ -82,7 +82,8 @@ from perflab.model.serialize import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from perflab.model.display import IdleCauses, SqlResult, Timeline, TraceDiff, TraceSummary
+    from perflab.analysis.trace_summary import TraceSummary
+    from perflab.model.display import IdleCauses, SqlResult, Timeline, TraceDiff
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -381,9 +382,10 @@ class Trace(Shown):
     # -- analyses (pure functions live in perflab.analysis) ---------------------------------
     def summary(self) -> TraceSummary:
         """Busy/idle per device, kernels, comm overlap, memcpy, categories: a
-        :class:`perflab.analysis.trace_summary.TraceSummary` (through
-        :mod:`perflab.model.display`, the model's one door to the layers above)."""
-        return display.trace_summary(self)
+        :class:`perflab.analysis.trace_summary.TraceSummary`."""
+        from perflab.analysis.trace_summary import summarize  # it imports this module
+
+        return summarize(self)
 
     def idle(self, min_ns: int = 0, step: int | None = None) -> IdleCauses:
         """Every gap in the GPUs' busy time with the cause that held the next work back and

@@ -21,14 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from perflab.analysis.idle_causes import IdleCauses as IdleCauses
-    from perflab.analysis.job import JobSummary as JobSummary
-    from perflab.analysis.trace_diff import TraceDiff as TraceDiff
-    from perflab.analysis.trace_sql import SqlResult as SqlResult
-    from perflab.analysis.trace_summary import TraceSummary as TraceSummary
-    from perflab.model.job import Job
     from perflab.model.trace import Trace
-    from perflab.render.timeline import Timeline as Timeline
 
 
 @dataclass(frozen=True)
@@ -125,7 +118,7 @@ def _function(module: str, name: str) -> Callable[[Any], Any]:
     return found
 
 
-# -- the trace's own views, and what Trace.summary() / Trace.timeline() return ---------------
+# -- the trace's own views ---------------------------------------------------------------
 
 
 def trace_text(trace: Trace) -> str:
@@ -136,53 +129,3 @@ def trace_html(trace: Trace) -> str:
     from perflab.render.html import esc, wrap
 
     return wrap(f"<div>{esc(trace.describe())}</div>")
-
-
-def trace_summary(trace: Trace) -> TraceSummary:
-    """``Trace.summary()``: :func:`perflab.analysis.trace_summary.summarize`."""
-    from perflab.analysis.trace_summary import summarize
-
-    return summarize(trace)
-
-
-def trace_idle(trace: Trace, **options: Any) -> IdleCauses:
-    """``Trace.idle()``: :func:`perflab.analysis.idle_causes.idle_causes`."""
-    from perflab.analysis.idle_causes import idle_causes
-
-    return idle_causes(trace, **options)
-
-
-def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
-    """``Trace.diff()``: :func:`perflab.analysis.trace_diff.diff_traces`."""
-    from perflab.analysis.trace_diff import diff_traces
-
-    return diff_traces(control, test, **options)
-
-
-def trace_sql(source: Trace | Job, query: str) -> SqlResult:
-    """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.analysis.trace_sql.run_sql`."""
-    from perflab.analysis.trace_sql import run_sql
-
-    return run_sql(source, query)
-
-
-def trace_timeline(trace: Trace, **options: Any) -> Timeline:
-    """``Trace.timeline()``: the interactive timeline (:func:`perflab.render.timeline.timeline`)."""
-    from perflab.render.timeline import timeline
-
-    return timeline(trace, **options)
-
-
-def job_summary(job: Job) -> JobSummary:
-    """``Job.summary()``: :func:`perflab.analysis.job.summarize_job`."""
-    from perflab.analysis.job import summarize_job
-
-    return summarize_job(job)
-
-
-def job_timeline(job: Job, **options: Any) -> Timeline:
-    """``Job.timeline()``: ranks as groups of lanes, collectives linked across them
-    (:func:`perflab.render.job.job_timeline`)."""
-    from perflab.render.job import job_timeline
-
-    return job_timeline(job, **options)
