@@ -125,7 +125,7 @@ def largest_visible(
 
 
 @dataclass
-class Level:
+class PyramidLevel:
     """One level of the pyramid: ``tiles`` equal tiles over the span.
 
     ``rows`` holds interval indices, tile by tile (tile ``i`` owns
@@ -149,7 +149,7 @@ class Pyramid:
     t0: float
     t1: float
     factor: int
-    levels: list[Level]
+    levels: list[PyramidLevel]
 
     @property
     def total_rows(self) -> int:
@@ -271,7 +271,7 @@ def build_pyramid(
     s_by_length, e_by_length = s[by_length], e[by_length]
     depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))
     merged = _lane_unions(s, e, ln, lanes, summary_lanes)
-    levels: list[Level] = []
+    levels: list[PyramidLevel] = []
     budget_left = row_budget
     for depth_i in range(depth + 1):
         tiles = factor**depth_i
@@ -286,7 +286,7 @@ def build_pyramid(
             busy = levels[-1].busy
         else:
             busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
-        levels.append(Level(tiles, offsets, rows, busy, per_tile))
+        levels.append(PyramidLevel(tiles, offsets, rows, busy, per_tile))
         if complete:
             break  # every interval is drawn at this level: finer levels add nothing
     return Pyramid(t0, t1, factor, levels)
@@ -296,7 +296,7 @@ def build_pyramid(
 class Window:
     """What a live view draws for the visible range ``[t0, t1]``: the intervals with the
     longest visible part (indices, in index order) and ``busy``, shaped ``(lanes + 1, bins)``
-    like :attr:`Level.busy`."""
+    like :attr:`PyramidLevel.busy`."""
 
     t0: float
     t1: float
