@@ -41,6 +41,7 @@ median collective) gets a warning that its clock is probably off by that much.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -70,14 +71,22 @@ MAX_SHIFT = 64  # leading collectives one rank may lack (a later profiler start)
 @dataclass
 class CommStream:
     """One rank's NCCL kernels of one stream or process group, in start order (job clock,
-    ns); ``rows`` are the kernels' rows in the rank's trace."""
+    ns); ``rows`` are the kernels' rows in the rank's trace, ``op_code`` indexes
+    ``op_names`` (one vocabulary for the whole job, so codes compare across ranks)."""
 
     key: tuple[int, int]  # (device, stream) of its first kernel
     start: npt.NDArray[np.int64]
     end: npt.NDArray[np.int64]
-    op: list[str]
+    op_code: npt.NDArray[np.int32]
+    op_names: list[str]
     rows: npt.NDArray[np.int64]
     group: str | None = None  # the process group, when matched by group
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def ops(self, picked: npt.NDArray[np.int64]) -> list[str]:
+        return [self.op_names[c] for c in self.op_code[picked].tolist()]
 
 
 @dataclass
@@ -104,8 +113,19 @@ class CommKernels:
 
     def shifted(self, offset_ns: int) -> CommKernels:
         """The same kernels with ``offset_ns`` added to their start and end."""
+        if offset_ns == 0:
+            return self
         shift = np.int64(offset_ns)
         return replace(self, start=self.start + shift, end=self.end + shift)
+
+    def recoded(self, vocabulary: dict[str, int]) -> CommKernels:
+        """The same kernels with their ops coded in ``vocabulary`` (name -> code), shared by
+        every rank of a job."""
+        lut = np.array([vocabulary[name] for name in self.op_names], np.int32)
+        names = list(vocabulary)
+        return replace(
+            self, op_code=lut[self.op_code] if len(lut) else self.op_code, op_names=names
+        )
 
     def in_group(self, name: str) -> npt.NDArray[np.int64]:
         """The kernels of process group ``name``, in start order."""
@@ -115,12 +135,18 @@ class CommKernels:
 
     def part(self, picked: npt.NDArray[np.int64], group: str | None = None) -> CommStream:
         picked = np.asarray(picked, dtype=np.int64)
+        first, n = int(picked[0]), len(picked)
+        # a run of consecutive kernels (often all of them) is a view, not a copy
+        at: slice | npt.NDArray[np.int64] = (
+            slice(first, first + n) if int(picked[-1]) - first + 1 == n else picked
+        )
         return CommStream(
-            self.track_keys[int(self.track[picked[0]])],
-            self.start[picked],
-            self.end[picked],
-            [self.op_names[c] for c in self.op_code[picked].tolist()],
-            self.rows[picked],
+            self.track_keys[int(self.track[first])],
+            self.start[at],
+            self.end[at],
+            self.op_code[at],
+            self.op_names,
+            self.rows[at],
             group,
         )
 
@@ -348,7 +374,10 @@ def match_kernels(per_rank: dict[int, CommKernels]) -> Collectives:
     silent = [str(r) for r, kernels in per_rank.items() if not len(kernels)]
     if silent and ranks:
         notes.append(f"no NCCL kernels on rank(s) {', '.join(silent)}; matched among the others")
-    active = {r: per_rank[r] for r in ranks}
+    vocabulary = {
+        name: i for i, name in enumerate(sorted({n for r in ranks for n in per_rank[r].op_names}))
+    }
+    active = {r: per_rank[r].recoded(vocabulary) for r in ranks}
     how = _matching(active)
     origin = min((int(k.start[0]) for k in active.values()), default=0)
     matched: list[Matched | None]
@@ -412,24 +441,25 @@ class Matched:
 
 
 def _match_by_sequence(per_rank: dict[int, CommKernels], notes: list[str]) -> list[Matched]:
-    """Per process group, the Seqs every member rank has, in order of their earliest start."""
+    """Per process group, the Seqs every member rank has, in order of their earliest start
+    (each rank's first kernel of a Seq; columns of numbers throughout, as a job has
+    thousands of ranks times thousands of collectives)."""
     out = []
     for label, members in _group_streams(per_rank):
         if len(members) < 2:
             notes.append(f"{label}: NCCL kernels on rank {next(iter(members))} only; not matched")
             continue
         name = label.removeprefix("process group ")
-        index: dict[int, dict[int, int]] = {}  # rank -> Seq -> its kernel in the group
+        firsts = {}  # rank -> (its Seqs, sorted; the index of each one's first kernel)
         repeats = 0
         for rank in members:
             kernels = per_rank[rank]
             seqs = kernels.seq[kernels.in_group(name)]
-            index[rank] = {}
-            for i, q in enumerate(seqs.tolist()):
-                repeats += q in index[rank]
-                index[rank].setdefault(q, i)
-        every = set.intersection(*(set(v) for v in index.values()))
-        some = set().union(*(set(v) for v in index.values()))
+            unique, first = np.unique(seqs, return_index=True)
+            repeats += len(seqs) - len(unique)
+            firsts[rank] = (unique, first)
+        every = functools.reduce(np.intersect1d, (u for u, _ in firsts.values()))
+        some = functools.reduce(np.union1d, (u for u, _ in firsts.values()))
         if len(some) > len(every):
             notes.append(
                 f"{label}: {len(some) - len(every)} sequence numbers are missing on some of "
@@ -441,12 +471,12 @@ def _match_by_sequence(per_rank: dict[int, CommKernels], notes: list[str]) -> li
                 f"{label}: {repeats} sequence numbers repeat on a rank; the first kernel of "
                 "each is kept"
             )
-
-        first_start = {q: min(int(members[r].start[index[r][q]]) for r in members) for q in every}
-        ordered = sorted(every, key=first_start.__getitem__)
-        picks = {r: np.array([index[r][q] for q in ordered], np.int64) for r in members}
+        at = {r: first[np.searchsorted(unique, every)] for r, (unique, first) in firsts.items()}
+        earliest = functools.reduce(np.minimum, (members[r].start[i] for r, i in at.items()))
+        order = np.lexsort((every, earliest))
+        picks = {r: i[order].astype(np.int64) for r, i in at.items()}
         low = min(members)
-        out.append(Matched(label, members, picks, [members[low].op[i] for i in picks[low]]))
+        out.append(Matched(label, members, picks, members[low].ops(picks[low])))
     return out
 
 
@@ -484,7 +514,7 @@ def _match_group(label: str, members: dict[int, CommStream], notes: list[str]) -
     if len(members) < 2:
         notes.append(f"{label}: NCCL kernels on rank {next(iter(members))} only; not matched")
         return None
-    counts = {r: len(c.op) for r, c in members.items()}
+    counts = {r: len(c) for r, c in members.items()}
     ref = max(counts, key=lambda r: (counts[r], -r))
     # where each rank's sequence sits in the longest one; instances all ranks have
     at = {r: _position(members[ref], c) for r, c in members.items()}
@@ -499,18 +529,21 @@ def _match_group(label: str, members: dict[int, CommStream], notes: list[str]) -
         )
     order = sorted(members)
     picks = {r: np.arange(first - at[r], first - at[r] + n, dtype=np.int64) for r in order}
-    ops = [[members[r].op[i] for i in picks[r].tolist()] for r in order]
-    agree = [len({o[i] for o in ops}) == 1 for i in range(n)]
-    if not all(agree):
-        k = agree.index(False)
-        which = ", ".join(f"rank {r}: {o[k]}" for r, o in zip(order, ops, strict=True))
+    codes = np.stack([members[r].op_code[picks[r]] for r in order])  # ranks x instances
+    differs = np.flatnonzero((codes != codes[0]).any(axis=0))
+    if len(differs):
+        k = int(differs[0])
+        names = members[order[0]].op_names
+        which = ", ".join(
+            f"rank {r}: {names[c]}" for r, c in zip(order, codes[:, k].tolist(), strict=True)
+        )
         notes.append(
             f"{label}: collective #{k + 1} differs across ranks ({which}); "
             f"only the {k} before it are matched"
         )
         picks = {r: p[:k] for r, p in picks.items()}
-        n = k
-    return Matched(label, members, picks, ops[0][:n])
+    first_rank = order[0]
+    return Matched(label, members, picks, members[first_rank].ops(picks[first_rank]))
 
 
 def _collectives(
@@ -557,8 +590,8 @@ def _collectives(
 def _position(longest: CommStream, other: CommStream) -> int:
     """Where ``other``'s collectives start within ``longest``'s: the shift at which their
     kernel ends agree best (a collective ends at about the same time on every rank)."""
-    n = len(other.op)
-    spare = min(len(longest.op) - n, MAX_SHIFT)
+    n = len(other)
+    spare = min(len(longest) - n, MAX_SHIFT)
     if spare <= 0:
         return 0
     misfit = [
