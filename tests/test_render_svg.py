@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -240,3 +241,20 @@ def test_busy_outline_steps_along_its_baseline() -> None:
     assert xs == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert ys == [0, 0.5, 0.5, 1, 1, 0, 0, 0.2, 0.2, 0]
     assert busy_outline(edges, np.zeros(5), 0.4, np.zeros(5)) == ([], [])
+
+
+def test_a_job_timeline_picture_keeps_its_straggler_lines_thick(tmp_path: Path) -> None:
+    """The collectives' lines are filled in by the page; the static picture draws them
+    itself, the straggler's in red and thicker than the page's, with larger text."""
+    from bench_scripts import load_script
+
+    from perflab.io.job import load_job
+    from perflab.render.job import job_timeline
+
+    load_script("job").generate_job(tmp_path, 4, 20, seed=3, straggler=2)
+    svg = layout_svg(job_timeline(load_job(tmp_path)).layout, "job")
+    red = [p for p in parse(svg).iter(f"{SVG}path") if p.get("stroke") == "#d62728"]
+    assert len(red) >= 5
+    assert all(float(p.get("stroke-width")) >= 3 for p in red if p.get("fill") == "none")
+    sizes = {t.get("font-size") for t in parse(svg).iter(f"{SVG}text")}
+    assert "14" in sizes and "11" not in sizes

@@ -435,15 +435,20 @@ def test_lanes_are_named_from_the_trace_thread_names() -> None:
     trace.meta["thread_names"] = {"99:1": "thread 1 (pt_main_thread)"}
     trace.meta["process_names"] = {"99": "python3.12"}
     lanes = assign_lanes(trace)
-    # each group (a process, a GPU) under a header lane of its own
-    assert lanes.labels == ["python3.12 99", "thread 1 (pt_main_thread)", "GPU 0", "GPU 0 stream 7"]
-    assert lanes.short == ["python3.12 99", "thread 1 (pt_main_thread)", "GPU 0", "stream 7"]
-    assert lanes.header.tolist() == [True, False, True, False]
-    assert lanes.counts()[lanes.header].sum() == 0
+    # groups (a process, a GPU) of one lane each: no headers, the group in the lane's name
+    assert lanes.labels == ["thread 1 (pt_main_thread)", "GPU 0 stream 7"]
+    assert lanes.short == ["python3.12 99 · thread 1 (pt_main_thread)", "GPU 0 · stream 7"]
+    assert not lanes.header.any()
     trace.meta["thread_names"] = {"99:2": PAYLOAD, "99:1": 7}  # another thread; not text
     lanes = assign_lanes(trace)
-    assert lanes.labels[1] == "python3.12 99 · thread 1 (no name in the trace)"
-    assert lanes.short[1] == "thread 1"  # the process is in the header and the tooltip
+    assert lanes.labels[0] == "python3.12 99 · thread 1 (no name in the trace)"
+    assert lanes.short[0] == "python3.12 99 · thread 1"
+    # a group of several lanes sits under a header lane, which holds no events
+    two = synthetic_trace(3000)
+    lanes = assign_lanes(two)
+    assert lanes.header.any() and lanes.counts()[lanes.header].sum() == 0
+    first = int(np.flatnonzero(lanes.header & lanes.gpu)[0])
+    assert lanes.labels[first] == "GPU 0" and lanes.short[first + 1].startswith("stream")
     trace.meta["thread_names"] = {"99:1": PAYLOAD}
     html = timeline(trace)._repr_mimebundle_()["text/html"]
     assert PAYLOAD not in html and "&lt;img src=x onerror" in html

@@ -23,6 +23,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,23 @@ Y_LABEL_CHARS = 40  # the left margin fits this many; longer tick labels end in 
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _DASHES = {"dashed": "6 4", "dotted": "2 4", "dotdash": "2 4 6 4", "dashdot": "6 4 2 4"}
 Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Look:
+    """Sizes of a figure's text and marks. A timeline's picture is shown scaled down to an
+    output's width (a notebook, GitHub), so it takes larger text and thicker marks (the
+    straggler's collective lines above all) to stay legible there."""
+
+    tick_px: float = 11.0
+    title_px: float = 13.0
+    stroke: float = 1.0  # line width multiplier
+    marker: float = 1.0  # marker size multiplier
+
+
+PLAIN = Look()
+TIMELINE = Look(tick_px=14.0, title_px=16.0, stroke=2.2, marker=1.6)
+_look: ContextVar[Look] = ContextVar("look", default=PLAIN)
 
 
 def _esc(value: object) -> str:
@@ -319,7 +337,7 @@ def thin_polyline(x: Floats, y: Floats) -> tuple[Floats, Floats]:
 
 def _stroke(c: Columns, i: int = 0) -> str:
     color, alpha = c.style("line")[i]
-    width = c.num("line_width", 1.0)[i]
+    width = c.num("line_width", 1.0)[i] * _look.get().stroke
     dash = getattr(c.model, "line_dash", None)
     pattern = (
         _DASHES.get(dash, "")
@@ -404,7 +422,7 @@ def _scatter(out: Shapes, c: Columns, sx: Scale, sy: Scale, kind: str) -> None:
         r = np.abs(sx(c.num("x") + c.num("radius", 0.0)) - x)
         markers = ["circle"] * c.n
     else:
-        r = c.num("size", 4.0) / 2
+        r = c.num("size", 4.0) / 2 * _look.get().marker
         markers = [str(m) for m in c.seq("marker")]
     fills, lines = c.style("fill"), c.style("line")
     seen: set[tuple[int, int, str]] = set()
@@ -538,6 +556,56 @@ def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {id(args["shown"]): bars, id(args["summary"]): strip, id(args["cover"]): cover}
 
 
+def _collective_args(fig: Any) -> dict[str, Any] | None:
+    """The arguments of a job timeline's collectives script (lines filled in the browser)."""
+    callbacks = getattr(fig.x_range, "js_property_callbacks", {}) or {}
+    for items in callbacks.values():
+        for cb in items:
+            args = getattr(cb, "args", {}) or {}
+            if {"inst", "cells", "links", "late", "cmeta", "main"} <= set(args):
+                return dict(args) if args["main"] is fig else None
+    return None
+
+
+def _collective_sources(fig: Any) -> dict[int, dict[str, Any]]:
+    """A job timeline's collectives as ``timeline-collectives.js`` draws them for the whole
+    range: per few pixels the most skewed instance, a line through its ranks' kernel starts
+    and a marker on the last arrival (red when that is the straggler)."""
+    args = _collective_args(fig)
+    if args is None:
+        return {}
+    inst, cells, meta = args["inst"].data, args["cells"].data, args["cmeta"]
+    first = np.asarray(inst["first"], np.float64)
+    ranks = len(meta["ranks"])
+    if first.size == 0 or ranks == 0:
+        return {}
+    lo, hi = float(fig.x_range.start), float(fig.x_range.end)
+    bins = max(1, int(float(fig.width or 600) / float(meta["px_per_link"])))
+    which = np.clip(((first - lo) / max(hi - lo, 1e-12) * bins).astype(np.int64), 0, bins - 1)
+    skew = np.asarray(inst["skew"], np.float64)
+    order = np.lexsort((-skew, which))  # per bin, the most skewed first
+    best = order[np.r_[True, which[order][1:] != which[order][:-1]]]
+    off = np.asarray(cells["off"], np.float64).reshape(-1, ranks)
+    lane = np.asarray(cells["lane"], np.int64).reshape(-1, ranks)
+    lines: dict[str, list[Any]] = {"xs": [], "ys": [], "color": []}
+    marks: dict[str, list[Any]] = {"x": [], "y": [], "color": []}
+    for i in best.tolist():
+        took = (lane[i] >= 0) & np.isfinite(off[i])
+        if np.count_nonzero(took) < 2:
+            continue
+        by_lane = np.argsort(lane[i][took], kind="stable")
+        last = int(inst["last"][i])
+        late = meta["ranks"][last] == meta["straggler"]
+        color = "#d62728" if late else "#4a5a70"
+        lines["xs"].append((first[i] + off[i][took][by_lane]).tolist())
+        lines["ys"].append(lane[i][took][by_lane].tolist())
+        lines["color"].append(color)
+        marks["x"].append(float(first[i] + off[i][last]))
+        marks["y"].append(int(lane[i][last]))
+        marks["color"].append(color)
+    return {id(args["links"]): lines, id(args["late"]): marks}
+
+
 def _outlines(outlines: Iterable[tuple[list[float], list[float]]]) -> dict[str, list[list[float]]]:
     """Patches columns of the outlines that hold any point."""
     kept = [(xs, ys) for xs, ys in outlines if xs]
@@ -638,8 +706,9 @@ def _axis_title(text: str, x: float, y: float, vertical: bool) -> str:
 def _axes(out: list[str], fig: Any, frame: Box, sx: Scale, sy: Scale) -> None:
     """Grid lines, tick labels and axis titles (bottom and left axes)."""
     bottom, right = frame.y + frame.h, frame.x + frame.w
-    tick_x = {"align": "center", "baseline": "top", "size": "11px"}
-    tick_y = {"align": "right", "baseline": "middle", "size": "11px"}
+    size = f"{_look.get().tick_px:g}px"
+    tick_x = {"align": "center", "baseline": "top", "size": size}
+    tick_y = {"align": "right", "baseline": "middle", "size": size}
     for axis in _visible_axes(fig.below):
         for t, label in _axis_ticks(axis, sx.start, sx.end, sx.log):
             px = float(sx([t])[0])
@@ -669,7 +738,8 @@ def frame_margin(fig: Any) -> tuple[float, float, float, float]:
     }
     labels = [str(getattr(a, "major_label_overrides", {}) or "") for a in fig.left]
     left = 70.0 + (20.0 if any(len(s) > 60 for s in labels) else 0.0) if has["left"] else 10.0
-    left = max(left, _longest_y_label(fig) * 6.5 + 30) if has["left"] else left
+    char_px = 6.5 * _look.get().tick_px / PLAIN.tick_px
+    left = max(left, _longest_y_label(fig) * char_px + 30) if has["left"] else left
     top = 28.0 if getattr(fig.title, "text", "") else 10.0
     right = 10.0 + (_legend_width(fig) if _outside_legends(fig) else 0.0)
     bottom = 48.0 if has["below"] else 10.0
@@ -845,7 +915,10 @@ def figure_svg_parts(
     if title:
         out.append(
             text_element(
-                x + left, y + 18, title, {"size": "13px", "color": "#222222", "baseline": "auto"}
+                x + left,
+                y + 18,
+                title,
+                {"size": f"{_look.get().title_px:g}px", "color": "#222222", "baseline": "auto"},
             )
         )
     _legends(out, fig, frame, data)
@@ -878,11 +951,21 @@ def layout_svg(layout: Any, title: str = "") -> str:
     row of them); other models are left out."""
     placed, width, height = _place(layout, 0.0, 0.0)
     parts: list[str] = []
-    left = max((frame_margin(fig)[0] for fig, _, _ in placed), default=0.0)
-    for fig, x, y in placed:
+    looks = [TIMELINE if _timeline_args(fig) is not None else PLAIN for fig, _, _ in placed]
+    left = 0.0
+    for (fig, _, _), look in zip(placed, looks, strict=True):
+        token = _look.set(look)
+        left = max(left, frame_margin(fig)[0])
+        _look.reset(token)
+    for (fig, x, y), look in zip(placed, looks, strict=True):
         args = _timeline_args(fig)
         filled = _timeline_sources(args) if args is not None else {}
-        parts += figure_svg_parts(fig, x, y, filled, left)
+        filled.update(_collective_sources(fig))
+        token = _look.set(look)
+        try:
+            parts += figure_svg_parts(fig, x, y, filled, left)
+        finally:
+            _look.reset(token)
     width, height = max(width, 10.0), max(height, 10.0)
     head = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_num(width)}" height="{_num(height)}" '

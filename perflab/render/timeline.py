@@ -95,8 +95,8 @@ class Lanes:
 
 def assign_lanes(trace: Trace) -> Lanes:
     """One lane per track, plus one per track for its annotation (NVTX) ranges, under a
-    header per group (rank, CPU process or GPU). Order: by rank, CPU tracks before GPU
-    tracks, then device/process and stream/thread."""
+    header per group (rank, CPU process or GPU) of more than one lane. Order: by rank, CPU
+    tracks before GPU tracks, then device/process and stream/thread."""
     tracks = trace.tracks
     ntr = len(tracks)
     is_note = (trace.kind == EventKind.ANNOTATION).astype(np.int64)
@@ -127,11 +127,13 @@ def assign_lanes(trace: Trace) -> Lanes:
     gpu: list[bool] = []
     header: list[bool] = []
     notes: list[bool] = []
-    for c in cand.tolist():
+    headings = [info.group_name(trace, c // 2, processes, multi_rank) for c in cand.tolist()]
+    members = {h: headings.count(h) for h in headings}
+    for c, heading in zip(cand.tolist(), headings, strict=True):
         t = c // 2
         on_gpu = bool(tracks["kind"][t] == TrackKind.GPU)
-        heading = info.group_name(trace, t, processes, multi_rank)
-        if not group or group[-1] != heading:  # a new group: its header lane first
+        alone = members[heading] == 1  # a group of one lane: named in the lane, no header
+        if not alone and (not group or group[-1] != heading):  # a new group: header first
             labels.append(heading)
             short.append(heading)
             group.append(heading)
@@ -141,6 +143,7 @@ def assign_lanes(trace: Trace) -> Lanes:
         lane_of_cand[c] = len(labels)
         label = f"rank {int(tracks['rank'][t])} {names[t]}" if multi_rank else names[t]
         brief = info.short_track_name(trace, t, threads)
+        brief = f"{heading} · {brief}" if alone else brief
         labels.append(label + (" · ranges" if c % 2 else ""))
         short.append(brief + (" · ranges" if c % 2 else ""))
         group.append(heading)

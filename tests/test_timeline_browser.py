@@ -1,0 +1,139 @@
+"""The standalone timeline page of a real trace in Chromium at a 1,600 px wide window: the
+plot spans the page, W zooms, D pans, hover names a kernel with its duration, a click opens
+the details panel, search finds kernels, and Shift+drag lists what ran in that stretch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from data_paths import TRACES
+from test_browser import ARGS, CHROMIUM, assert_safe, open_page
+
+pytestmark = pytest.mark.browser
+TRACE = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"
+WIDTH = 1600
+RANGE = """() => { const r = [...Bokeh.documents[0].all_models].find(
+  (m) => m.type === 'Range1d' && m.bounds != null); return [r.start, r.end]; }"""
+PLOT = """() => {
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const plot = root.child_views[1], r = plot.el.getBoundingClientRect();
+  return {left: r.left, top: r.top, width: r.width, frame: [plot.frame.bbox.left,
+          plot.frame.bbox.right, plot.frame.bbox.top, plot.frame.bbox.bottom]};
+}"""
+SHOWN = """() => { for (const m of Bokeh.documents[0].all_models) {
+  if (m.type === 'ColumnDataSource' && 'cat' in m.data && 'ev' in m.data) return m.data; } }"""
+TO_SCREEN = """([x, lane]) => {
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const plot = root.child_views[1], box = plot.el.getBoundingClientRect();
+  return [box.left + plot.frame.x_scale.compute(x), box.top + plot.frame.y_scale.compute(lane)];
+}"""
+TOOLTIP = """() => [...document.querySelectorAll('.bk-Tooltip')]
+  .filter((t) => t.getBoundingClientRect().width > 0)
+  .map((t) => t.shadowRoot ? t.shadowRoot.textContent : t.textContent)"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium missing (run `make browser`)")
+    pytest.importorskip("playwright")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from perflab.cli import main as cli
+
+    out = tmp_path_factory.mktemp("timeline") / "t.html"
+    assert cli(["timeline", str(TRACE), "-o", str(out)]) == 0
+    return out
+
+
+def widest_kernel(page: Any) -> tuple[int, dict[str, list[Any]]]:
+    d = page.evaluate(SHOWN)
+    kernels = [i for i, c in enumerate(d["cat"]) if c.startswith("kernel")]
+    return max(kernels, key=lambda i: d["right"][i] - d["left"][i]), d
+
+
+def test_the_standalone_page_at_1600_px(browser: Any, page_file: Path) -> None:
+    page, problems = open_page(browser, page_file)
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.wait_for_timeout(400)
+    plot = page.evaluate(PLOT)
+    margins = page.evaluate(
+        "() => { const s = getComputedStyle(document.body); "
+        "return parseFloat(s.marginLeft) + parseFloat(s.marginRight); }"
+    )
+    assert plot["width"] >= 0.95 * (WIDTH - margins), plot
+    # the lane names take at most about a fifth of the width
+    assert plot["frame"][0] <= WIDTH / 5 + 20, plot
+
+    # W zooms around the mouse, D pans
+    x_mid = plot["left"] + (plot["frame"][0] + plot["frame"][1]) / 2
+    y_mid = plot["top"] + (plot["frame"][2] + plot["frame"][3]) / 2
+    page.mouse.move(x_mid, y_mid)
+    before = page.evaluate(RANGE)
+    page.keyboard.press("w")
+    zoomed = page.evaluate(RANGE)
+    assert zoomed[1] - zoomed[0] < 0.9 * (before[1] - before[0])
+    assert before[0] <= zoomed[0] and zoomed[1] <= before[1]
+    page.keyboard.press("d")
+    panned = page.evaluate(RANGE)
+    assert panned[0] > zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
+    page.mouse.dblclick(x_mid, y_mid)  # fits the whole trace again
+    assert page.evaluate(RANGE) == pytest.approx(before)
+
+    # hover: a kernel's name, category, duration and start
+    i, d = widest_kernel(page)
+    x, y = page.evaluate(TO_SCREEN, [(d["left"][i] + d["right"][i]) / 2, d["lane_i"][i]])
+    page.mouse.move(x, y)
+    page.wait_for_timeout(200)
+    tips = page.evaluate(TOOLTIP)
+    assert any(d["name"][i][:40] in t and "duration" in t and d["dur"][i] in t for t in tips)
+
+    # click: the details panel names the kernel, its launch and the launch's CPU op
+    page.mouse.click(x, y)
+    page.wait_for_timeout(200)
+    details = page.inner_text(".pl-tl-details")
+    assert d["name"][i][:40] in details and "launched by" in details
+    assert "its CPU op" in details and "idle before" in details
+
+    # search: a count, the matches outlined, Enter centres the first
+    page.fill(".pl-tl-search", "nccl.*AllReduce")
+    page.wait_for_timeout(400)
+    count = page.inner_text(".pl-tl-count")
+    assert count.endswith("matches") and int(count.split()[0].replace(",", "")) > 0
+    page.press(".pl-tl-search", "Enter")
+    page.wait_for_timeout(200)
+    assert page.inner_text(".pl-tl-count").startswith("1 of ")
+    found = page.evaluate(
+        "() => { for (const m of Bokeh.documents[0].all_models) { if (m.type === "
+        "'ColumnDataSource' && 'color' in m.data && !('name' in m.data) && 'top' in m.data) "
+        "return m.data.left.length; } }"
+    )
+    assert found > 0
+    page.keyboard.press("Escape")
+
+    # Shift+drag across lanes and time: a table of what ran there, by name
+    page.mouse.dblclick(x_mid, y_mid)
+    x0 = plot["left"] + plot["frame"][0] + 5
+    x1 = plot["left"] + plot["frame"][1] - 5
+    page.keyboard.down("Shift")
+    page.mouse.move(x0, plot["top"] + plot["frame"][2] + 5)
+    page.mouse.down()
+    page.mouse.move(x1, plot["top"] + plot["frame"][3] - 5, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_timeout(200)
+    assert page.evaluate(RANGE) == pytest.approx(before)  # the drag did not pan
+    area = page.inner_text(".pl-tl-area")
+    assert "events on" in area and "ncclKernel_AllReduce" in area and "mean duration" in area
+    assert_safe(page, problems)
+    page.close()
