@@ -506,15 +506,21 @@ def _draw_glyph(out: Shapes, glyph: Any, data: dict[str, Any], sx: Scale, sy: Sc
 # --- the timeline's page-filled sources ---------------------------------------------------
 
 
-def _timeline_args(fig: Any) -> dict[str, Any] | None:
-    """The arguments of a timeline page script (bars filled in the browser), if any."""
+def _script_args(fig: Any, names: set[str]) -> dict[str, Any] | None:
+    """The arguments of the first script on ``fig``'s time axis that takes all of
+    ``names``, if any."""
     callbacks = getattr(fig.x_range, "js_property_callbacks", {}) or {}
     for items in callbacks.values():
         for cb in items:
             args = getattr(cb, "args", {}) or {}
-            if {"events", "levels", "rows", "tiles", "busy", "meta"} <= set(args):
+            if names <= set(args):
                 return dict(args)
     return None
+
+
+def _timeline_args(fig: Any) -> dict[str, Any] | None:
+    """The arguments of a timeline page script (bars filled in the browser), if any."""
+    return _script_args(fig, {"events", "levels", "rows", "tiles", "busy", "meta"})
 
 
 def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -557,14 +563,10 @@ def _timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 
 def _collective_args(fig: Any) -> dict[str, Any] | None:
-    """The arguments of a job timeline's collectives script (lines filled in the browser)."""
-    callbacks = getattr(fig.x_range, "js_property_callbacks", {}) or {}
-    for items in callbacks.values():
-        for cb in items:
-            args = getattr(cb, "args", {}) or {}
-            if {"inst", "cells", "links", "late", "cmeta", "main"} <= set(args):
-                return dict(args) if args["main"] is fig else None
-    return None
+    """The arguments of a job timeline's collectives script (lines filled in the browser),
+    when it draws on ``fig`` (the strip shares the time axis, not the lanes)."""
+    args = _script_args(fig, {"inst", "cells", "links", "late", "cmeta", "main"})
+    return args if args is not None and args["main"] is fig else None
 
 
 def _collective_sources(fig: Any) -> dict[int, dict[str, Any]]:
