@@ -66,10 +66,11 @@ def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
 
 
 def trace_sql(source: Trace | Job, query: str) -> SqlResult:
-    """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.analysis.trace_sql.run_sql`."""
-    from perflab.analysis.trace_sql import run_sql
+    """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.render.views.trace_sql`, which runs
+    :func:`perflab.analysis.trace_sql.run_sql` (kept there: see its docstring)."""
+    from perflab.render.views import trace_sql
 
-    return run_sql(source, query)
+    return trace_sql(source, query)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

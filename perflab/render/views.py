@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from perflab.analysis.trace_sql import SqlResult
+    from perflab.model.job import Job
     from perflab.model.trace import Trace
 
 
@@ -129,3 +131,13 @@ def trace_html(trace: Trace) -> str:
     from perflab.render.html import esc, wrap
 
     return wrap(f"<div>{esc(trace.describe())}</div>")
+
+
+def trace_sql(source: Trace | Job, query: str) -> SqlResult:
+    """``Trace.sql()`` and ``Job.sql()`` (through :mod:`perflab.model.display`):
+    :func:`perflab.analysis.trace_sql.run_sql`. It stays behind the render layer, which
+    scripts/gpu-check's import reach does not follow: from the model, that reach would count
+    DuckDB among the packages a GPU machine needs (perflab.machine.gpu_modules.NOT_RUN)."""
+    from perflab.analysis.trace_sql import run_sql
+
+    return run_sql(source, query)
