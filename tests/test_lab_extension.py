@@ -3,12 +3,15 @@ listeners) in process, and the whole extension in a real JupyterLab server with 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -389,6 +392,29 @@ def installed_extension() -> Path:
     return where
 
 
+@contextlib.contextmanager
+def lab_page(root: Path, notebook: str) -> Iterator[tuple[Any, list[str]]]:
+    """``notebook`` (in ``root``) open in JupyterLab in Chromium, its kernel idle; with the
+    page's console errors, uncaught exceptions and dialogs (see test_browser.open_page)."""
+    from test_browser import ARGS, CHROMIUM, jupyter_server, open_page
+
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium missing (run `make browser`)")
+    installed_extension()
+    from playwright.sync_api import sync_playwright
+
+    with jupyter_server("jupyterlab", root) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page, problems = open_page(
+            browser, f"{url}/lab/tree/{notebook}", front_end=f"{url}/static/", wait=False
+        )
+        page.set_viewport_size({"width": 1500, "height": 900})
+        wait_kernel_idle(page)
+        yield page, problems
+        page.close()
+        browser.close()
+
+
 def wait_kernel_idle(page: Any) -> None:
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-status]')].some("
@@ -401,6 +427,18 @@ def open_history(page: Any) -> None:
     if not page.is_visible("#perflab-history"):
         page.click(".jp-SideBar.jp-mod-right li[data-id='perflab-history']")
     page.wait_for_selector("#perflab-history", state="visible")
+
+
+def save_and_reload(page: Any, rows: int) -> None:
+    """Save the notebook (no "leave the page?" question), reload the page and wait for the
+    history panel to show ``rows`` rows again."""
+    page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputArea-editor")
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=30_000)
+    page.reload()
+    wait_kernel_idle(page)
+    open_history(page)
+    page.wait_for_function(f"() => ({ROWS})() === {rows}", timeout=90_000)
 
 
 def profile_first_cell(page: Any, rows_before: int, *, by_key: bool = False) -> None:
@@ -461,21 +499,8 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
     history panel (live rows, compare, baseline, CSV export), the history across a page
     reload and a kernel restart, CUDA highlighting of a %%ptx cell and of its view's PTX and
     SASS panes, the history following a rename, no console errors."""
-    from test_browser import ARGS, CHROMIUM, jupyter_server, open_page
-
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium missing (run `make browser`)")
-    installed_extension()
-    from playwright.sync_api import sync_playwright
-
     lab_notebook(tmp_path)
-    with jupyter_server("jupyterlab", tmp_path) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page, problems = open_page(
-            browser, f"{url}/lab/tree/lab.ipynb", front_end=f"{url}/static/", wait=False
-        )
-        page.set_viewport_size({"width": 1500, "height": 900})
-        wait_kernel_idle(page)
+    with lab_page(tmp_path, "lab.ipynb") as (page, problems):
         page.wait_for_function(f"() => ({STATUS})() === 'no GPU: host clock'", timeout=90_000)
         open_history(page)
 
@@ -520,12 +545,7 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         assert lines[0].startswith("id,name,median_ns") and len(lines) == 3
 
         # a reload and a kernel restart keep the history; new ids follow on
-        page.keyboard.press("Control+s")  # saved: no "leave the page?" question
-        page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=30_000)
-        page.reload()
-        wait_kernel_idle(page)
-        open_history(page)
-        page.wait_for_function(f"() => ({ROWS})() === 2", timeout=60_000)
+        save_and_reload(page, 2)
         restart_kernel(page)
         page.wait_for_function(f"() => ({STATUS})() === 'no GPU: host clock'", timeout=90_000)
         assert [r["id"] for r in panel_rows(page)] == ["r1", "r2"]
@@ -585,5 +605,161 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         assert len(labext.History.load(renamed).entries) == 3
         assert not (tmp_path / ".perflab" / "lab.ipynb.history.json").exists()
         assert problems == []
-        page.close()
-        browser.close()
+
+
+# --- the history panel at its default width ----------------------------------------------
+
+PANEL_NOTEBOOK = "18-whole-jobs-and-collectives-on-eight-ranks.ipynb"
+NOISY = "noisy: IQR is 23% of the median (> 10%)"
+HOST_CLOCK = "no GPU: timed with the host clock (perf_counter_ns)"
+# (name, median in microseconds, relative spread of the samples, warnings)
+PANEL_RESULTS: list[tuple[str, float, float, list[str]]] = [
+    ("In[12]", 7995.0, 0.6, [NOISY, HOST_CLOCK]),
+    ("matmul 2048 bf16 cuBLAS", 1234.5, 0.02, [HOST_CLOCK]),
+    ("In[3]", 18.4, 0.05, []),
+    ("attention forward fused flash kernel causal seq 4096", 51234.0, 0.3, [NOISY]),
+    ("copy 256 MiB device to device", 64.2, 0.01, []),
+    ("allreduce 1 GiB over NVLink ring", 412.0, 0.2, [NOISY, HOST_CLOCK]),
+    ("layernorm", 3.1, 0.1, []),
+    ("decode step batch 8", 2270.0, 0.05, [HOST_CLOCK]),
+    ("Softmax rows 4096", 95.0, 0.04, []),
+    ("In[7]", 640.0, 0.08, [HOST_CLOCK]),
+]
+PANEL_ROWS = "#perflab-history tr.jp-perflab-row"
+# every box in the panel whose content is wider than itself: text cut or a scroll bar
+OVERFLOWING = """() => [document.querySelector('#perflab-history'),
+    ...document.querySelectorAll('#perflab-history *')]
+  .filter(e => getComputedStyle(e).display !== 'inline' && e.scrollWidth > e.clientWidth)
+  .map(e => `${e.tagName}.${e.className}: ${e.scrollWidth} > ${e.clientWidth}`)"""
+PANEL_WIDTH = "() => document.querySelector('#perflab-history').clientWidth"
+# where the comparison is, against the table and the panel's visible part
+COMPARE_PLACE = """() => {
+  const panel = document.querySelector('#perflab-history').getBoundingClientRect();
+  const compare = document.querySelector('.jp-perflab-compare').getBoundingClientRect();
+  const table = document.querySelector('#perflab-history .jp-perflab-table')
+    .getBoundingClientRect();
+  return {above: compare.bottom <= table.top,
+          inView: compare.top >= panel.top && compare.bottom <= panel.bottom};
+}"""
+
+
+def seed_panel_history(root: Path) -> labext.History:
+    """A notebook whose history already holds PANEL_RESULTS, as the kernel will load it."""
+    import nbformat
+
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("x = 1")], metadata={"kernelspec": kernelspec}
+    )
+    nbformat.write(nb, root / PANEL_NOTEBOOK)
+    history = labext.History(labext.history_path(PANEL_NOTEBOOK, root))
+    rng = np.random.default_rng(5)
+    for name, median_us, spread, warnings in PANEL_RESULTS:
+        samples = median_us * 1e3 * np.exp(spread * rng.standard_normal(40))
+        history.add(
+            TimingResult(
+                samples_ns=samples,
+                backend="cpu",
+                device="CPU: AMD EPYC 9654 96-Core Processor",
+                name=name,
+                warnings=warnings,
+            )
+        )
+    history.save()
+    return history
+
+
+def natural_key(name: str) -> list[Any]:
+    """Names as the panel sorts them: case ignored, numbers by value (In[3] before In[12])."""
+    return [int(part) if part.isdigit() else part.casefold() for part in re.split(r"(\d+)", name)]
+
+
+def panel_order(page: Any) -> list[str]:
+    return page.evaluate(
+        f"() => [...document.querySelectorAll('{PANEL_ROWS}')].map(r => r.dataset.id)"
+    )
+
+
+def assert_nothing_cut(page: Any) -> None:
+    assert page.evaluate(OVERFLOWING) == []
+
+
+def drag_right_sidebar(page: Any, pixels: int) -> None:
+    """Move the right side panel's edge ``pixels`` to the left (negative: to the right), and
+    wait until the panel has taken its new width."""
+    before = page.evaluate(PANEL_WIDTH)
+    widen_right_sidebar(page, pixels)
+    page.wait_for_function(f"() => ({PANEL_WIDTH})() !== {before}", timeout=10_000)
+    page.wait_for_timeout(200)  # a layout frame for the rows
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_history_panel_reads_whole_at_its_default_width(tmp_path: Path) -> None:
+    """The panel at JupyterLab's default side-panel width: no text cut (the interval, the
+    warnings, the notebook's name), the whole row in its tooltip; reflowed when the side panel
+    is resized; a comparison shown above the rows and scrolled into view; sorted by time or
+    name, the choice kept across a reload."""
+    history = seed_panel_history(tmp_path)
+    entries = {e.id: e for e in history.entries}
+    with lab_page(tmp_path, PANEL_NOTEBOOK) as (page, problems):
+        open_history(page)
+        page.wait_for_function(f"() => ({ROWS})() === {len(entries)}", timeout=90_000)
+
+        # two rows near the top: their comparison shows at the top, in view
+        page.check(f"{PANEL_ROWS}[data-id='r1'] .jp-perflab-pick")
+        page.check(f"{PANEL_ROWS}[data-id='r2'] .jp-perflab-pick")
+        assert_comparison(page, str(entries["r2"].result.compare(entries["r1"].result)))
+        page.mouse.move(700, 600)  # no tooltip over the picture
+        shot = os.environ.get("PERFLAB_PANEL_SCREENSHOT")
+        page.locator("#perflab-history").screenshot(path=shot or str(tmp_path / "panel.png"))
+        assert page.evaluate(COMPARE_PLACE) == {"above": True, "inView": True}
+
+        # nothing cut at the default width; each row's tooltip holds all of it
+        default_width = page.evaluate(PANEL_WIDTH)
+        assert_nothing_cut(page)
+        titles = page.evaluate(
+            f"() => Object.fromEntries([...document.querySelectorAll('{PANEL_ROWS}')]"
+            ".map(r => [r.dataset.id, r.title]))"
+        )
+        for row_id, entry in entries.items():
+            shown = panel_rows(page)[int(row_id[1:]) - 1]
+            assert entry.result.name in titles[row_id] and shown["median"] in titles[row_id]
+            assert all(w in titles[row_id] for w in entry.result.warnings)
+
+        # a pair at the bottom, the panel scrolled down to it: the comparison comes into view
+        for row_id in ("r1", "r2"):
+            page.uncheck(f"{PANEL_ROWS}[data-id='{row_id}'] .jp-perflab-pick")
+        page.check(f"{PANEL_ROWS}[data-id='r9'] .jp-perflab-pick")
+        scrolled = "p => { p.scrollTop = p.scrollHeight; return p.scrollTop; }"
+        assert page.eval_on_selector("#perflab-history", scrolled) > 0
+        page.check(f"{PANEL_ROWS}[data-id='r10'] .jp-perflab-pick")
+        assert_comparison(page, str(entries["r10"].result.compare(entries["r9"].result)))
+        page.wait_for_function(f"() => ({COMPARE_PLACE})().inView", timeout=5_000)
+
+        # sorted by time, by name, and back to the order they were run in
+        by_time = sorted(entries, key=lambda i: entries[i].result.median_ns)
+        by_name = sorted(entries, key=lambda i: natural_key(entries[i].result.name))
+        page.select_option("#perflab-history .jp-perflab-sort", "time")
+        assert panel_order(page) == by_time
+        page.select_option("#perflab-history .jp-perflab-sort", "name")
+        assert panel_order(page) == by_name
+        assert_nothing_cut(page)
+
+        # resized: wider, the rows take fewer lines; at the narrowest, still nothing cut
+        tall = page.locator(f"{PANEL_ROWS}[data-id='r4']").bounding_box()["height"]
+        drag_right_sidebar(page, 250)
+        assert page.evaluate(PANEL_WIDTH) > default_width
+        assert_nothing_cut(page)
+        assert page.locator(f"{PANEL_ROWS}[data-id='r4']").bounding_box()["height"] < tall
+        drag_right_sidebar(page, -600)
+        assert page.evaluate(PANEL_WIDTH) <= default_width
+        assert_nothing_cut(page)
+
+        # the choice stays for the session: a reload sorts by name again
+        save_and_reload(page, len(entries))
+        assert page.input_value("#perflab-history .jp-perflab-sort") == "name"
+        assert panel_order(page) == by_name
+        page.select_option("#perflab-history .jp-perflab-sort", "run")
+        assert panel_order(page) == list(entries)
+        assert problems == []

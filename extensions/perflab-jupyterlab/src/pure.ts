@@ -44,13 +44,18 @@ export function formatNs(ns: number): string {
   return `${ns} ns`;
 }
 
-/** "1.23 ms (1.2-1.25 ms)": a median with its 95% interval, in the median's unit. */
-export function formatMedian(row: Pick<IRow, 'median_ns' | 'ci95_ns'>): string {
+/** ["1.23 ms", "(1.2-1.25 ms)"]: a median and its 95% interval, in the median's unit. */
+export function medianParts(row: Pick<IRow, 'median_ns' | 'ci95_ns'>): [string, string] {
   const median = formatNs(row.median_ns);
   const unit = median.split(' ')[1];
   const scale = { s: 1e9, ms: 1e6, us: 1e3, ns: 1 }[unit] ?? 1;
   const [lo, hi] = row.ci95_ns.map(v => Number((v / scale).toPrecision(4)));
-  return `${median} (${lo}-${hi} ${unit})`;
+  return [median, `(${lo}-${hi} ${unit})`];
+}
+
+/** "1.23 ms (1.2-1.25 ms)": a median with its 95% interval, in the median's unit. */
+export function formatMedian(row: Pick<IRow, 'median_ns' | 'ci95_ns'>): string {
+  return medianParts(row).join(' ');
 }
 
 /** The local time of day of an ISO timestamp ("" when it cannot be read). */
@@ -80,6 +85,50 @@ export function statusText(info: IInfo): string {
 /** How a row is called in the panel: "#3" for the history's "r3". */
 export function rowLabel(id: string): string {
   return /^r\d+$/.test(id) ? `#${id.slice(1)}` : id;
+}
+
+/** The whole of a row, one fact a line: the panel's tooltip, so nothing is only cut off. */
+export function rowText(row: IRow, isBaseline: boolean): string {
+  const marks = (isBaseline ? ' (baseline)' : '') + (row.replayed ? ' [replayed]' : '');
+  const when = formatTime(row.created);
+  return [
+    `${rowLabel(row.id)} ${row.name}${marks}`,
+    `median ${formatMedian(row)}: 95% confidence interval, n = ${row.n} samples`,
+    [row.backend, row.device, when].filter(Boolean).join(' · '),
+    ...row.warnings.map(w => `⚠ ${w}`)
+  ].join('\n');
+}
+
+/** The orders the panel offers: as run (the history's), fastest first, by name. */
+export const SORT_KEYS = ['run', 'time', 'name'] as const;
+export type SortKey = (typeof SORT_KEYS)[number];
+export const SORT_LABELS: Record<SortKey, string> = {
+  run: 'run order',
+  time: 'time (median)',
+  name: 'name'
+};
+
+/** ``value`` as a sort key ("run" when it is not one, e.g. a stale stored value). */
+export function sortKey(value: unknown): SortKey {
+  return SORT_KEYS.find(k => k === value) ?? 'run';
+}
+
+// numbers in names by value ("In[3]" before "In[12]"), case and accents ignored
+const NAMES = new Intl.Collator(undefined, { numeric: true, sensitivity: 'base' });
+
+function medianOrder(row: Pick<IRow, 'median_ns'>): number {
+  return Number.isNaN(row.median_ns) ? Infinity : row.median_ns;
+}
+
+/** The rows in ``key``'s order (a new array; ties keep the order they were run in). */
+export function sortRows<R extends Pick<IRow, 'name' | 'median_ns'>>(rows: R[], key: SortKey): R[] {
+  const sorted = [...rows];
+  if (key === 'time') {
+    sorted.sort((a, b) => medianOrder(a) - medianOrder(b));
+  } else if (key === 'name') {
+    sorted.sort((a, b) => NAMES.compare(a.name, b.name));
+  }
+  return sorted;
 }
 
 const GPUPROFILE = /^\s*%%gpuprofile\b/;

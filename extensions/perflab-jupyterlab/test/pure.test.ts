@@ -11,9 +11,13 @@ import {
   formatNs,
   formatTime,
   isCudaCell,
+  medianParts,
   profileCode,
   untimedReason,
   rowLabel,
+  rowText,
+  sortKey,
+  sortRows,
   statusText
 } from '../src/pure';
 
@@ -43,6 +47,67 @@ describe('formatNs', () => {
   it('gives the interval in the median unit', () => {
     expect(formatMedian(row as never)).toBe('1.235 ms (1.2-1.25 ms)');
     expect(formatMedian({ median_ns: 999, ci95_ns: [990, 1010] })).toBe('999 ns (990-1010 ns)');
+  });
+});
+
+describe('medianParts', () => {
+  it('splits the median from its interval, so that each can keep to one line', () => {
+    expect(medianParts({ median_ns: 7995000, ci95_ns: [5177000, 18430000] })).toEqual([
+      '7.995 ms',
+      '(5.177-18.43 ms)'
+    ]);
+  });
+});
+
+describe('rowText', () => {
+  it('holds every part of the row, one line each, warnings last', () => {
+    const text = rowText({ ...row, replayed: true }, true);
+    const lines = text.split('\n');
+    expect(lines[0]).toBe('#1 matmul (baseline) [replayed]');
+    expect(lines[1]).toBe('median 1.235 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples');
+    expect(lines[2]).toMatch(/^cpu · CPU: x · \d\d:04:05$/);
+    expect(lines.slice(3)).toEqual(['⚠ noisy']);
+  });
+
+  it('leaves out what a row does not have', () => {
+    const plain = { ...row, created: 'unknown', warnings: [] };
+    expect(rowText(plain, false).split('\n')).toEqual([
+      '#1 matmul',
+      'median 1.235 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples',
+      'cpu · CPU: x'
+    ]);
+  });
+});
+
+describe('sortRows', () => {
+  const rows = [
+    { id: 'r1', name: 'In[12]', median_ns: 300 },
+    { id: 'r2', name: 'matmul', median_ns: 100 },
+    { id: 'r3', name: 'In[3]', median_ns: NaN },
+    { id: 'r4', name: 'Copy', median_ns: 100 },
+    { id: 'r5', name: 'in[3]', median_ns: 50 }
+  ];
+  const ids = (key: 'run' | 'time' | 'name') => sortRows(rows, key).map(r => r.id);
+
+  it('orders by median, fastest first, ties as run, an unreadable median last', () => {
+    expect(ids('time')).toEqual(['r5', 'r2', 'r4', 'r1', 'r3']);
+  });
+
+  it('orders by name with numbers by value and case ignored, ties as run', () => {
+    expect(ids('name')).toEqual(['r4', 'r3', 'r5', 'r1', 'r2']);
+  });
+
+  it('keeps the run order, and never reorders the rows it is given', () => {
+    expect(ids('run')).toEqual(['r1', 'r2', 'r3', 'r4', 'r5']);
+    sortRows(rows, 'time');
+    expect(rows.map(r => r.id)).toEqual(['r1', 'r2', 'r3', 'r4', 'r5']);
+  });
+
+  it('reads a stored key, and falls back to the run order', () => {
+    expect(sortKey('time')).toBe('time');
+    expect(sortKey('name')).toBe('name');
+    expect(sortKey('median')).toBe('run');
+    expect(sortKey(null)).toBe('run');
   });
 });
 
