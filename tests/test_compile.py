@@ -557,7 +557,7 @@ def test_an_entry_cached_before_the_controls_gets_them(monkeypatch: pytest.Monke
 
 
 def test_sass_without_live_registers_when_that_run_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    import perflab.capture.compile as compile_module
+    import perflab.capture.compile_cache as compile_module
 
     def refuse(cubin: bytes, *, timeout: float) -> str:
         raise ToolchainError("nvdisasm failed: no life ranges here")

@@ -1,0 +1,253 @@
+"""The disk cache of compile results and what every compile job shares: nvdisasm's SASS
+(attached to a result, disassembled on first use), the kernels of a PTX module, and the
+tool versions a result records.
+
+Results are cached on disk (``$PERFLAB_CACHE_DIR`` or ``~/.cache/perflab``, under
+``compile/``) by source, options, target and tool versions, as JSON plus the two
+nvdisasm texts (code with encodings, and live registers).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from perflab.analysis.ptx import parse_ptx
+from perflab.analysis.sass import parse_disassembly, parse_res_usage
+from perflab.capture import _proc, toolchain
+from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
+from perflab.errors import SchemaError, ToolchainError
+from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
+from perflab.model.serialize import cache_dir, dump_json, load_json, write_text
+
+CACHE_VERSION = 1
+SASS_SUFFIX = "hex.sass"  # nvdisasm -g -gi -gp -c -hex, beside a cache entry
+LIVE_SUFFIX = "live.txt"  # nvdisasm -c -lrm count
+
+# ---- cache -----------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    return cache_dir() / "compile"
+
+
+def cache_key(parts: Mapping[str, Any]) -> str:
+    doc = json.dumps({"cache_version": CACHE_VERSION, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+
+
+class CompileJob(Protocol):
+    """What :func:`cached_run` needs of a job: its cache key and its timeout."""
+
+    @property
+    def timeout(self) -> float: ...
+
+    def cache_parts(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class _CacheEntry:
+    key: str
+    root: Path = field(default_factory=cache_root)
+
+    @property
+    def json_path(self) -> Path:
+        return self.root / self.key[:2] / f"{self.key}.json"
+
+    @property
+    def sass_path(self) -> Path:
+        # the disassembly with encodings (-hex); an entry written before perflab read them
+        # has only '<key>.sass', which is left alone: its SASS is disassembled again
+        return self.root / self.key[:2] / f"{self.key}.{SASS_SUFFIX}"
+
+    @property
+    def live_path(self) -> Path:
+        return self.root / self.key[:2] / f"{self.key}.{LIVE_SUFFIX}"
+
+    def load(self) -> CompileResult | None:
+        if not self.json_path.is_file():
+            return None
+        try:
+            result = CompileResult.from_dict(load_json("compile", self.json_path))
+        except SchemaError:
+            return None  # an unreadable entry is recompiled, and overwritten
+        result.cached = True
+        return result
+
+    def store(self, result: CompileResult) -> None:
+        try:
+            self.json_path.parent.mkdir(parents=True, exist_ok=True)
+            dump_json("compile", result.to_dict(sass=False), self.json_path)
+        except OSError:
+            pass  # a read-only or full cache disk only costs a recompile
+
+    def read_sass(self) -> str | None:
+        return _read_cached(self.sass_path)
+
+    def write_sass(self, text: str) -> None:
+        _write_cached(self.sass_path, text)
+
+    def read_live(self) -> str | None:
+        return _read_cached(self.live_path)
+
+    def write_live(self, text: str) -> None:
+        _write_cached(self.live_path, text)
+
+
+def _read_cached(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_cached(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)  # never through a link planted in the cache
+    except OSError:
+        pass
+
+
+def cached_run(
+    job: CompileJob, run: Callable[[], CompileResult], *, cache: bool = True
+) -> CompileResult:
+    """``run()``'s result for ``job``, from the disk cache when an entry has the job's
+    key (else run and stored), with SASS attached to disassemble on first use."""
+    entry = _CacheEntry(cache_key(job.cache_parts())) if cache else None
+    result = entry.load() if entry is not None else None
+    if result is None:
+        result = run()
+        if entry is not None:
+            entry.store(result)
+    attach_sass(result, entry, job.timeout)
+    return result
+
+
+# ---- SASS (lazy) -----------------------------------------------------------------------------
+
+
+def disassemble(cubin: bytes, *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """``nvdisasm -g -gi -gp -c -hex`` of a cubin: code with source and PTX line comments
+    and each instruction's encoding (whose high word holds its scheduling controls)."""
+    return _nvdisasm(cubin, ["-g", "-gi", "-gp", "-c", "-hex"], timeout=timeout)
+
+
+def live_ranges(cubin: bytes, *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """``nvdisasm -c -lrm count`` of a cubin: registers live at each instruction. A run of
+    its own: with ``--print-life-ranges`` nvdisasm ignores the line-info options."""
+    return _nvdisasm(cubin, ["-c", "-lrm", "count"], timeout=timeout)
+
+
+def _nvdisasm(cubin: bytes, options: list[str], *, timeout: float) -> str:
+    nvdisasm = toolchain.require_tool("nvdisasm")
+    with toolchain.private_tempdir() as tmp:
+        (tmp / "k.cubin").write_bytes(cubin)
+        done = toolchain.run_tool(nvdisasm, [*options, "k.cubin"], cwd=tmp, timeout=timeout)
+    if done.returncode != 0:
+        raise ToolchainError(f"nvdisasm failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def _disassembly(cubin: bytes, entry: _CacheEntry | None, timeout: float) -> tuple[str, str | None]:
+    """The code and the live-register texts, from the cache or from nvdisasm; the two runs
+    go side by side (a cold ``%%ptx`` waits for one nvdisasm, not two in a row). Live
+    registers are None when that run fails: the SASS does not need them."""
+    code = entry.read_sass() if entry is not None else None
+    live = entry.read_live() if entry is not None else None
+    if code is not None and live is not None:
+        return code, live
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(live_ranges, cubin, timeout=timeout) if live is None else None
+        try:
+            if code is None:
+                code = disassemble(cubin, timeout=timeout)
+            if pending is not None:
+                live = _live_or_none(pending)
+        except KeyboardInterrupt:
+            _proc.kill_all_groups()  # the other nvdisasm too: it runs in the worker thread
+            raise
+    if entry is not None:
+        entry.write_sass(code)
+        if live is not None:
+            entry.write_live(live)
+    return code, live
+
+
+def _live_or_none(pending: concurrent.futures.Future[str]) -> str | None:
+    try:
+        return pending.result()
+    except ToolchainError:
+        return None
+
+
+def attach_sass(result: CompileResult, entry: _CacheEntry | None, timeout: float) -> None:
+    """Give every kernel a loader that disassembles the cubin once, on first use (the
+    texts are kept next to the cache entry, when there is one)."""
+
+    @functools.cache
+    def functions() -> dict[str, list[SassLine]]:
+        code, live = _disassembly(result.cubin, entry, timeout)
+        return parse_disassembly(code, live, user_files={result.source_path})
+
+    for kernel in result.kernels:
+        kernel.defer_sass(_loader(functions, kernel.mangled))
+
+
+def _loader(
+    functions: Callable[[], dict[str, list[SassLine]]], name: str
+) -> Callable[[], list[SassLine]]:
+    return lambda: functions().get(name, [])
+
+
+# ---- what a result is made of ----------------------------------------------------------------
+
+
+def res_usage(tmp: Path, timeout: float) -> dict[str, dict[str, int]]:
+    """``cuobjdump -res-usage`` of ``tmp/cell.cubin``; empty when cuobjdump is missing."""
+    cuobjdump = toolchain.find_tool("cuobjdump")
+    if cuobjdump is None:
+        return {}
+    done = toolchain.run_tool(cuobjdump, ["-res-usage", "cell.cubin"], cwd=tmp, timeout=timeout)
+    return parse_res_usage(done.stdout) if done.returncode == 0 else {}
+
+
+def kernel_artifacts(
+    ptx: str, user_file: str, arch: str, resources: Mapping[str, Resources]
+) -> list[KernelArtifacts]:
+    """One entry per kernel of the PTX module, with its demangled name, PTX span and
+    ``resources``; ``user_file`` is the source whose lines the PTX's line info names."""
+    module = parse_ptx(ptx, user_files={user_file})
+    names = toolchain.demangle(module.entries)
+    kernels = []
+    for mangled, span in module.entries.items():
+        kernels.append(
+            KernelArtifacts(
+                name=names.get(mangled, mangled),
+                mangled=mangled,
+                arch=arch,
+                module_ptx=ptx,
+                ptx_span=span,
+                ptx_lines_source=[pl.source_line for pl in module.entry_lines(mangled)],
+                resources=resources.get(mangled, Resources()),
+            )
+        )
+    return kernels
+
+
+def tool_versions() -> dict[str, str]:
+    """The environment's versions and those of the compile tools found."""
+    from perflab.capture.env import versions
+
+    found = versions()
+    for name in toolchain.TOOLS:
+        tool = toolchain.find_tool(name)
+        if tool is not None and tool.version:
+            found[name] = tool.version
+    return found
