@@ -22,9 +22,16 @@ def style() -> str:
     return f"<style>\n{static_text('perflab.css')}</style>"
 
 
+# What XML 1.0 forbids in a document (C0 controls but tab, newline and carriage return;
+# lone surrogates; U+FFFE and U+FFFF): one of them makes an SVG or XHTML reader reject the
+# whole document, and a lone surrogate cannot be written as UTF-8 at all.
+NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def esc(value: object) -> str:
-    """Escape any value for HTML text and attribute context."""
-    return html.escape(str(value), quote=True)
+    """Escape any value for HTML, SVG and XML text and attribute context: markup characters
+    escaped, and each character of :data:`NOT_XML` replaced by U+FFFD."""
+    return html.escape(NOT_XML.sub("\ufffd", str(value)), quote=True)
 
 
 # What a terminal acts on: C0 controls, DEL and C1 controls (0x9b acts as ESC [ on some
