@@ -50,19 +50,33 @@ from __future__ import annotations
 
 import itertools
 import math
-import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab._gc import gc_paused
 from perflab.capture import env
+
+# the clocks (clocks.py) and what a result warns about (timer_warnings.py) have their own
+# modules; their names are importable from here too
+from perflab.capture.clocks import DEFAULT_FLUSH_BYTES as DEFAULT_FLUSH_BYTES
+from perflab.capture.clocks import Clock as Clock
+from perflab.capture.clocks import HostClock as HostClock
+from perflab.capture.clocks import HostQueueClock as HostQueueClock
+from perflab.capture.clocks import nothing
 from perflab.capture.nvtx import Range
+from perflab.capture.timer_warnings import FLOOR_WARN_FACTOR as FLOOR_WARN_FACTOR
+from perflab.capture.timer_warnings import NOISE_IQR_FRACTION as NOISE_IQR_FRACTION
+from perflab.capture.timer_warnings import WORST_OVER_BEST as WORST_OVER_BEST
+from perflab.capture.timer_warnings import cold_calls as cold_calls
+from perflab.capture.timer_warnings import noise_warnings as noise_warnings
+from perflab.capture.timer_warnings import nothing_timed as nothing_timed
+from perflab.capture.timer_warnings import timer_warnings as timer_warnings
+from perflab.capture.timer_warnings import unmeasured_warning as unmeasured_warning
 from perflab.errors import InputError, no_gpu
 from perflab.model import stats
 from perflab.model.timing import TimingResult, first_unmeasurable, measurable
@@ -71,12 +85,9 @@ from perflab.model.units import format_ns
 if TYPE_CHECKING:  # the GPU side, imported when a run starts
     from perflab.capture.gpu_clock import ThrottleReport
 
-NOISE_IQR_FRACTION = 0.10
-WORST_OVER_BEST = 4.0
 CPU_MIN_SAMPLE_NS = 20_000  # batch tiny CPU calls so perf_counter overhead stays < ~1%
 ESTIMATE_SAMPLES = 5
 PROBE_SAMPLES = 3  # samples that measure the host's cost of issuing one (GPU, with filler)
-DEFAULT_FLUSH_BYTES = 32 << 20
 MAX_BUDGET_MS = 3_600_000.0  # one hour: a larger budget is a typo, and int() would overflow
 MAX_COUNT = 10_000_000  # calls per sample / samples: beyond this a run never ends
 MAX_WARMUP_CALLS = 100_000
@@ -87,7 +98,6 @@ MAX_LEAD_NS = 50_000_000.0
 ROUND_GROWTH = 0.5  # each round adds half as many samples as there are
 FLOOR_SAMPLES = 51  # samples of nothing timed for the timer's floor (once per clock)
 RESOLUTION_READS = 1_000  # back-to-back clock readings for its resolution
-FLOOR_WARN_FACTOR = 5.0  # a median within 5 floors is mostly timing overhead
 HOT_FLOOR_FACTOR = 100.0  # a hot batch lasts >= 100 floors (the floor < 1% of it)
 HOT_RESOLUTION_FACTOR = 1_000.0  # and >= 1000 steps of the clock
 HOT_MIN_BATCH_NS = 20_000.0  # and >= 20 us (all there is when the floor is unknown)
@@ -154,175 +164,6 @@ def _is_number(value: object) -> bool:
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_COUNT
-
-
-# --- clocks -------------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """What the engine times with: :class:`HostClock` (the CPU backend),
-    :class:`HostQueueClock` (a host thread run as a queue, for tests),
-    :class:`~perflab.capture.gpu_clock.TorchCudaClock` and
-    :class:`~perflab.capture.gpu_clock.CupyCudaClock`.
-
-    A mark is opaque (a ``perf_counter_ns`` reading, a CUDA event): only :meth:`elapsed_ns`
-    reads two of them, and on an asynchronous clock only after :meth:`sync`. A CUDA clock
-    also has ``identity``, ``max_sm_mhz``, ``filler_cycles`` and ``stream_change``, which the
-    throttle check and the result read where present."""
-
-    name: str  # the result's backend: "cpu", "cuda" or "host-queue"
-    device: str  # the result's device, in words
-    asynchronous: bool  # marks and calls are queued: read the marks after sync()
-    can_fill: bool  # hold() really keeps the queue busy (the queue filler)
-    flushes: bool  # flush() evicts the cache before each sample
-    notes: list[str]  # warnings the result carries (a reset carve-out, no filler)
-    setup: dict[str, Any]  # what the result's options record (the persisting-L2 check)
-
-    def mark(self) -> object:
-        """Put a time stamp in the queue (take one, on the host)."""
-        ...
-
-    def elapsed_ns(self, start: Any, end: Any) -> float:
-        """The time between two marks of this clock."""
-        ...
-
-    def hold(self, ns: float) -> None:
-        """Keep the queue busy for about ``ns`` (nothing on the host)."""
-        ...
-
-    def spin(self, cycles: int) -> None:
-        """Enqueue a kernel that spins ``cycles`` cycles (0: the least a sample holds)."""
-        ...
-
-    def flush(self) -> None:
-        """Evict the cache (when ``flushes``)."""
-        ...
-
-    def sync(self) -> None:
-        """Wait until everything queued has run."""
-        ...
-
-    def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
-        """One step that makes ``number`` calls of ``fn`` (a CUDA graph's replay)."""
-        ...
-
-    def close(self) -> None:
-        """Release the flush buffer and whatever else the clock holds."""
-        ...
-
-
-class HostClock:
-    """The CPU backend: the host is the device. Marks are ``perf_counter_ns`` readings;
-    there is no queue (``asynchronous`` False), so there is nothing to fill."""
-
-    name = "cpu"
-    asynchronous = False
-    can_fill = False
-
-    def __init__(self, flush: bool) -> None:
-        self.device = f"CPU: {env.cpu_name()}"
-        size = max(env.cpu_caches().values(), default=DEFAULT_FLUSH_BYTES)
-        self._flush_buf = np.empty(2 * size, dtype=np.uint8) if flush else None
-        self.flushes = flush
-        self.notes: list[str] = []
-        self.setup: dict[str, Any] = {}
-
-    def mark(self) -> int:
-        return time.perf_counter_ns()
-
-    def elapsed_ns(self, start: Any, end: Any) -> float:
-        return float(end - start)
-
-    def hold(self, ns: float) -> None:
-        """No queue to fill on the host."""
-
-    def spin(self, cycles: int) -> None:
-        """No queue to spin in: the engine asks only an asynchronous clock."""
-
-    def flush(self) -> None:
-        if self._flush_buf is not None:
-            self._flush_buf.fill(1)  # write the whole buffer: evicts the caches
-
-    def sync(self) -> None:
-        pass
-
-    def capture_graph(self, fn: Callable[[], object], number: int) -> Callable[[], object]:
-        """The host analog of a graph: one step that makes ``number`` calls."""
-
-        def replay() -> None:
-            for _ in range(number):
-                fn()
-
-        return replay
-
-    def close(self) -> None:
-        self._flush_buf = None
-
-
-class HostQueueClock:
-    """A real asynchronous queue on the host: one worker thread runs what is submitted,
-    in order, as a GPU stream runs kernels. Marks are ``perf_counter_ns`` readings taken
-    by the worker when it reaches them; ``hold(ns)`` keeps the worker busy (the queue
-    filler). Work is put on the queue with :meth:`submit`. It lets the queue logic
-    (fillers, host-bound flags) run for real without a GPU; it is not a user backend."""
-
-    name = "host-queue"
-    asynchronous = True
-    can_fill = True
-    flushes = False
-
-    def __init__(self) -> None:
-        self.device = "CPU worker thread (the host analog of a GPU stream)"
-        self.notes: list[str] = []
-        self.setup: dict[str, Any] = {}
-        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
-        self._worker = threading.Thread(target=self._work, name="perflab-host-queue", daemon=True)
-        self._worker.start()
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            item()
-
-    def submit(self, work: Callable[[], object]) -> None:
-        self._queue.put(work)
-
-    def mark(self) -> list[int]:
-        box = [0]
-
-        def stamp() -> None:
-            box[0] = time.perf_counter_ns()
-
-        self.submit(stamp)
-        return box
-
-    def elapsed_ns(self, start: Any, end: Any) -> float:
-        return float(end[0] - start[0])
-
-    def hold(self, ns: float) -> None:
-        self.submit(lambda: time.sleep(ns / 1e9))  # sleeps at least ns
-
-    def spin(self, cycles: int) -> None:
-        """An empty work item (the analog of a GPU's spin kernel of ``cycles``; only 0 is
-        asked, for the timer's floor)."""
-        self.submit(_nothing)
-
-    def flush(self) -> None:
-        """No cache flush on this queue."""
-
-    def sync(self) -> None:
-        done = threading.Event()
-        self.submit(done.set)
-        done.wait()
-
-    capture_graph = HostClock.capture_graph
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._worker.join()
-
-
-def _nothing() -> None:
-    """What an empty sample runs."""
 
 
 def _make_clock(opts: TimingOptions) -> Clock:
@@ -591,7 +432,7 @@ def empty_step(clock: Clock) -> tuple[Callable[[], object], int] | None:
     empty window); on a queue one empty kernel (a spin of 0 cycles), the least a sample
     can enqueue. None when the queue has no such kernel."""
     if not clock.asynchronous:
-        return _nothing, 0
+        return nothing, 0
     if not clock.can_fill:
         return None
     return (lambda: clock.spin(0)), 1
@@ -666,36 +507,6 @@ def _measurable(ns: float) -> float | None:
     return ns if first_unmeasurable([ns]) is None else None
 
 
-def nothing_timed(window_ns: npt.NDArray[np.float64], clock_name: str) -> str:
-    """Why a run whose every sample read 0 ns (or no time at all) has no result."""
-    hint = (
-        "the code may put no work on the current CUDA stream (time host code with "
-        "--backend cpu), or each sample is shorter than one step of the events (batch calls "
-        "with -n or --hot)"
-        if clock_name == "cuda"
-        else "batch calls with -n or --hot"
-    )
-    return (
-        f"every one of the {window_ns.size} samples read {_readings(window_ns)}: nothing "
-        f"measurable ran between the timer's marks; {hint}"
-    )
-
-
-def unmeasured_warning(window_ns: npt.NDArray[np.float64], measured: npt.NDArray[np.bool_]) -> str:
-    left_out = window_ns[~measured]
-    return (
-        f"{left_out.size} of {window_ns.size} samples read {_readings(left_out)} and are left "
-        "out (a window of 0 ns is shorter than one step of the clock), so the median leans "
-        "high: batch calls with -n or --hot"
-    )
-
-
-def _readings(window_ns: npt.NDArray[np.float64]) -> str:
-    if (window_ns == 0).all():
-        return "0 ns"
-    return "0 ns or no time at all" if (window_ns == 0).any() else "no time a timer reports"
-
-
 def hot_batch(floor_ns: float | None, resolution_ns: float | None) -> float:
     """The least time of a hot batch: HOT_FLOOR_FACTOR floors and HOT_RESOLUTION_FACTOR
     steps of the clock (the timer's overhead < 1% of it), and HOT_MIN_BATCH_NS."""
@@ -706,35 +517,6 @@ def hot_batch(floor_ns: float | None, resolution_ns: float | None) -> float:
     )
 
 
-def timer_warnings(
-    per_call: npt.NDArray[np.float64],
-    number: int,
-    floor_ns: float | None,
-    resolution_ns: float | None,
-) -> list[str]:
-    """What the timer's floor and resolution do to these samples: a median within
-    FLOOR_WARN_FACTOR floors, and a step of the clock comparable to the median's interval
-    (which :attr:`TimingResult.ci95_ns` widens by one step per call)."""
-    warnings = []
-    if floor_ns is not None and stats.median(per_call) * number < FLOOR_WARN_FACTOR * floor_ns:
-        warnings.append(
-            f"the median is within {FLOOR_WARN_FACTOR:g}x the timer's floor "
-            f"({format_ns(floor_ns)} per sample): the number is dominated by timing overhead; "
-            "use -n to batch calls or --hot"
-        )
-    if resolution_ns is not None:
-        step = resolution_ns / number
-        lo, hi = stats.median_ci95(per_call)
-        if 2 * step >= hi - lo:
-            warnings.append(
-                f"the timer's resolution ({format_ns(resolution_ns)} per sample, "
-                f"{format_ns(step)} per call) is comparable to the median's 95% interval "
-                f"({format_ns(hi - lo)} wide from the samples alone): the interval is widened "
-                f"by {format_ns(step)} on each side; use -n to batch calls or --hot"
-            )
-    return warnings
-
-
 def _flush_cost_ns(clock: Clock) -> float:
     if not clock.flushes:
         return 0.0
@@ -742,34 +524,6 @@ def _flush_cost_ns(clock: Clock) -> float:
     clock.flush()
     clock.sync()
     return float(time.perf_counter_ns() - t0)
-
-
-def noise_warnings(samples: np.ndarray, min_samples: int) -> list[str]:
-    warnings = []
-    med = float(np.median(samples))
-    q1, q3 = np.percentile(samples, [25, 75])
-    if med > 0 and (q3 - q1) / med > NOISE_IQR_FRACTION:
-        warnings.append(f"noisy: IQR is {100 * (q3 - q1) / med:.0f}% of the median (> 10%)")
-    best, worst = float(samples.min()), float(samples.max())
-    if best > 0 and worst > WORST_OVER_BEST * best:
-        warnings.append(
-            f"worst sample is {worst / best:.1f}x the best (> 4x): caching, clocks or "
-            "other work may have interfered"
-        )
-    if samples.size < min_samples:
-        warnings.append(f"only {samples.size} samples: the budget allowed no more")
-    return warnings
-
-
-def cold_calls(flushes: bool, calls_per_sample: int, graph: bool, hot: bool = False) -> str:
-    """Which calls ran with a cold cache: the flush precedes each sample, never each
-    call inside one (a graph replay or ``-n`` calls share the sample's flush)."""
-    if not flushes:
-        return f"none (hot: {calls_per_sample:,} calls back to back per sample)" if hot else "none"
-    if calls_per_sample == 1:
-        return "every call"
-    where = "graph replay" if graph else "sample"
-    return f"first call of each {where} (1 of {calls_per_sample}; the rest ran warm)"
 
 
 @dataclass
