@@ -77,19 +77,6 @@ from perflab.render.timeline_data import track_lanes as track_lanes
 from perflab.render.timeline_data import track_names as track_names
 
 LANE_PX = 22
-# colours per EventKind value (kernel, memcpy, memset, cpu_op, runtime, annotation, sync,
-# other, python)
-KIND_COLORS = (
-    "#4c78a8",
-    "#54a24b",
-    "#72b7b2",
-    "#f58518",
-    "#9d9d9d",
-    "#b279a2",
-    "#e45756",
-    "#bab0ac",
-    "#eeca3b",
-)
 
 
 def _page_script(*names: str) -> str:
