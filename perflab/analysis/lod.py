@@ -266,7 +266,7 @@ def build_pyramid(
     if not t1 > t0:
         t1 = t0 + 1.0
     span = t1 - t0
-    # ties in length may come in any (deterministic) order: the unstable sort is 5x faster
+    # ties in length may come in any (deterministic) order, so the faster unstable sort will do
     by_length = np.argsort(-(e - s)).astype(np.int64)
     s_by_length, e_by_length = s[by_length], e[by_length]
     depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))

@@ -119,7 +119,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RooflineVerdict:
     """Where a point sits under a roof."""
 
     point: Point
@@ -187,14 +187,14 @@ def attainable(intensity: float, peak: float, bandwidth: float) -> float:
     return min(peak, bandwidth * intensity)
 
 
-def assess(point: Point, roof: Roof) -> Verdict:
+def assess(point: Point, roof: Roof) -> RooflineVerdict:
     """Which ceiling bounds ``point`` under ``roof`` and how close it gets."""
     compute_key, peak = roof.peak(point.dtype)
     memory_key, bandwidth = roof.bandwidth(point.level)
     reach = attainable(point.intensity, peak, bandwidth)
     bound = "compute" if point.intensity >= peak / bandwidth else "memory"
-    return Verdict(point, compute_key, peak, memory_key, bandwidth, reach, bound)
+    return RooflineVerdict(point, compute_key, peak, memory_key, bandwidth, reach, bound)
 
 
-def assess_all(points: list[Point], roof: Roof) -> list[Verdict]:
+def assess_all(points: list[Point], roof: Roof) -> list[RooflineVerdict]:
     return [assess(p, roof) for p in points]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perflab.analysis.roofline import Point, Roof, Verdict, assess_all
+from perflab.analysis.roofline import Point, Roof, RooflineVerdict, assess_all
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
 from perflab.errors import InputError
 from perflab.model.serialize import write_text
@@ -249,7 +249,7 @@ class Roofline:
     """Points under a roof, with a chart, a table and a text view."""
 
     roof: Roof
-    verdicts: list[Verdict]
+    verdicts: list[RooflineVerdict]
 
     def to_dict(self) -> dict[str, Any]:
         return {"roof": self.roof.to_dict(), "points": [v.to_dict() for v in self.verdicts]}
@@ -313,7 +313,7 @@ def above_roof_notes(r: Roofline) -> list[str]:
     return notes
 
 
-def _row(v: Verdict) -> list[str]:
+def _row(v: RooflineVerdict) -> list[str]:
     p = v.point
     intensity = "no FLOPs" if p.flops == 0 else f"{p.intensity:.3g}"
     return [
@@ -475,7 +475,7 @@ def _compute_ceilings(fig: Any, roof: Roof, axes: Axes, placer: LabelPlacer) -> 
     )
 
 
-def _points(fig: Any, verdicts: list[Verdict], placer: LabelPlacer) -> None:
+def _points(fig: Any, verdicts: list[RooflineVerdict], placer: LabelPlacer) -> None:
     """The kernels as markers with their names beside them (each where it covers no other
     label or marker), and a hover box."""
     from bokeh.models import ColumnDataSource, HoverTool
@@ -514,7 +514,7 @@ def _points(fig: Any, verdicts: list[Verdict], placer: LabelPlacer) -> None:
     fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
 
 
-def labelled(verdicts: list[Verdict]) -> list[int]:
+def labelled(verdicts: list[RooflineVerdict]) -> list[int]:
     """The points named on the chart: the :data:`MAX_LABELS` longest-running, in their
     order. More names would cover the plot (the hover box and the table name every point),
     and each label is placed clear of every marker and label before it, so naming them all
@@ -527,7 +527,7 @@ def labelled(verdicts: list[Verdict]) -> list[int]:
     return sorted(longest)
 
 
-def _names_shown(verdicts: list[Verdict]) -> str:
+def _names_shown(verdicts: list[RooflineVerdict]) -> str:
     """What the title says when not every point is named on the chart."""
     if len(verdicts) <= MAX_LABELS:
         return ""
@@ -538,7 +538,7 @@ def _provenance(roof: Roof) -> str:
     return "measured ceilings" if roof.measured else "spec-sheet ceilings (not measured)"
 
 
-def _point_columns(verdicts: list[Verdict]) -> dict[str, list[Any]]:
+def _point_columns(verdicts: list[RooflineVerdict]) -> dict[str, list[Any]]:
     palette = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b")
     colour_of = {name: i for i, name in enumerate(dict.fromkeys(v.point.name for v in verdicts))}
     markers = {"hbm": "circle", "l2": "square", "l1_shared": "triangle", "dram": "circle"}

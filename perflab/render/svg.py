@@ -39,8 +39,8 @@ from perflab.render.svg_chart import MAX_SHAPES as MAX_SHAPES
 from perflab.render.svg_chart import PLAIN as PLAIN
 from perflab.render.svg_chart import TIMELINE as TIMELINE
 from perflab.render.svg_chart import Y_LABEL_CHARS as Y_LABEL_CHARS
-from perflab.render.svg_chart import Columns as Columns
 from perflab.render.svg_chart import Floats as Floats
+from perflab.render.svg_chart import GlyphColumns as GlyphColumns
 from perflab.render.svg_chart import Look as Look
 from perflab.render.svg_chart import Scale as Scale
 from perflab.render.svg_chart import Shapes as Shapes
@@ -99,7 +99,7 @@ Y_PROPS = ("y", "top", "bottom", "y0", "y1")
 def _data_values(fig: Any, data: dict[int, dict[str, Any]], props: Sequence[str]) -> list[Floats]:
     values = []
     for r in _glyph_renderers(fig):
-        cols = Columns(r.glyph, data[id(r)])
+        cols = GlyphColumns(r.glyph, data[id(r)])
         for p in props:
             if getattr(r.glyph, p, None) is not None and p in type(r.glyph).properties():
                 values.append(cols.num(p))
@@ -212,7 +212,7 @@ def _legend_width(fig: Any) -> float:
 
 def _swatch(r: Any, x: float, y: float) -> str:
     glyph = r.glyph
-    cols = Columns(glyph, renderer_data(r))
+    cols = GlyphColumns(glyph, renderer_data(r))
     kind = type(glyph).__name__
     if kind in ("Line", "MultiLine", "Segment"):
         return f'<path d="M{num(x)} {num(y)}h18" {stroke_attrs(cols)}/>'
@@ -257,7 +257,7 @@ def _span(out: Shapes, m: Any, frame: Box, sx: Scale, sy: Scale) -> None:
     else:
         py = num(float(sy([m.location])[0]))
         d = f"M{num(frame.x)} {py}H{num(frame.x + frame.w)}"
-    out.add(f'<path d="{d}" {stroke_attrs(Columns(m, {}))}/>')
+    out.add(f'<path d="{d}" {stroke_attrs(GlyphColumns(m, {}))}/>')
 
 
 def _label(out: Shapes, m: Any, sx: Scale, sy: Scale) -> None:
@@ -276,7 +276,7 @@ def _box_annotation(out: Shapes, m: Any, sx: Scale, sy: Scale) -> None:
 
     left, right = at(m.left, sx.start), at(m.right, sx.end)
     bottom, top = at(m.bottom, sy.start), at(m.top, sy.end)
-    draw_boxes(out, Columns(m, {}), (sx([left]), sx([right]), sy([bottom]), sy([top])))
+    draw_boxes(out, GlyphColumns(m, {}), (sx([left]), sx([right]), sy([bottom]), sy([top])))
 
 
 def _annotations(out: Shapes, fig: Any, frame: Box, sx: Scale, sy: Scale) -> None:
@@ -289,7 +289,7 @@ def _annotations(out: Shapes, fig: Any, frame: Box, sx: Scale, sy: Scale) -> Non
         elif kind == "Label":
             _label(out, m, sx, sy)
         elif kind == "LabelSet":
-            draw_text(out, Columns(m, _source_of(m)), sx, sy)
+            draw_text(out, GlyphColumns(m, _source_of(m)), sx, sy)
         elif kind == "BoxAnnotation":
             _box_annotation(out, m, sx, sy)
 
@@ -328,7 +328,7 @@ def figure_svg_parts(
     out.append(f'<clipPath id="{clip}">{_rect(frame, "")}</clipPath>')
     shapes = Shapes([f'<g clip-path="url(#{clip})">'])
     renderers = list(_glyph_renderers(fig))
-    caps = share_budget([Columns(r.glyph, data[id(r)]).n for r in renderers], MAX_SHAPES)
+    caps = share_budget([GlyphColumns(r.glyph, data[id(r)]).n for r in renderers], MAX_SHAPES)
     for r, cap in zip(renderers, caps, strict=True):
         shapes.limit = shapes.count + cap
         draw_glyph(shapes, r.glyph, data[id(r)], sx, sy)

@@ -51,7 +51,7 @@ def num(v: float) -> str:
 # --- data access -----------------------------------------------------------------------
 
 
-class Columns:
+class GlyphColumns:
     """A renderer's data: each glyph property as an array, whether it names a column, holds
     a value or is left unset."""
 
@@ -263,7 +263,7 @@ def merge_boxes(
     return [tuple(b) for b in merged]
 
 
-def draw_boxes(out: Shapes, cols: Columns, px: tuple[Floats, Floats, Floats, Floats]) -> None:
+def draw_boxes(out: Shapes, cols: GlyphColumns, px: tuple[Floats, Floats, Floats, Floats]) -> None:
     x0, x1, y0, y1 = (np.asarray(a) for a in px)
     lo_x, hi_x = np.minimum(x0, x1), np.maximum(x0, x1)
     lo_y, hi_y = np.minimum(y0, y1), np.maximum(y0, y1)
@@ -285,13 +285,13 @@ def draw_boxes(out: Shapes, cols: Columns, px: tuple[Floats, Floats, Floats, Flo
         out.add(f'<path d="{d}" {paint_attrs(fill, stroke, width)}/>', len(boxes))
 
 
-def _quad(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def _quad(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     draw_boxes(
         out, c, (sx(c.num("left")), sx(c.num("right")), sy(c.num("bottom")), sy(c.num("top")))
     )
 
 
-def _centered(out: Shapes, c: Columns, sx: Scale, sy: Scale, kind: str) -> None:
+def _centered(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale, kind: str) -> None:
     if kind == "Rect":
         x, y, w, h = c.num("x"), c.num("y"), c.num("width"), c.num("height")
         left, right, bottom, top = x - w / 2, x + w / 2, y - h / 2, y + h / 2
@@ -319,7 +319,7 @@ def thin_polyline(x: Floats, y: Floats) -> tuple[Floats, Floats]:
     return x[keep], y[keep]
 
 
-def stroke_attrs(c: Columns, i: int = 0) -> str:
+def stroke_attrs(c: GlyphColumns, i: int = 0) -> str:
     color, alpha = c.style("line")[i]
     width = c.num("line_width", 1.0)[i] * current_look.get().stroke
     dash = getattr(c.model, "line_dash", None)
@@ -342,12 +342,12 @@ def _path(xs: Floats, ys: Floats) -> str:
     )
 
 
-def _line(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def _line(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     if c.n:
         out.add(f'<path d="{_path(sx(c.num("x")), sy(c.num("y")))}" {stroke_attrs(c)}/>')
 
 
-def _multi_line(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def _multi_line(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     for i, (xs, ys) in enumerate(zip(c.seq("xs"), c.seq("ys"), strict=False)):
         if out.room <= 0:
             return
@@ -355,7 +355,7 @@ def _multi_line(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
         out.add(f'<path d="{d}" {stroke_attrs(c, i)}/>')
 
 
-def _patches(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def _patches(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     fills, lines = c.style("fill"), c.style("line")
     widths = c.num("line_width", 1.0)
     for i, (xs, ys) in enumerate(zip(c.seq("xs"), c.seq("ys"), strict=False)):
@@ -368,7 +368,7 @@ def _patches(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
             out.add(f'<path d="{d}" {paint_attrs(fills[i], lines[i], float(widths[i]))}/>')
 
 
-def _segment(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def _segment(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     x0, x1, y0, y1 = sx(c.num("x0")), sx(c.num("x1")), sy(c.num("y0")), sy(c.num("y1"))
     ok = np.flatnonzero(np.isfinite(x0 + x1 + y0 + y1))[: out.room]
     if ok.size:
@@ -403,7 +403,7 @@ def marker_path(marker: str, x: float, y: float, r: float) -> str:
     return f"M{num(x - r)} {num(y)}{arc} {num(2 * r)} 0{arc} {num(-2 * r)} 0Z"
 
 
-def _scatter(out: Shapes, c: Columns, sx: Scale, sy: Scale, kind: str) -> None:
+def _scatter(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale, kind: str) -> None:
     x, y = sx(c.num("x")), sy(c.num("y"))
     if kind == "Circle":
         r = np.abs(sx(c.num("x") + c.num("radius", 0.0)) - x)
@@ -449,7 +449,7 @@ def _font_px(size: Any) -> float:
     return {"pt": value * 4 / 3, "em": value * 16}.get(m.group(2) or "px", value)
 
 
-def draw_text(out: Shapes, c: Columns, sx: Scale, sy: Scale) -> None:
+def draw_text(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     x, y = sx(c.num("x")), sy(c.num("y"))
     dx, dy = c.num("x_offset", 0.0), c.num("y_offset", 0.0)
     texts, colors = c.seq("text"), c.style("text")
@@ -481,7 +481,7 @@ DRAW = {
 
 def draw_glyph(out: Shapes, glyph: Any, data: dict[str, Any], sx: Scale, sy: Scale) -> None:
     kind = type(glyph).__name__
-    cols = Columns(glyph, data)
+    cols = GlyphColumns(glyph, data)
     if kind in DRAW:
         DRAW[kind](out, cols, sx, sy)
     elif kind in ("Rect", "HBar", "VBar"):
