@@ -26,34 +26,23 @@ from perflab.capture import toolchain
 
 # the cache and SASS, the Triton job, the flag allow-list and the diagnostics have their
 # own modules; re-exported here
-from perflab.capture.compile_cache import CACHE_VERSION as CACHE_VERSION
-from perflab.capture.compile_cache import LIVE_SUFFIX as LIVE_SUFFIX
-from perflab.capture.compile_cache import SASS_SUFFIX as SASS_SUFFIX
-from perflab.capture.compile_cache import CompileJob as CompileJob
 from perflab.capture.compile_cache import _CacheEntry as _CacheEntry
-from perflab.capture.compile_cache import attach_sass as attach_sass
 from perflab.capture.compile_cache import cache_key as cache_key
 from perflab.capture.compile_cache import cache_root as cache_root
 from perflab.capture.compile_cache import cached_run as cached_run
 from perflab.capture.compile_cache import disassemble as disassemble
 from perflab.capture.compile_cache import kernel_artifacts, res_usage, tool_versions
-from perflab.capture.compile_cache import live_ranges as live_ranges
 from perflab.capture.compile_errors import CompileError as CompileError
 from perflab.capture.compile_errors import located_diagnostics as located_diagnostics
 from perflab.capture.compile_errors import parse_diagnostics as parse_diagnostics
 from perflab.capture.compile_errors import source_excerpt as source_excerpt
-from perflab.capture.compile_errors import triton_compile_error as triton_compile_error
 from perflab.capture.compile_flags import NVCC_FLAGS as NVCC_FLAGS
 from perflab.capture.compile_flags import PTXAS_FLAGS as PTXAS_FLAGS
 from perflab.capture.compile_flags import allowed_flags_text as allowed_flags_text
 from perflab.capture.compile_flags import check_flags as check_flags
 from perflab.capture.compile_flags import split_include_flags
-from perflab.capture.compile_triton import MIN_TRITON as MIN_TRITON
-from perflab.capture.compile_triton import TritonJob as TritonJob
 from perflab.capture.compile_triton import TritonSpec as TritonSpec
 from perflab.capture.compile_triton import compile_triton as compile_triton
-from perflab.capture.compile_triton import defining_file as defining_file
-from perflab.capture.compile_triton import triton_signature as triton_signature
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
 from perflab.errors import InputError, import_extra
 from perflab.model.kernel import CompileResult

@@ -63,15 +63,12 @@ from perflab.capture import env
 
 # the clocks (clocks.py) and what a result warns about (timer_warnings.py) have their own
 # modules; their names are importable from here too
-from perflab.capture.clocks import DEFAULT_FLUSH_BYTES as DEFAULT_FLUSH_BYTES
 from perflab.capture.clocks import Clock as Clock
 from perflab.capture.clocks import HostClock as HostClock
 from perflab.capture.clocks import HostQueueClock as HostQueueClock
 from perflab.capture.clocks import nothing
 from perflab.capture.nvtx import Range
 from perflab.capture.timer_warnings import FLOOR_WARN_FACTOR as FLOOR_WARN_FACTOR
-from perflab.capture.timer_warnings import NOISE_IQR_FRACTION as NOISE_IQR_FRACTION
-from perflab.capture.timer_warnings import WORST_OVER_BEST as WORST_OVER_BEST
 from perflab.capture.timer_warnings import cold_calls as cold_calls
 from perflab.capture.timer_warnings import noise_warnings as noise_warnings
 from perflab.capture.timer_warnings import nothing_timed as nothing_timed

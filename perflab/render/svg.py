@@ -29,7 +29,6 @@ import numpy as np
 
 from perflab.model.units import shorten
 from perflab.render.html import esc
-from perflab.render.svg_chart import DRAW as DRAW
 from perflab.render.svg_chart import FONT as FONT
 from perflab.render.svg_chart import GRID as GRID
 
@@ -41,7 +40,6 @@ from perflab.render.svg_chart import TIMELINE as TIMELINE
 from perflab.render.svg_chart import Y_LABEL_CHARS as Y_LABEL_CHARS
 from perflab.render.svg_chart import Floats as Floats
 from perflab.render.svg_chart import GlyphColumns as GlyphColumns
-from perflab.render.svg_chart import Look as Look
 from perflab.render.svg_chart import Scale as Scale
 from perflab.render.svg_chart import Shapes as Shapes
 from perflab.render.svg_chart import axis_range as axis_range
@@ -58,8 +56,6 @@ from perflab.render.svg_chart import paint_attrs as paint_attrs
 from perflab.render.svg_chart import renderer_data as renderer_data
 from perflab.render.svg_chart import stroke_attrs as stroke_attrs
 from perflab.render.svg_chart import text_element as text_element
-from perflab.render.svg_chart import thin_polyline as thin_polyline
-from perflab.render.svg_chart import tick_label as tick_label
 from perflab.render.svg_timeline import busy_outline as busy_outline
 from perflab.render.svg_timeline import collective_sources as collective_sources
 from perflab.render.svg_timeline import timeline_args as timeline_args

@@ -49,11 +49,6 @@ from perflab.render.html import esc, static_text
 
 # the page's data (lanes, labels, levels of detail) has its own module; re-exported here
 from perflab.render.timeline_data import DETAIL_COLUMNS as DETAIL_COLUMNS
-from perflab.render.timeline_data import FACT_COLUMNS as FACT_COLUMNS
-from perflab.render.timeline_data import LINK_CAP as LINK_CAP
-from perflab.render.timeline_data import MAX_NAME as MAX_NAME
-from perflab.render.timeline_data import OP_COLUMN as OP_COLUMN
-from perflab.render.timeline_data import TICK_CHARS as TICK_CHARS
 from perflab.render.timeline_data import Encoded as Encoded
 from perflab.render.timeline_data import EventFacts as EventFacts
 from perflab.render.timeline_data import Labels as Labels
@@ -63,8 +58,6 @@ from perflab.render.timeline_data import assign_lanes as assign_lanes
 from perflab.render.timeline_data import busy_cells as busy_cells
 from perflab.render.timeline_data import encode as encode
 from perflab.render.timeline_data import event_columns as event_columns
-from perflab.render.timeline_data import fit_label as fit_label
-from perflab.render.timeline_data import hidden_counts as hidden_counts
 from perflab.render.timeline_data import label_columns as label_columns
 from perflab.render.timeline_data import lane_details as lane_details
 from perflab.render.timeline_data import lane_ticks as lane_ticks
@@ -74,7 +67,6 @@ from perflab.render.timeline_data import short_name as _short
 from perflab.render.timeline_data import strip_title as strip_title
 from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
-from perflab.render.timeline_data import track_names as track_names
 
 LANE_PX = 22
 
@@ -399,16 +391,7 @@ def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, ti
         nonselection_fill_alpha=0.45,
         nonselection_line_alpha=0.45,
     )
-    main.quad(  # search matches, outlined whatever the level of detail draws
-        left="left",
-        right="right",
-        bottom="bottom",
-        top="top",
-        source=src.found,
-        fill_alpha=0,
-        line_color="color",
-        line_width=2,
-    )
+    _outlines(main, src.found, "color", 2)  # search matches, whatever the level of detail draws
     marked = _draw_link(main, src)
     _add_hovers(main, bars, marked)
     main.yaxis.ticker = FixedTicker(ticks=list(range(nl)))
@@ -444,19 +427,24 @@ def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: f
     )
 
 
-def _draw_link(main: Any, src: PageSources) -> Any:
-    """The tapped launch link: its events outlined, an arrow from the launch to the work,
-    and a marker on each; returns the outlines' renderer (it has a hover of its own)."""
-    marked = main.quad(
+def _outlines(main: Any, source: Any, line_color: str, line_width: float) -> Any:
+    """Unfilled boxes around the rows of ``source`` (its left, right, bottom and top)."""
+    return main.quad(
         left="left",
         right="right",
         bottom="bottom",
         top="top",
-        source=src.links,
+        source=source,
         fill_alpha=0,
-        line_color="#d62728",
-        line_width=2.5,
+        line_color=line_color,
+        line_width=line_width,
     )
+
+
+def _draw_link(main: Any, src: PageSources) -> Any:
+    """The tapped launch link: its events outlined, an arrow from the launch to the work,
+    and a marker on each; returns the outlines' renderer (it has a hover of its own)."""
+    marked = _outlines(main, src.links, "#d62728", 2.5)
     main.segment(
         x0="x0",
         y0="y0",
