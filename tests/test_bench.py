@@ -468,11 +468,6 @@ def _cpu_chase(
 ) -> Series:
     """A CPU chase from 4 KiB to 256 MiB on a machine reporting a 32 KiB L1, 1 MiB L2 and
     32 MiB L3: ``steps`` are (largest size, ns) pairs, ``last`` the ns past them."""
-    from perflab.machine import _common
-
-    monkeypatch.setattr(
-        _common, "cache_capacities", lambda on_gpu: {"L1": 32 * KIB, "L2": MIB, "L3": 32 * MIB}
-    )
     monkeypatch.setattr(
         latency, "cache_capacities", lambda on_gpu: {"L1": 32 * KIB, "L2": MIB, "L3": 32 * MIB}
     )

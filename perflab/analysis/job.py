@@ -122,10 +122,7 @@ class CommKernels:
         """The same kernels with their ops coded in ``vocabulary`` (name -> code), shared by
         every rank of a job."""
         lut = np.array([vocabulary[name] for name in self.op_names], np.int32)
-        names = list(vocabulary)
-        return replace(
-            self, op_code=lut[self.op_code] if len(lut) else self.op_code, op_names=names
-        )
+        return replace(self, op_code=lut[self.op_code], op_names=list(vocabulary))
 
     def in_group(self, name: str) -> npt.NDArray[np.int64]:
         """The kernels of process group ``name``, in start order."""
