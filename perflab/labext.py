@@ -23,6 +23,7 @@ from typing import Any
 
 from perflab.errors import InputError, PerflabError, SchemaError
 from perflab.model import listeners
+from perflab.model.fields import MAX_TEXT
 from perflab.model.serialize import dump_json, load_json, write_destination
 from perflab.model.timing import TimingResult
 
@@ -134,7 +135,7 @@ class History:
         return {
             "notebook": self.notebook,
             "baseline": self.baseline,
-            "entries": [{"id": e.id, "result": e.result.to_dict()} for e in self.entries],
+            "entries": [_entry_doc(e) for e in self.entries],
         }
 
     def save(self) -> None:
@@ -195,7 +196,21 @@ def _entry(item: Any, source: str, index: int) -> HistoryEntry:
         raise SchemaError(f"bad id {entry_id!r}", source=source, position=where)
     # TimingResult checks every field of a result (types, finiteness, ranges)
     result = TimingResult.from_dict(item["result"], source=f"{source} {where}.result")
+    # a replay's origin lives beside the result: the result file format has no field for it
+    replayed_from = item.get("replayed_from")
+    if replayed_from is not None and (
+        not isinstance(replayed_from, str) or not 0 < len(replayed_from) <= MAX_TEXT
+    ):
+        raise SchemaError(f"bad replayed_from {replayed_from!r:.80}", source=source, position=where)
+    result.replayed_from = replayed_from
     return HistoryEntry(entry_id, result)
+
+
+def _entry_doc(entry: HistoryEntry) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": entry.id, "result": entry.result.to_dict()}
+    if entry.result.replayed_from is not None:
+        doc["replayed_from"] = entry.result.replayed_from
+    return doc
 
 
 def perflab_info() -> dict[str, Any]:

@@ -65,6 +65,20 @@ def test_history_round_trips_through_its_file(tmp_path: Path) -> None:
     assert second.row()["ci95_ns"] == list(second.result.ci95_ns)
 
 
+def test_a_replayed_result_keeps_its_origin_after_a_reload(tmp_path: Path) -> None:
+    history = labext.History(tmp_path / "h.json")
+    replay = result("a")
+    replay.replayed_from = "recordings/h200/00-quickstart/magic-matmul-512.json"
+    history.add(replay)
+    history.add(result("b"))
+    history.save()
+    rows = labext.History.load(history.path).rows()
+    assert [r["replayed"] for r in rows] == [True, False]
+    assert labext.History.load(history.path).entries[0].result.replayed_from == (
+        replay.replayed_from
+    )
+
+
 def test_the_oldest_results_go_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(labext, "MAX_RESULTS", 2)
     history = labext.History(tmp_path / "h.json")
@@ -85,6 +99,8 @@ def test_the_oldest_results_go_first(tmp_path: Path, monkeypatch: pytest.MonkeyP
         (lambda d: d["entries"][0]["result"].update(samples_ns=[1.0, -5.0]), "entries[0].result"),
         (lambda d: d["entries"][0]["result"].pop("backend"), "entries[0].result (field backend)"),
         (lambda d: d.update(baseline="r9"), "(baseline)"),
+        (lambda d: d["entries"][0].update(replayed_from=7), "(entries[0]): bad replayed_from"),
+        (lambda d: d["entries"][0].update(replayed_from=""), "(entries[0]): bad replayed_from"),
     ],
 )
 def test_a_damaged_history_file_is_a_perflab_error_naming_the_place(
