@@ -3,12 +3,15 @@ worker, where the files are, and only the small per-rank results come back.
 
 A task per rank file runs :func:`rank_task`: the file is read (:func:`perflab.io.load_trace`)
 and summarised by the same per-rank step as the local path
-(:func:`perflab.analysis.job.summarize_rank`), and the worker sends back the rank's
-:class:`~perflab.io.job.RankFacts` and :class:`~perflab.analysis.job.RankPart` (counts and
-numpy arrays, not events), in Dask's own serialisation (nothing is saved). This process then
-runs the same merge step as the local path (:func:`perflab.io.job.plan_job`,
-:func:`perflab.analysis.job.merge_ranks`), so the summary is the local one plus an ``engine``
-block: ``{"name": "dask", "workers": N, "tasks": M}``.
+(:func:`perflab.analysis.job.summarize_rank`); the result stays on its worker. This process
+gets each rank's :class:`~perflab.io.job.RankFacts` and single-file summary (a few hundred
+bytes, :func:`rank_head`), puts the ranks and clocks together as the local path does
+(:func:`perflab.io.job.plan_job`), and one more task matches the collectives where the ranks'
+NCCL kernels are (:func:`matching_task`, the local :func:`perflab.analysis.job.match_ranks`)
+and sends back only the findings (skew, stragglers, warnings). So this process's memory does
+not grow with the ranks' collectives, and the summary is the local one plus an ``engine``
+block: ``{"name": "dask", "workers": N, "tasks": M}``. Dask's own serialisation carries the
+results between processes; nothing is saved.
 
 Faults: a file that fails to read is named with its error (``engine.failed`` and a warning)
 and the others are summarised (a partial result; if none can be read, an InputError lists
@@ -30,11 +33,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perflab.analysis.job import JobSummary, RankClock, RankPart, merge_ranks, summarize_rank
+from perflab.analysis.job import (
+    CollectiveFindings,
+    JobSummary,
+    RankClock,
+    RankPart,
+    job_document,
+    match_ranks,
+    summarize_rank,
+)
+from perflab.analysis.trace_summary import TraceSummary
 from perflab.errors import InputError, PerflabError, import_extra
 from perflab.io import job as io_job
 from perflab.io import load_trace
-from perflab.io.job import RankFacts, plan_job, rank_facts
+from perflab.io.job import JobPlan, RankFacts, plan_job, rank_facts
 from perflab.model.job import Job
 
 FEATURE = "a job summary on a Dask cluster"
@@ -86,7 +98,8 @@ class DaskJob:
 
 
 def rank_task(path: str) -> tuple[RankFacts, RankPart] | RankFailure:
-    """One worker's work on one rank file: read it, summarise it (the local per-rank step)."""
+    """One worker's work on one rank file: read it, summarise it (the local per-rank step).
+    Its result stays on the worker; only its :func:`rank_head` travels to this process."""
     try:
         trace = load_trace(path, workers=0)
         return rank_facts(Path(path), trace), summarize_rank(trace)
@@ -94,64 +107,109 @@ def rank_task(path: str) -> tuple[RankFacts, RankPart] | RankFailure:
         return RankFailure(path, str(exc))
 
 
+def rank_head(
+    outcome: tuple[RankFacts, RankPart] | RankFailure,
+) -> tuple[RankFacts, TraceSummary] | RankFailure:
+    """What this process needs of a rank: its facts (to put the clocks together) and its
+    single-file summary, a few hundred bytes; its NCCL kernels stay on the worker."""
+    if isinstance(outcome, RankFailure):
+        return outcome
+    facts, part = outcome
+    return facts, part.summary
+
+
+def matching_task(
+    outcomes: dict[int, tuple[RankFacts, RankPart]], offsets: dict[int, int]
+) -> CollectiveFindings:
+    """The collectives matched across the ranks, on a worker (the local path's
+    :func:`perflab.analysis.job.match_ranks`): the rank x collective table is built and
+    read there, and only the findings come back."""
+    return match_ranks({rank: part.comm for rank, (_, part) in outcomes.items()}, offsets)[1]
+
+
 def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
     """The job summary of ``files`` (one per rank), each read and summarised by a task on
-    ``client``'s cluster; the merge runs here."""
+    ``client``'s cluster, the collectives matched by another; this process puts the clocks
+    together and writes the document, so its memory does not grow with the collectives."""
     import_extra("distributed", FEATURE)
     if not files:
         raise InputError("no trace files given")
-    futures = client.map(
-        rank_task, [str(Path(f).absolute()) for f in files], retries=RETRIES, pure=False
-    )
+    paths = [str(Path(f).absolute()) for f in files]
+    futures = client.map(rank_task, paths, retries=RETRIES, pure=False)
+    heads = client.map(rank_head, futures, retries=RETRIES, pure=False)
     try:
-        outcomes = [_outcome(future) for future in futures]
+        outcomes = [_outcome(head) for head in heads]
+        read, plan, notes = _plan(files, outcomes)
+        by_path = dict(zip(files, futures, strict=True))
+        ranks = {rank: by_path[path] for rank, path in plan.files.items()}
+        findings = _outcome(
+            client.submit(matching_task, ranks, plan.offsets, retries=RETRIES, pure=False)
+        )
     finally:
-        client.cancel(futures)  # nothing left running after an interrupt or an error
-    return _merge(files, outcomes, len(client.nthreads()))
+        client.cancel([*heads, *futures])  # nothing left running after an interrupt or an error
+    if isinstance(findings, RankFailure):
+        raise PerflabError(f"matching the collectives on the Dask cluster failed: {findings.error}")
+    return _summary(files, outcomes, read, plan, notes, findings, len(client.nthreads()))
 
 
-def _outcome(future: Any) -> tuple[RankFacts, RankPart] | RankFailure:
+def _outcome(future: Any) -> Any:
     """A task's result, or what went wrong with it (a worker that died every time, an
-    error the task did not expect)."""
+    error the task did not expect) as a :class:`RankFailure`."""
     from distributed import KilledWorker
 
     try:
-        result: tuple[RankFacts, RankPart] | RankFailure = future.result()
-        return result
+        return future.result()
     except KilledWorker:
         return RankFailure("", f"the worker reading it died ({RETRIES + 1} tries)")
     except Exception as exc:  # a task's own error, raised again here: reported per file
         return RankFailure("", f"{type(exc).__name__}: {exc}")
 
 
-def _merge(
-    files: Sequence[Path],
-    outcomes: list[tuple[RankFacts, RankPart] | RankFailure],
-    workers: int,
-) -> JobSummary:
-    failed = [
-        {"file": str(path), "error": o.error}
-        for path, o in zip(files, outcomes, strict=True)
-        if isinstance(o, RankFailure)
-    ]
-    read = [(p, o) for p, o in zip(files, outcomes, strict=True) if not isinstance(o, RankFailure)]
+Head = tuple[RankFacts, TraceSummary]
+
+
+def _plan(
+    files: Sequence[Path], outcomes: list[Head | RankFailure]
+) -> tuple[dict[Path, TraceSummary], JobPlan, list[str]]:
+    """The ranks that were read (their summaries by file), the job's plan of them (ranks,
+    clocks) and a note per file that was not."""
+    failed = _failures(files, outcomes)
+    read = {p: o for p, o in zip(files, outcomes, strict=True) if not isinstance(o, RankFailure)}
     if not read:
         listed = "; ".join(f"{f['file']}: {f['error']}" for f in failed)
         raise InputError(f"no rank file could be read on the Dask cluster ({listed})")
     # the facts name the file as given here (the workers were given absolute paths)
-    plan = plan_job([replace(facts, path=path) for path, (facts, _) in read])
-    by_path = {path: part for path, (_, part) in read}
-    parts = {rank: by_path[path] for rank, path in plan.files.items()}
-    clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
-    missing = [
-        f"{f['file']} could not be read ({f['error']}); its rank is left out" for f in failed
+    plan = plan_job([replace(facts, path=path) for path, (facts, _) in read.items()])
+    notes = [f"{f['file']} could not be read ({f['error']}); its rank is left out" for f in failed]
+    return {path: summary for path, (_, summary) in read.items()}, plan, notes
+
+
+def _failures(files: Sequence[Path], outcomes: list[Head | RankFailure]) -> list[dict[str, str]]:
+    return [
+        {"file": str(path), "error": o.error}
+        for path, o in zip(files, outcomes, strict=True)
+        if isinstance(o, RankFailure)
     ]
-    summary = merge_ranks(parts, clocks, plan.clock, [*plan.warnings, *missing])
+
+
+def _summary(
+    files: Sequence[Path],
+    outcomes: list[Head | RankFailure],
+    read: dict[Path, TraceSummary],
+    plan: JobPlan,
+    notes: list[str],
+    findings: CollectiveFindings,
+    workers: int,
+) -> JobSummary:
+    summaries = {rank: read[path] for rank, path in plan.files.items()}
+    clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
+    doc = job_document(summaries, clocks, plan.clock, [*plan.warnings, *notes], findings)
     engine: dict[str, Any] = {"name": "dask", "workers": workers, "tasks": len(files)}
+    failed = _failures(files, outcomes)
     if failed:
         engine["failed"] = failed
-    summary.doc["engine"] = engine
-    return summary
+    doc["engine"] = engine
+    return JobSummary(doc, summaries, None)
 
 
 # -- connecting -------------------------------------------------------------------------------

@@ -68,6 +68,24 @@ def test_generated_job_is_summarised_as_the_local_path_does(
     assert remote["collectives"]["matched_by"] == want
 
 
+def test_the_collectives_are_matched_on_a_worker_and_only_summaries_come_back(
+    tmp_path: Path, client: Any
+) -> None:
+    generate(tmp_path, ranks=4)
+    with distributed.get_task_stream(client) as stream:
+        summary = perflab.load_job(tmp_path, client=client).summary()
+    ran = [task["key"] for task in stream.data]
+    names = [key[0] if isinstance(key, tuple) else key for key in ran]
+    assert sum(n.startswith("rank_task-") for n in names) == 4
+    assert sum(n.startswith("matching_task-") for n in names) == 1
+    # this process holds the ranks' summaries and the findings, never the rank x
+    # collective table (it stays with the worker that matched)
+    assert summary.collectives is None and sorted(summary.rank_summaries) == [0, 1, 2, 3]
+    head = job_dask.rank_head(job_dask.rank_task(str(tmp_path / "rank-0.json.gz")))
+    assert not isinstance(head, job_dask.RankFailure)
+    assert [type(part).__name__ for part in head] == ["RankFacts", "TraceSummary"]
+
+
 def test_real_a100_rank_traces_give_the_local_summary(
     tmp_path: Path, client: Any, trace_data: Path
 ) -> None:

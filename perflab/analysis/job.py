@@ -188,11 +188,12 @@ class Collectives:
 @dataclass
 class JobSummary(Shown):
     """The job summary document (``to_dict()``), the rank summaries it came from, and the
-    matched collectives."""
+    matched collectives (``None`` when the job was summarised on a cluster: the table of
+    every rank's kernel per collective stays with the worker that matched them)."""
 
     doc: dict[str, Any]
     rank_summaries: dict[int, TraceSummary]
-    collectives: Collectives
+    collectives: Collectives | None
 
     def to_dict(self) -> dict[str, Any]:
         return self.doc
@@ -230,6 +231,17 @@ class RankClock:
     aligned_on: str
 
 
+@dataclass
+class CollectiveFindings:
+    """What the matched collectives put in a job summary: their count and skew, the
+    stragglers and the warnings of matching and of the clock check. A few numbers per
+    straggler: this is all that a cluster's matching task sends back."""
+
+    stats: dict[str, Any]
+    stragglers: list[dict[str, Any]]
+    warnings: list[str]
+
+
 def summarize_job(job: Job) -> JobSummary:
     parts = {r.rank: summarize_rank(r.trace) for r in job}
     clocks = {r.rank: RankClock(r.clock_offset_ns, r.aligned_on) for r in job}
@@ -247,14 +259,43 @@ def merge_ranks(
     """The merge step of :func:`summarize_job`: collectives matched across the ranks'
     :class:`RankPart`, stragglers, the document. ``clock`` and ``warnings``: the job's."""
     parts = dict(sorted(parts.items()))
+    offsets = {rank: clocks[rank].offset_ns for rank in parts}
+    collectives, findings = match_ranks({rank: part.comm for rank, part in parts.items()}, offsets)
     summaries = {rank: part.summary for rank, part in parts.items()}
-    collectives = match_kernels(
-        {rank: part.comm.shifted(clocks[rank].offset_ns) for rank, part in parts.items()}
+    return JobSummary(
+        job_document(summaries, clocks, clock, warnings, findings), summaries, collectives
     )
-    doc = {
-        "ranks": {str(rank): rank_entry(s) for rank, s in summaries.items()},
-        "collectives": collective_stats(collectives),
-        "stragglers": stragglers(collectives),
+
+
+def match_ranks(
+    comm: dict[int, CommKernels], offsets: dict[int, int]
+) -> tuple[Collectives, CollectiveFindings]:
+    """The ranks' NCCL kernels (each on its own clock, put on the job's by ``offsets``)
+    matched into collectives, and what the summary says of them."""
+    collectives = match_kernels(
+        {rank: kernels.shifted(offsets[rank]) for rank, kernels in sorted(comm.items())}
+    )
+    findings = CollectiveFindings(
+        collective_stats(collectives),
+        stragglers(collectives),
+        [*collectives.warnings, *clock_check(collectives)],
+    )
+    return collectives, findings
+
+
+def job_document(
+    summaries: dict[int, TraceSummary],
+    clocks: dict[int, RankClock],
+    clock: str,
+    warnings: list[str],
+    findings: CollectiveFindings,
+) -> dict[str, Any]:
+    """The job summary's document from its parts (the same on every path)."""
+    ranks = sorted(summaries)
+    return {
+        "ranks": {str(rank): rank_entry(summaries[rank]) for rank in ranks},
+        "collectives": findings.stats,
+        "stragglers": findings.stragglers,
         "clock": {
             "aligned_on": clock,
             "ranks": {
@@ -262,12 +303,11 @@ def merge_ranks(
                     "aligned_on": clocks[rank].aligned_on,
                     "offset_ns": clocks[rank].offset_ns,
                 }
-                for rank in parts
+                for rank in ranks
             },
         },
-        "warnings": [*warnings, *collectives.warnings, *clock_check(collectives)],
+        "warnings": [*warnings, *findings.warnings],
     }
-    return JobSummary(doc, summaries, collectives)
 
 
 def rank_entry(summary: TraceSummary) -> dict[str, Any]:
