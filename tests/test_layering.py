@@ -68,7 +68,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     | {"frontend", "exercises", "job_dask"},
     "labext": {"model", "cli"},
     "exercises": {"model", "analysis"},
-    "job_dask": {"model", "io", "analysis"},
+    "job_dask": {"model", "io", "analysis", "render"},  # it draws a job's overview too
     "recordings": {"model", "io"},
 }
 SHARED = {"errors", "_gc"}
