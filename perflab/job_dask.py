@@ -27,11 +27,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from perflab.analysis.job import (
     CollectiveFindings,
@@ -42,18 +45,32 @@ from perflab.analysis.job import (
     match_ranks,
     summarize_rank,
 )
+from perflab.analysis.job_activity import (
+    Grid,
+    JobActivity,
+    RankActivity,
+    group_activity,
+    job_grid,
+    rank_activity,
+    rank_groups,
+)
 from perflab.analysis.trace_summary import TraceSummary
 from perflab.errors import InputError, PerflabError, import_extra
 from perflab.io import job as io_job
 from perflab.io import load_trace
 from perflab.io.job import JobPlan, RankFacts, plan_job, rank_facts
 from perflab.model.job import Job
+from perflab.model.trace import Trace
+
+if TYPE_CHECKING:
+    from perflab.render.timeline import Timeline
 
 FEATURE = "a job summary on a Dask cluster"
 RETRIES = 2  # a task whose worker died is run again this many times
 CONNECT_TIMEOUT_S = 10
 MAX_LOCAL_WORKERS = 256
 _LOCAL = re.compile(r"local:([1-9][0-9]{0,2})")
+T = TypeVar("T")
 _ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
 
 
@@ -90,6 +107,23 @@ class DaskJob:
         """The job summary (as :meth:`Job.summary`), each rank worked out on the cluster."""
         return summarize_on_cluster(self.files, self.client if client is None else client)
 
+    def activity(self, client: Any = None, *, groups: int = 64, bins: int = 4096) -> JobActivity:
+        """The job's overview data (:mod:`perflab.analysis.job_activity`): per group of
+        ranks, GPU busy and NCCL fractions in ``bins`` bins, worked out on the cluster."""
+        return activity_on_cluster(
+            self.files, self.client if client is None else client, groups=groups, bins=bins
+        )
+
+    def timeline(
+        self, client: Any = None, *, groups: int = 64, bins: int = 4096, **options: Any
+    ) -> Timeline:
+        """The job's overview timeline (:func:`perflab.render.job_overview.job_overview`):
+        a lane per group of ranks, refining on zoom down to ``bins`` bins of the span; the
+        ranks' events stay on the workers. ``options``: ``title``, ``width``."""
+        from perflab.render.job_overview import job_overview
+
+        return job_overview(self.activity(client, groups=groups, bins=bins), **options)
+
     def describe(self) -> str:
         return f"Job of {len(self.files)} rank files, read on a Dask cluster"
 
@@ -100,9 +134,14 @@ class DaskJob:
 def rank_task(path: str) -> tuple[RankFacts, RankPart] | RankFailure:
     """One worker's work on one rank file: read it, summarise it (the local per-rank step).
     Its result stays on the worker; only its :func:`rank_head` travels to this process."""
+    return _on_rank_file(path, summarize_rank)
+
+
+def _on_rank_file(path: str, work: Callable[[Trace], T]) -> tuple[RankFacts, T] | RankFailure:
+    """Read one rank file and do ``work`` on its trace, or say why that failed."""
     try:
         trace = load_trace(path, workers=0)
-        return rank_facts(Path(path), trace), summarize_rank(trace)
+        return rank_facts(Path(path), trace), work(trace)
     except (PerflabError, OSError) as exc:
         return RankFailure(path, str(exc))
 
@@ -132,11 +171,7 @@ def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
     ``client``'s cluster, the collectives matched by another; this process puts the clocks
     together and writes the document, so its memory does not grow with the collectives."""
     import_extra("distributed", FEATURE)
-    if not files:
-        raise InputError("no trace files given")
-    paths = [str(Path(f).absolute()) for f in files]
-    futures = client.map(rank_task, paths, retries=RETRIES, pure=False)
-    heads = client.map(rank_head, futures, retries=RETRIES, pure=False)
+    futures, heads = _per_rank(client, rank_task, rank_head, files)
     try:
         outcomes = [_outcome(head) for head in heads]
         read, plan, notes = _plan(files, outcomes)
@@ -147,9 +182,27 @@ def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
         )
     finally:
         client.cancel([*heads, *futures])  # nothing left running after an interrupt or an error
-    if isinstance(findings, RankFailure):
-        raise PerflabError(f"matching the collectives on the Dask cluster failed: {findings.error}")
+    _raise_failed("matching the collectives", [findings])
     return _summary(files, outcomes, read, plan, notes, findings, len(client.nthreads()))
+
+
+def _per_rank(
+    client: Any, task: Callable[[str], object], head: Callable[[Any], object], files: Sequence[Path]
+) -> tuple[list[Any], list[Any]]:
+    """A ``task`` per rank file (its result stays on its worker) and a ``head`` of each,
+    the small part of it that comes to this process."""
+    if not files:
+        raise InputError("no trace files given")
+    paths = [str(Path(f).absolute()) for f in files]
+    futures = client.map(task, paths, retries=RETRIES, pure=False)
+    return futures, client.map(head, futures, retries=RETRIES, pure=False)
+
+
+def _raise_failed(what: str, outcomes: Sequence[object]) -> None:
+    """A task of the merge that failed fails the whole answer, saying what it was doing."""
+    failed = [o for o in outcomes if isinstance(o, RankFailure)]
+    if failed:
+        raise PerflabError(f"{what} on the Dask cluster failed: {failed[0].error}")
 
 
 def _outcome(future: Any) -> Any:
@@ -169,8 +222,8 @@ Head = tuple[RankFacts, TraceSummary]
 
 
 def _plan(
-    files: Sequence[Path], outcomes: list[Head | RankFailure]
-) -> tuple[dict[Path, TraceSummary], JobPlan, list[str]]:
+    files: Sequence[Path], outcomes: Sequence[tuple[RankFacts, T] | RankFailure]
+) -> tuple[dict[Path, T], JobPlan, list[str]]:
     """The ranks that were read (their summaries by file), the job's plan of them (ranks,
     clocks) and a note per file that was not."""
     failed = _failures(files, outcomes)
@@ -181,10 +234,10 @@ def _plan(
     # the facts name the file as given here (the workers were given absolute paths)
     plan = plan_job([replace(facts, path=path) for path, (facts, _) in read.items()])
     notes = [f"{f['file']} could not be read ({f['error']}); its rank is left out" for f in failed]
-    return {path: summary for path, (_, summary) in read.items()}, plan, notes
+    return {path: rest for path, (_, rest) in read.items()}, plan, notes
 
 
-def _failures(files: Sequence[Path], outcomes: list[Head | RankFailure]) -> list[dict[str, str]]:
+def _failures(files: Sequence[Path], outcomes: Sequence[object]) -> list[dict[str, str]]:
     return [
         {"file": str(path), "error": o.error}
         for path, o in zip(files, outcomes, strict=True)
@@ -210,6 +263,65 @@ def _summary(
         engine["failed"] = failed
     doc["engine"] = engine
     return JobSummary(doc, summaries, None)
+
+
+def activity_task(path: str) -> tuple[RankFacts, RankActivity] | RankFailure:
+    """One worker's work on one rank file for the overview: read it, keep its GPU work and
+    NCCL kernels as unions (:func:`perflab.analysis.job_activity.rank_activity`)."""
+    return _on_rank_file(path, rank_activity)
+
+
+def activity_head(
+    outcome: tuple[RankFacts, RankActivity] | RankFailure,
+) -> tuple[RankFacts, tuple[int, int] | None] | RankFailure:
+    """What this process needs of a rank for the overview: its facts and its GPU span."""
+    if isinstance(outcome, RankFailure):
+        return outcome
+    facts, activity = outcome
+    return facts, activity.span
+
+
+def group_task(
+    outcomes: list[tuple[RankFacts, RankActivity]], offsets: list[int], grid: Grid
+) -> npt.NDArray[np.float64]:
+    """One group's fractions, on a worker: 2 x bins numbers come back."""
+    return group_activity([activity for _, activity in outcomes], offsets, grid)
+
+
+def activity_on_cluster(
+    files: Sequence[Path], client: Any, *, groups: int = 64, bins: int = 4096
+) -> JobActivity:
+    """The overview of ``files`` (one per rank): each rank read by a task, each group of
+    ranks binned by another, where the ranks are; this process gets spans and fractions."""
+    import_extra("distributed", FEATURE)
+    futures, heads = _per_rank(client, activity_task, activity_head, files)
+    tasks: list[Any] = []
+    try:
+        outcomes = [_outcome(head) for head in heads]
+        spans, plan, notes = _plan(files, outcomes)
+        ranks = sorted(plan.files)
+        offsets = [plan.offsets[r] for r in ranks]
+        grid = job_grid([spans[plan.files[r]] for r in ranks], offsets, bins)
+        if grid is None:
+            raise InputError("no rank has GPU work to draw")
+        by_path = dict(zip(files, futures, strict=True))
+        lanes = rank_groups(ranks, groups)
+        tasks = [
+            client.submit(
+                group_task,
+                [by_path[plan.files[r]] for r in lane],
+                [plan.offsets[r] for r in lane],
+                grid,
+                retries=RETRIES,
+                pure=False,
+            )
+            for lane in lanes
+        ]
+        rows = [_outcome(task) for task in tasks]
+    finally:
+        client.cancel([*tasks, *heads, *futures])
+    _raise_failed("binning the ranks' activity", rows)
+    return JobActivity(lanes, grid, np.stack(rows), [*plan.warnings, *notes])
 
 
 # -- connecting -------------------------------------------------------------------------------

@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from bench_scripts import load_script
 
 import perflab
 from perflab import job_dask
 from perflab.analysis.job import summarize_job
+from perflab.analysis.job_activity import job_activity
 from perflab.cli import main
 from perflab.errors import InputError, MissingExtraError
 from perflab.io.job import job_files, load_job
@@ -102,6 +104,31 @@ def test_real_a100_rank_traces_give_the_local_summary(
     assert remote == local
     assert remote["ranks"]["0"]["comm"]["count"] == 21
     assert remote["collectives"]["count"] == 21
+
+
+def test_the_overview_is_binned_on_the_workers_as_it_is_locally(
+    tmp_path: Path, client: Any
+) -> None:
+    generate(tmp_path, ranks=8)
+    local = job_activity(load_job(tmp_path, workers=0), groups=3, bins=256)
+    with distributed.get_task_stream(client) as stream:
+        remote = perflab.load_job(tmp_path, client=client).activity(groups=3, bins=256)
+    names = [t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in stream.data]
+    assert sum(n.startswith("group_task-") for n in names) == 3  # one task per group
+    assert remote.groups == local.groups == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert remote.grid == local.grid
+    np.testing.assert_array_equal(remote.fractions, local.fractions)
+    page = perflab.load_job(tmp_path, client=client).timeline(groups=3, bins=256)
+    assert "ranks 3-5" in page.text
+
+
+def test_a_rank_the_overview_cannot_read_is_named_and_left_out(tmp_path: Path, client: Any) -> None:
+    generate(tmp_path, ranks=4)
+    bad = tmp_path / "rank-1.json.gz"
+    bad.write_bytes(b"not gzip at all")
+    activity = perflab.load_job(tmp_path, client=client).activity(groups=4, bins=64)
+    assert activity.groups == [[0], [2], [3]]
+    assert any(str(bad) in w and "left out" in w for w in activity.warnings)
 
 
 def test_a_rank_file_that_fails_to_read_is_named_and_the_rest_summarised(
