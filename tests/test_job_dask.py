@@ -187,6 +187,22 @@ def test_cli_scheduler_local_prints_the_local_json(
     assert remote == local
 
 
+def test_cli_timeline_on_a_scheduler_writes_the_overview(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    generate(tmp_path / "job", ranks=4)
+    out = tmp_path / "overview.html"
+    command = ["timeline", str(tmp_path / "job"), "-o", str(out), "--scheduler", "local:1"]
+    assert main([*command, "--groups", "2", "--bins", "128"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed and "4 ranks)" in printed
+    assert "ranks 0-1" in out.read_text() and "ranks 2-3" in out.read_text()
+    assert main([*command, "--groups", "0"]) == 2
+    assert "--groups must be from 1 to 4096, not 0" in capsys.readouterr().err
+    assert main(["timeline", str(tmp_path / "job"), "-o", str(out), "--bins", "64"]) == 2
+    assert "give them with --scheduler" in capsys.readouterr().err
+
+
 def test_unreachable_scheduler_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,13 +24,13 @@ def add_more_files(parser: Any) -> None:
     )
 
 
-def add_scheduler(parser: Any) -> None:
+def add_scheduler(parser: Any, what: str = "summarise a job's ranks on a Dask cluster") -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS|local:N",
         default=None,
-        help="summarise a job's ranks on a Dask cluster: a scheduler's address "
-        "(tcp://HOST:8786), or local:N for N local worker processes (needs perflab[dask])",
+        help=f"{what}: a scheduler's address (tcp://HOST:8786), or local:N for N local "
+        "worker processes (needs perflab[dask])",
     )
 
 
@@ -67,6 +67,25 @@ def summarize_on_scheduler(args: argparse.Namespace) -> JobSummary:
     files = job_files([args.file, *args.more])
     with cluster_client(args.scheduler) as client:
         return summarize_on_cluster(files, client)
+
+
+def run_overview(args: argparse.Namespace) -> tuple[Path, int]:
+    """The overview of the job named by ``args`` (a lane per group of ranks), worked out on
+    ``args.scheduler``'s cluster and written to ``args.output``: the file and the ranks."""
+    from perflab.errors import InputError
+    from perflab.io.job import job_files
+    from perflab.job_dask import activity_on_cluster, cluster_client
+    from perflab.render.job_overview import job_overview
+
+    if not 1 <= args.groups <= 4096:
+        raise InputError(f"--groups must be from 1 to 4096, not {args.groups}")
+    if not 16 <= args.bins <= 65536:
+        raise InputError(f"--bins must be from 16 to 65536, not {args.bins}")
+    files = job_files([args.file, *args.more])
+    with cluster_client(args.scheduler) as client:
+        activity = activity_on_cluster(files, client, groups=args.groups, bins=args.bins)
+    out = job_overview(activity).save(args.output, title="perflab timeline: job overview")
+    return out, sum(len(g) for g in activity.groups)
 
 
 def run_kernels(args: argparse.Namespace) -> int:

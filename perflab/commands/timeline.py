@@ -9,6 +9,8 @@ from perflab.commands import job
 from perflab.commands._common import add_trace_file, load_trace_file
 from perflab.errors import InputError, import_extra
 
+GROUPS, BINS = 64, 4096  # the overview's lanes and time bins unless told
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -28,6 +30,19 @@ def register(sub: Any) -> None:
         help="events kept for drawing across all levels of detail (default "
         "150000; more shows more detail when zoomed in, and a bigger file)",
     )
+    job.add_scheduler(p, "draw a job's overview on a Dask cluster (a lane per group of ranks)")
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=GROUPS,
+        help="with --scheduler: at most this many lanes of ranks (default 64)",
+    )
+    p.add_argument(
+        "--bins",
+        type=int,
+        default=BINS,
+        help="with --scheduler: time bins over the job's span, the finest zoom (default 4096)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -37,7 +52,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rows < 1000:
         raise InputError(f"--rows must be at least 1000, not {args.rows}")
+    if args.scheduler is None and (args.groups, args.bins) != (GROUPS, BINS):
+        raise InputError("--groups and --bins draw a job's overview: give them with --scheduler")
     try:
+        if args.scheduler is not None:  # too many ranks for their events: the overview
+            out, ranks = job.run_overview(args)
+            print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {ranks} ranks)")
+            return 0
         if job.is_job(args):  # ranks as groups of lanes, collectives linked across them
             out, events = job.run_timeline(args)
         else:
