@@ -56,14 +56,15 @@ def local_and_dask(directory: Path, client: Any) -> tuple[dict[str, Any], dict[s
     return local, remote
 
 
+@pytest.mark.parametrize("ranks", [8, 32])
 @pytest.mark.parametrize("collective_args", ["", "seq"])
 def test_generated_job_is_summarised_as_the_local_path_does(
-    tmp_path: Path, client: Any, collective_args: str
+    tmp_path: Path, client: Any, collective_args: str, ranks: int
 ) -> None:
-    generate(tmp_path, collective_args=collective_args)
+    generate(tmp_path, ranks=ranks, collective_args=collective_args)
     local, remote = local_and_dask(tmp_path, client)
-    assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 8}
-    assert remote == local
+    assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": ranks}
+    assert remote == local and len(remote["ranks"]) == ranks
     assert remote["stragglers"][0]["rank"] == STRAGGLER
     assert remote["collectives"]["count"] == 30
     want = "sequence numbers" if collective_args else "order per stream"
