@@ -30,7 +30,10 @@ and canvas text, never as markup.
 
 from __future__ import annotations
 
+import importlib
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +72,35 @@ from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
 
 LANE_PX = 22
+
+
+# what drawing and saving the page import: a third of a large page's build when imported in turn
+BOKEH_MODULES = (
+    "bokeh.document",
+    "bokeh.events",
+    "bokeh.layouts",
+    "bokeh.models",
+    "bokeh.plotting",
+    "bokeh.embed",
+    "bokeh.resources",
+)
+
+
+def _import_bokeh_meanwhile() -> threading.Thread:
+    """Import bokeh in a thread while the page's data is computed: the import is Python
+    bytecode, the data mostly numpy, which lets the thread run between its array passes.
+    A failed import is left to the drawing code, which raises it where it is used."""
+
+    def load() -> None:
+        for name in BOKEH_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                return
+
+    thread = threading.Thread(target=load, name="perflab-bokeh-import", daemon=True)
+    thread.start()
+    return thread
 
 
 def _page_script(*names: str) -> str:
@@ -157,6 +189,7 @@ def timeline(
     if len(trace) == 0:  # the same error as `perflab timeline` gives
         source = trace.meta.get("source")
         raise InputError("the trace has no events to draw", source=str(source) if source else None)
+    bokeh_import = _import_bokeh_meanwhile()
     lanes = assign_lanes(trace)
     # times relative to the first event before going to float: epoch nanoseconds (~1.7e18)
     # as float64 would round to 256 ns
@@ -166,12 +199,23 @@ def timeline(
     gpu_lanes = np.flatnonzero(lanes.gpu & ~lanes.header)
     # the strip above the lanes: GPU streams busy, or (a CPU-only trace) threads busy
     summary = gpu_lanes if gpu_lanes.size else np.flatnonzero(~lanes.notes & ~lanes.header)
-    pyramid = build_pyramid(
-        start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
-    )
-    groups = launch_groups(trace)
+    # the pyramid in a thread while this one finds the launch links, colours and idle gaps:
+    # both are mostly numpy passes over every event, which run side by side
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(
+            build_pyramid,
+            start,
+            end,
+            lanes.of_event,
+            len(lanes.labels),
+            summary_lanes=summary,
+            row_budget=row_budget,
+        )
+        groups = launch_groups(trace)
+        facts = EventFacts.of(trace)
+        idle = info.IdleBefore.of(trace)
+        pyramid = pending.result()
     enc = encode(pyramid, groups)
-    facts = EventFacts.of(trace)
     labels = Labels.of(trace, enc.event_rows, facts)
     events = event_columns(
         trace, enc.event_rows, t0=origin, lanes=lanes, labels=labels.of_row, groups=groups
@@ -186,9 +230,10 @@ def timeline(
         labels.name_columns(trace),
         lanes,
         pyramid,
-        info.IdleBefore.of(trace).on_page(enc.event_rows),
+        idle.on_page(enc.event_rows),
         complete=enc.event_rows.size >= len(trace),
     )
+    bokeh_import.join()
     page = _figure(data, width, title)
     if overlay is not None:
         overlay.draw(page, lanes, origin)
