@@ -1,12 +1,13 @@
 """A whole job summarised on a Dask LocalCluster (N worker processes) against perflab's
 one-process path, on generated jobs of growing rank counts with the same events per rank:
 time, the driver's peak memory (does it grow with the ranks?) and each worker's peak memory;
-then the projection for a job of 1,024 ranks of 500k events each on 32 workers, from the
-measured cost per event. Each run is a fresh process, so its peak RSS is its own. Writes
-benchmarks/results/job_dask.json.
+the job's overview timeline drawn on the cluster (time, driver peak, page size), also for a
+job of many small ranks (--many-ranks); then the projection for a job of 1,024 ranks of 500k
+events each on 32 workers, from the measured cost per event. Each run is a fresh process, so
+its peak RSS is its own. Writes benchmarks/results/job_dask.json.
 
 Run: .venv/bin/python benchmarks/job_dask.py [--ranks 8,32,64] [--events 20000000]
-     [--workers 2]   (--events: all the events at the largest rank count)
+     [--workers 2] [--many-ranks 1024]   (--events: all the events at the largest rank count)
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ PROJECTED = {"ranks": 1024, "events_per_rank": 500_000, "workers": 32}
 def child(mode: str, directory: str, workers: int) -> dict[str, Any]:
     """One measurement in this (fresh) process: ``local`` or ``dask``."""
     t0 = time.perf_counter()
+    if mode == "overview":
+        return overview(directory, workers)
     if mode == "local":
         from perflab.analysis.job import summarize_job
         from perflab.io.job import load_job
@@ -58,6 +61,31 @@ def child(mode: str, directory: str, workers: int) -> dict[str, Any]:
             worker_kib = sorted(int(v) for v in peaks.values())
         return _row(seconds, worker_kib, doc)
     return _row(time.perf_counter() - t0, worker_kib, doc)
+
+
+def overview(directory: str, workers: int) -> dict[str, Any]:
+    """The job's overview timeline (a lane per group of ranks) on a LocalCluster: time,
+    peaks, the page's size."""
+    import distributed
+
+    import perflab
+    from perflab.render.job_overview import job_overview
+
+    with (
+        distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        t0 = time.perf_counter()
+        activity = perflab.load_job(directory, client=client).activity()
+        out = job_overview(activity).save(Path(tmp) / "overview.html")
+        seconds = time.perf_counter() - t0
+        size_mb = out.stat().st_size / 1e6
+        worker_kib = sorted(int(v) for v in client.run(peak_kib).values())
+    lanes = len(activity.groups)
+    return {**_row(seconds, worker_kib, {"ranks": {}}), "page_mb": size_mb, "lanes": lanes}
 
 
 def peak_kib() -> int:
@@ -109,13 +137,31 @@ def projection(rows: dict[str, dict[str, Any]], workers: int) -> dict[str, Any]:
     }
 
 
+def overview_of_many(job: Any, ranks: int, workers: int) -> dict[str, Any]:
+    """The overview of a job of ``ranks`` small rank files (many ranks, few events each)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        job.generate_job(Path(tmp), ranks, 10, straggler=ranks // 3, seed=2)
+        row = {"ranks": ranks, "events": job._count_events(Path(tmp))}
+        row["overview"] = measure("overview", Path(tmp), workers)
+    o = row["overview"]
+    print(
+        f"overview of {ranks} ranks ({row['events']:,} events): {o['seconds']:.1f} s, "
+        f"{o['lanes']} lanes, page {o['page_mb']:.1f} MB, driver peak "
+        f"{o['driver_peak_mib']:.0f} MiB",
+        flush=True,
+    )
+    return row
+
+
 def _line(row: dict[str, Any], workers: int) -> str:
-    local, dask = row["local"], row["dask"]
+    local, dask, view = row["local"], row["dask"], row["overview"]
     peaks = ", ".join(f"{m:.0f}" for m in dask["worker_peak_mib"])
     return (
         f"{row['ranks']:4d} ranks, {row['events']:,} events: one process {local['seconds']:.1f} s "
         f"(peak {local['driver_peak_mib']:.0f} MiB); Dask x{workers} {dask['seconds']:.1f} s, "
-        f"driver peak {dask['driver_peak_mib']:.0f} MiB, workers {peaks} MiB"
+        f"driver peak {dask['driver_peak_mib']:.0f} MiB, workers {peaks} MiB; overview "
+        f"{view['seconds']:.1f} s, driver peak {view['driver_peak_mib']:.0f} MiB, page "
+        f"{view['page_mb']:.1f} MB"
     )
 
 
@@ -124,6 +170,12 @@ def main() -> int:
     ap.add_argument("--ranks", default="8,32,64", help="comma-separated rank counts")
     ap.add_argument("--events", type=int, default=20_000_000, help="events at the most ranks")
     ap.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    ap.add_argument(
+        "--many-ranks",
+        type=int,
+        default=1024,
+        help="also draw the overview of a job of this many small ranks (0: do not)",
+    )
     ap.add_argument("--output", type=Path, default=RESULTS)
     ap.add_argument("--note", default="", help="added to the results (e.g. machine load)")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
@@ -142,10 +194,11 @@ def main() -> int:
             job.generate_job(directory, ranks, iterations, straggler=ranks // 2, seed=1)
             events = job._count_events(directory)
             row: dict[str, Any] = {"ranks": ranks, "events": events}
-            for mode in ("local", "dask"):
+            for mode in ("local", "dask", "overview"):
                 row[mode] = measure(mode, directory, args.workers)
             rows[str(ranks)] = row
             print(_line(row, args.workers), flush=True)
+    many = overview_of_many(job, args.many_ranks, args.workers) if args.many_ranks else None
     small, large = rows[str(counts[0])], rows[str(counts[-1])]
     growth = large["dask"]["driver_peak_mib"] / small["dask"]["driver_peak_mib"]
     print(f"driver peak at {counts[-1]} ranks / at {counts[0]}: {growth:.2f}x")
@@ -164,6 +217,7 @@ def main() -> int:
         "results": rows,
         "driver_peak_growth": {"from": counts[0], "to": counts[-1], "ratio": growth},
         "projection": projected,
+        "overview_of_many_ranks": many,
         "note": args.note,
     }
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
