@@ -38,6 +38,8 @@ import numpy.typing as npt
 
 from perflab.analysis.job import (
     CollectiveFindings,
+    EngineDoc,
+    FailedDoc,
     JobSummary,
     RankClock,
     RankPart,
@@ -237,9 +239,9 @@ def _plan(
     return {path: rest for path, (_, rest) in read.items()}, plan, notes
 
 
-def _failures(files: Sequence[Path], outcomes: Sequence[object]) -> list[dict[str, str]]:
+def _failures(files: Sequence[Path], outcomes: Sequence[object]) -> list[FailedDoc]:
     return [
-        {"file": str(path), "error": o.error}
+        FailedDoc(file=str(path), error=o.error)
         for path, o in zip(files, outcomes, strict=True)
         if isinstance(o, RankFailure)
     ]
@@ -257,7 +259,7 @@ def _summary(
     summaries = {rank: read[path] for rank, path in plan.files.items()}
     clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
     doc = job_document(summaries, clocks, plan.clock, [*plan.warnings, *notes], findings)
-    engine: dict[str, Any] = {"name": "dask", "workers": workers, "tasks": len(files)}
+    engine = EngineDoc(name="dask", workers=workers, tasks=len(files))
     failed = _failures(files, outcomes)
     if failed:
         engine["failed"] = failed

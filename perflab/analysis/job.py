@@ -44,8 +44,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -185,17 +185,112 @@ class Collectives:
         return last
 
 
+class CommDoc(TypedDict):
+    """A rank's NCCL kernels (:class:`perflab.analysis.trace_summary.CommTotals`)."""
+
+    count: int
+    total_us: float
+    overlapped_us: float
+
+
+class CopyKindDoc(TypedDict):
+    count: int
+    total_us: float
+    bytes: int
+    pageable: int
+    pinned: int
+
+
+class CopyDoc(TypedDict):
+    """A rank's copies (:class:`perflab.analysis.trace_summary.CopyTotals`)."""
+
+    count: int
+    total_us: float
+    bytes: int
+    by_kind: dict[str, CopyKindDoc]
+
+
+class RankDoc(TypedDict):
+    busy_us: float
+    idle_us: float
+    span_us: float
+    kernels: int
+    comm: CommDoc
+    memcpy: CopyDoc
+
+
+class SkewDoc(TypedDict):
+    median: float | None
+    p99: float | None
+
+
+class CollectivesDoc(TypedDict):
+    count: int
+    skew_us: SkewDoc
+    matched_by: str
+
+
+class StragglerDoc(TypedDict):
+    rank: int
+    last_count: int
+    mean_late_us: float
+    wait_caused_us: float
+
+
+class RankClockDoc(TypedDict):
+    aligned_on: str
+    offset_ns: int
+
+
+class ClockDoc(TypedDict):
+    aligned_on: str
+    ranks: dict[str, RankClockDoc]
+
+
+class FailedDoc(TypedDict):
+    file: str
+    error: str
+
+
+class EngineDoc(TypedDict):
+    """Where the job was summarised: ``{"name": "dask", "workers": N, "tasks": M}``, and
+    the rank files that failed there."""
+
+    name: str
+    workers: int
+    tasks: int
+    failed: NotRequired[list[FailedDoc]]
+
+
+class JobDoc(TypedDict):
+    """The job summary document (``perflab trace summary DIR --json``)."""
+
+    ranks: dict[str, RankDoc]
+    collectives: CollectivesDoc
+    stragglers: list[StragglerDoc]
+    clock: ClockDoc
+    warnings: list[str]
+    engine: NotRequired[EngineDoc]
+
+
+class KernelRow(TypedDict):
+    rank: int
+    name: str
+    calls: int
+    total_ns: int
+
+
 @dataclass
 class JobSummary(Shown):
     """The job summary document (``to_dict()``), the rank summaries it came from, and the
     matched collectives (``None`` when the job was summarised on a cluster: the table of
     every rank's kernel per collective stays with the worker that matched them)."""
 
-    doc: dict[str, Any]
+    doc: JobDoc
     rank_summaries: dict[int, TraceSummary]
     collectives: Collectives | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JobDoc:
         return self.doc
 
     def to_pandas(self) -> pd.DataFrame:
@@ -237,8 +332,8 @@ class CollectiveFindings:
     stragglers and the warnings of matching and of the clock check. A few numbers per
     straggler: this is all that a cluster's matching task sends back."""
 
-    stats: dict[str, Any]
-    stragglers: list[dict[str, Any]]
+    stats: CollectivesDoc
+    stragglers: list[StragglerDoc]
     warnings: list[str]
 
 
@@ -289,7 +384,7 @@ def job_document(
     clock: str,
     warnings: list[str],
     findings: CollectiveFindings,
-) -> dict[str, Any]:
+) -> JobDoc:
     """The job summary's document from its parts (the same on every path)."""
     ranks = sorted(summaries)
     return {
@@ -310,16 +405,31 @@ def job_document(
     }
 
 
-def rank_entry(summary: TraceSummary) -> dict[str, Any]:
+def rank_entry(summary: TraceSummary) -> RankDoc:
     """A rank's line of the job summary, from its single-file summary."""
     devices = summary.devices.values()
+    comm, copies = summary.comm, summary.memcpy
     return {
         "busy_us": sum(v.busy_us for v in devices),
         "idle_us": sum(v.idle_us for v in devices),
         "span_us": sum(v.span_us for v in devices),
         "kernels": summary.kernels.count,
-        "comm": asdict(summary.comm),
-        "memcpy": asdict(summary.memcpy),
+        "comm": CommDoc(count=comm.count, total_us=comm.total_us, overlapped_us=comm.overlapped_us),
+        "memcpy": CopyDoc(
+            count=copies.count,
+            total_us=copies.total_us,
+            bytes=copies.bytes,
+            by_kind={
+                kind: CopyKindDoc(
+                    count=k.count,
+                    total_us=k.total_us,
+                    bytes=k.bytes,
+                    pageable=k.pageable,
+                    pinned=k.pinned,
+                )
+                for kind, k in copies.by_kind.items()
+            },
+        ),
     }
 
 
@@ -367,7 +477,7 @@ def trace_comm_kernels(trace: Trace) -> CommKernels:
 
 
 def _collective_args(
-    args: Any, correlation: npt.NDArray[np.int64]
+    args: object, correlation: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int32], list[str], npt.NDArray[np.int64]]:
     """Process group (a code into the names, in order of first use; -1 where none) and Seq
     (-1 where none) of each kernel, by correlation id (see ``collective_args`` in
@@ -661,7 +771,7 @@ def clock_check(c: Collectives) -> list[str]:
     return notes
 
 
-def collective_stats(c: Collectives) -> dict[str, Any]:
+def collective_stats(c: Collectives) -> CollectivesDoc:
     skew = c.skew_ns
     return {
         "count": len(c),
@@ -673,7 +783,7 @@ def collective_stats(c: Collectives) -> dict[str, Any]:
     }
 
 
-def stragglers(c: Collectives) -> list[dict[str, Any]]:
+def stragglers(c: Collectives) -> list[StragglerDoc]:
     """Ranks that arrived last at least once, the one that cost the others most first."""
     if len(c) == 0:
         return []
@@ -683,28 +793,28 @@ def stragglers(c: Collectives) -> list[dict[str, Any]]:
     latest = start[np.arange(len(c)), last]
     waited = np.nansum(latest[:, None] - start, 1)  # the others' wait in each instance
     late = start - first[:, None]
-    out = []
+    out: list[StragglerDoc] = []
     for col, rank in enumerate(c.ranks):
         mine = last == col
         if not mine.any():
             continue
         took_part = ~np.isnan(late[:, col])
         out.append(
-            {
-                "rank": rank,
-                "last_count": int(mine.sum()),
-                "mean_late_us": us_from_ns(float(late[took_part, col].mean())),
-                "wait_caused_us": us_from_ns(float(waited[mine].sum())),
-            }
+            StragglerDoc(
+                rank=rank,
+                last_count=int(mine.sum()),
+                mean_late_us=us_from_ns(float(late[took_part, col].mean())),
+                wait_caused_us=us_from_ns(float(waited[mine].sum())),
+            )
         )
     out.sort(key=lambda s: (-s["wait_caused_us"], -s["last_count"], s["rank"]))
     return out
 
 
-def kernel_rows(job: Job) -> list[dict[str, Any]]:
+def kernel_rows(job: Job) -> list[KernelRow]:
     """Every rank's kernel table (:func:`perflab.analysis.trace_stats.kernel_table`) in one,
     with a rank column; the longest total first."""
-    rows: list[dict[str, Any]] = []
+    rows: list[KernelRow] = []
     for r in job:
         table = kernel_table(r.trace)
         for name, calls, total in zip(

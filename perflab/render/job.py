@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from perflab.analysis.job import Collectives, JobSummary, match_collectives, stragglers
+from perflab.analysis.job import (
+    Collectives,
+    JobDoc,
+    JobSummary,
+    KernelRow,
+    match_collectives,
+    stragglers,
+)
 from perflab.model.job import Job
 from perflab.model.trace import Trace
 from perflab.model.units import format_ns, format_us, shorten
@@ -33,7 +40,7 @@ def _share(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
-def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
+def rank_rows(doc: JobDoc) -> list[list[str]]:
     rows = []
     for rank, v in doc["ranks"].items():
         c = v["comm"]
@@ -53,7 +60,7 @@ def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def straggler_rows(doc: dict[str, Any]) -> list[list[str]]:
+def straggler_rows(doc: JobDoc) -> list[list[str]]:
     return [
         [
             str(s["rank"]),
@@ -65,7 +72,7 @@ def straggler_rows(doc: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def headline(doc: dict[str, Any]) -> list[str]:
+def headline(doc: JobDoc) -> list[str]:
     """The lines that say what matters: clocks, collectives, the worst straggler."""
     c = doc["collectives"]
     lines = [f"{len(doc['ranks'])} ranks; clocks aligned on {doc['clock']['aligned_on']}"]
@@ -115,7 +122,7 @@ def summary_bundle(summary: JobSummary) -> dict[str, str]:
 KERNEL_HEADERS = ["kernel", "rank", "calls", "total", "mean"]
 
 
-def kernel_text(rows: list[dict[str, Any]]) -> str:
+def kernel_text(rows: list[KernelRow]) -> str:
     """The job's kernel rows (rank, name, calls, total_ns), as a text table."""
     cells = [
         [
