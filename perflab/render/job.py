@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,8 @@ from perflab.model.units import format_ns, format_us, shorten
 from perflab.render.html import esc, static_text, table, text_table, wrap
 
 if TYPE_CHECKING:
-    from perflab.render.timeline import Timeline
+    from perflab.render.timeline import Page, Timeline
+    from perflab.render.timeline_data import Lanes
 
 RANK_HEADERS = ["rank", "busy", "idle", "span", "busy %", "kernels", "comm", "comm time", "overlap"]
 STRAGGLER_HEADERS = ["rank", "last", "mean lateness", "others' wait"]
@@ -154,7 +155,7 @@ class CollectiveLinks:
     collectives: Collectives
     straggler: int | None
 
-    def draw(self, page: Any, lanes: Any, origin_ns: int) -> None:
+    def draw(self, page: Page, lanes: Lanes, origin_ns: int) -> None:
         from bokeh.models import ColumnDataSource, CustomJS, HoverTool
 
         from perflab.render.timeline import tooltip_template
@@ -189,8 +190,8 @@ class CollectiveLinks:
         main.js_on_change("inner_width", refresh)
 
     def page_data(
-        self, lanes: Any, origin_ns: int
-    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        self, lanes: Lanes, origin_ns: int
+    ) -> tuple[dict[str, npt.NDArray[np.generic]], dict[str, npt.NDArray[np.generic]], LinkMeta]:
         """Per instance (ordered by first arrival): first start (ms since ``origin_ns``),
         last rank's column, skew (ms), op; per instance and rank: start offset from the
         first (ms, NaN where the rank takes no part) and lane (-1 there)."""
@@ -213,19 +214,19 @@ class CollectiveLinks:
         off = (c.start - first[:, None]) / 1e6
         ops = sorted(set(c.op))
         op_code = {op: i for i, op in enumerate(ops)}
-        inst: dict[str, npt.NDArray[Any]] = {
+        inst: dict[str, npt.NDArray[np.generic]] = {
             "first": first[order] / 1e6 + shift,
             "last": c.last_rank[order].astype(np.int16),
             "skew": (c.skew_ns[order] / 1e6).astype(np.float32),
             "op": np.array([op_code[c.op[i]] for i in order.tolist()], np.int16),
         }
-        cells: dict[str, npt.NDArray[Any]] = {
+        cells: dict[str, npt.NDArray[np.generic]] = {
             "off": off[order].astype(np.float32).ravel(),
             # -1 where a rank takes no part, so signed: one byte while the lanes fit
             "lane": lane[order].astype(np.int8 if lane.max(initial=0) < 128 else np.int16).ravel(),
         }
         skew = inst["skew"]
-        meta: dict[str, Any] = {
+        meta: LinkMeta = {
             "ranks": list(c.ranks),
             "ops": ops,
             "straggler": self.straggler,
@@ -245,6 +246,16 @@ class CollectiveLinks:
         if self.straggler is not None:
             line += f" (red: rank {self.straggler}, the straggler)"
         return [line]
+
+
+class LinkMeta(TypedDict):
+    """What the page's collective-link script reads besides the columns."""
+
+    ranks: list[int]
+    ops: list[str]
+    straggler: int | None
+    max_skew: float
+    px_per_link: int
 
 
 _LINK_FIELDS = ("op", "skew", "last", "number")
