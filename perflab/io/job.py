@@ -14,16 +14,16 @@ name; its clock offset from its ``baseTimeNanoseconds`` (see :mod:`perflab.model
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import _parallel, load_trace
@@ -175,12 +175,20 @@ def _delivered(claims: _parallel.Claims, k: int, path: Path) -> Trace:
     return load_trace(path, workers=0)
 
 
-def run_helper(job: dict[str, Any]) -> int:
+class HelperJob(msgspec.Struct):
+    """What a helper process is given (as JSON, by :func:`_load_parallel`)."""
+
+    files: list[str]
+    dir: str
+    parent: int
+
+
+def run_helper(job: HelperJob) -> int:
     """A helper process's work (``python -m perflab.io.job JOB``): claim files, read them,
     save their traces. Its exit status."""
-    files = job["files"]
-    claims = _parallel.Claims(job["dir"], len(files))
-    while os.getppid() == job["parent"] and (k := claims.claim()) is not None:
+    files = job.files
+    claims = _parallel.Claims(job.dir, len(files))
+    while os.getppid() == job.parent and (k := claims.claim()) is not None:
         try:
             trace = load_trace(files[k], workers=0)
         except PerflabError:
@@ -215,7 +223,7 @@ class RankFacts:
     ``rank``/``world_size``/``base_time_ns`` meta, and the span of its events (own clock)."""
 
     path: Path
-    meta: dict[str, Any]
+    meta: dict[str, object]
     span: tuple[int, int] | None
 
 
@@ -234,7 +242,7 @@ class JobPlan:
 
 def rank_facts(path: Path, trace: Trace) -> RankFacts:
     keys = ("rank", "world_size", "base_time_ns")
-    meta: dict[str, Any] = {k: trace.meta[k] for k in keys if k in trace.meta}
+    meta: dict[str, object] = {k: trace.meta[k] for k in keys if k in trace.meta}
     return RankFacts(path, meta, _span(trace))
 
 
@@ -270,7 +278,7 @@ def plan_job(facts: Sequence[RankFacts]) -> JobPlan:
     return JobPlan(files, offsets, aligned_on, clock, notes, world_size)
 
 
-def rank_of(path: Path, meta: dict[str, Any], notes: list[str]) -> int:
+def rank_of(path: Path, meta: Mapping[str, object], notes: list[str]) -> int:
     """The file's ``distributedInfo.rank`` (``meta["rank"]``), else ``rank-N`` in its name."""
     match = _RANK_IN_NAME.search(path.name)
     named = int(match.group(1)) if match else None
@@ -288,7 +296,7 @@ def rank_of(path: Path, meta: dict[str, Any], notes: list[str]) -> int:
     return rank
 
 
-def _checked_rank(value: Any, path: Path, what: str) -> int:
+def _checked_rank(value: object, path: Path, what: str) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_RANK:
@@ -432,4 +440,4 @@ def _overlap_notes(spans: dict[int, tuple[int, int] | None], offsets: dict[int, 
 
 
 if __name__ == "__main__":
-    sys.exit(run_helper(json.loads(sys.argv[1])))
+    sys.exit(run_helper(msgspec.json.decode(sys.argv[1], type=HelperJob)))
