@@ -454,6 +454,29 @@ def test_lanes_are_named_from_the_trace_thread_names() -> None:
     assert PAYLOAD not in html and "&lt;img src=x onerror" in html
 
 
+def test_each_lane_knows_the_header_of_its_group() -> None:
+    """What the page collapses together: a header and the lanes under it; a lane alone in
+    its group (no header) after another group's lanes belongs to none."""
+    from perflab.render.timeline_data import Lanes, assign_lanes
+
+    header = np.array([True, False, False, False, True, False, False])
+    lanes = Lanes(
+        np.zeros(0, np.int64),
+        ["P", "t1", "t2", "GPU 0 stream 7", "GPU 1", "s1", "s2"],
+        np.array([False, False, False, True, True, True, True]),
+        np.zeros(7, bool),
+        group=["P", "P", "P", "GPU 0", "GPU 1", "GPU 1", "GPU 1"],
+        header=header,
+    )
+    assert lanes.group_heads() == [0, 0, 0, -1, 4, 4, 4]
+    plain = Lanes(np.zeros(0, np.int64), ["a", "b"], np.zeros(2, bool), np.zeros(2, bool))
+    assert plain.group_heads() == [-1, -1]
+    trace = synthetic_trace(3000)
+    lanes = assign_lanes(trace)
+    heads = lanes.group_heads()
+    assert [heads[k] == k for k in range(len(heads))] == lanes.header.tolist()
+
+
 def test_a_lane_of_short_events_says_what_it_holds() -> None:
     """In the stored NCCL trace one CPU thread holds 42 runtime calls of a few microseconds
     each: the whole-trace view draws none of them, so the lane name says so."""

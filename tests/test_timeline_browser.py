@@ -1,6 +1,7 @@
 """The standalone timeline page of a real trace in Chromium at a 1,600 px wide window: the
 plot spans the page, W zooms, D pans, hover names a kernel with its duration, a click opens
-the details panel, search finds kernels, and Shift+drag lists what ran in that stretch."""
+the details panel, search finds kernels, Shift+drag lists what ran in that stretch, and a
+group of lanes collapses into its header and expands again."""
 
 from __future__ import annotations
 
@@ -135,5 +136,106 @@ def test_the_standalone_page_at_1600_px(browser: Any, page_file: Path) -> None:
     assert page.evaluate(RANGE) == pytest.approx(before)  # the drag did not pan
     area = page.inner_text(".pl-tl-area")
     assert "events on" in area and "ncclKernel_AllReduce" in area and "mean duration" in area
+    assert_safe(page, problems)
+    page.close()
+
+
+LANES = """() => {
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const main = root.child_views[1].model, ov = main.left[0].major_label_overrides;
+  return {rows: main.left[0].ticker.ticks.length, height: main.height,
+          names: main.left[0].ticker.ticks.map((r) => ov.get(r))};
+}"""
+
+
+FOUND = """() => { for (const m of Bokeh.documents[0].all_models) { if (m.type ===
+  'ColumnDataSource' && 'color' in m.data && !('name' in m.data) && 'top' in m.data)
+  return m.data; } }"""
+
+
+def lane_rows(page: Any) -> dict[str, Any]:
+    rows: dict[str, Any] = page.evaluate(LANES)
+    return rows
+
+
+def test_groups_collapse_and_expand_at_1600_px(browser: Any, page_file: Path) -> None:
+    page, problems = open_page(browser, page_file)
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.wait_for_timeout(400)
+    plot = page.evaluate(PLOT)
+    before = lane_rows(page)
+    heads = [i for i, n in enumerate(before["names"]) if n.startswith("\u25be ")]
+    assert len(heads) >= 2, before["names"]  # a process's threads and a GPU's streams
+    first, second = heads[0], heads[1]
+    members = before["names"][first + 1 : second]
+    second_y = page.evaluate(TO_SCREEN, [0, second])[1]
+
+    # a click on the first group's name collapses it: its lanes are gone, the next group's
+    # header moves up to the row below it, the figure shrinks, and no bar is drawn in them
+    x_name = plot["left"] + plot["frame"][0] - 30
+    page.mouse.click(x_name, page.evaluate(TO_SCREEN, [0, first])[1])
+    page.wait_for_timeout(300)
+    after = lane_rows(page)
+    assert after["rows"] == before["rows"] - len(members)
+    assert after["names"][first].startswith("\u25b8 ")
+    assert after["names"][first].endswith(f"{len(members)} lanes")
+    assert after["names"][first + 1] == before["names"][second]  # the next group moved up
+    assert not set(members) & set(after["names"])
+    assert after["height"] < before["height"]
+    assert page.evaluate(TO_SCREEN, [0, first + 1])[1] < second_y
+    shown = page.evaluate(SHOWN)
+    assert shown["left"] and max(shown["lane_i"]) < after["rows"]
+    full = page.evaluate(
+        "() => { for (const m of Bokeh.documents[0].all_models) { if (m.type === 'CustomJS' "
+        "&& m.args.meta) return m.args.meta.lanes; } }"
+    )
+    assert not set(shown["lane"]) & set(full[first + 1 : second])
+
+    # hover and a click still work on the lanes that moved up
+    i, d = widest_kernel(page)
+    assert d["lane_i"][i] > first
+    x, y = page.evaluate(TO_SCREEN, [(d["left"][i] + d["right"][i]) / 2, d["lane_i"][i]])
+    page.mouse.move(x, y)
+    page.wait_for_timeout(200)
+    assert any(d["name"][i][:40] in t for t in page.evaluate(TOOLTIP))
+    page.mouse.click(x, y)
+    page.wait_for_timeout(200)
+    assert d["name"][i][:40] in page.inner_text(".pl-tl-details")
+
+    # search highlights and the level of detail after a zoom stay on the rows shown
+    page.fill(".pl-tl-search", "nccl.*AllReduce")
+    page.wait_for_timeout(400)
+    page.mouse.click(x, y)  # the keys go to the plot again, not the search box
+    page.keyboard.press("w")
+    page.wait_for_timeout(300)
+    found = page.evaluate(FOUND)
+    assert found["top"] and max(found["bottom"]) < after["rows"]
+    shown = page.evaluate(SHOWN)
+    assert shown["left"] and not set(shown["lane"]) & set(full[first + 1 : second])
+    page.mouse.dblclick(x, y)
+
+    # Shift+drag over every row: the collapsed group's header stands for its lanes
+    page.keyboard.down("Shift")
+    page.mouse.move(plot["left"] + plot["frame"][0] + 5, page.evaluate(TO_SCREEN, [0, 0])[1])
+    page.mouse.down()
+    page.mouse.move(
+        plot["left"] + plot["frame"][1] - 5,
+        page.evaluate(TO_SCREEN, [0, after["rows"] - 1])[1],
+        steps=5,
+    )
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_timeout(200)
+    area = page.inner_text(".pl-tl-area")
+    lanes = len(full) - sum(n.startswith(("\u25be", "\u25b8")) for n in before["names"])
+    assert f"events on {lanes} lanes" in area and "ncclKernel_AllReduce" in area
+
+    # C over the collapsed group's header expands it again: every lane is back in place
+    page.mouse.move(x_name + 40, page.evaluate(TO_SCREEN, [0, first])[1])
+    page.keyboard.press("c")
+    page.wait_for_timeout(300)
+    assert lane_rows(page) == before
+    assert page.evaluate(TO_SCREEN, [0, second])[1] == pytest.approx(second_y)
+    assert "collapse / expand" in page.inner_text(".pl-tl-help")
     assert_safe(page, problems)
     page.close()

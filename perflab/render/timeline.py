@@ -348,6 +348,8 @@ class PageSources:
     live_level: Any
     found: Any
     query: Any
+    headers: Any
+    gpu_lanes: Any
 
     @classmethod
     def empty(cls) -> PageSources:
@@ -362,6 +364,8 @@ class PageSources:
             _empty(("t0", "t1", "bins", "n")),
             _empty(("left", "right", "bottom", "top", "color")),
             _empty(("label", "current")),
+            _empty(("bottom", "top")),
+            _empty(("bottom", "top")),
         )
 
 
@@ -448,22 +452,27 @@ def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, ti
 
 def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: float) -> None:
     """Behind the events: the group headers' bands, idle GPU time, and the busy fraction
-    (``cover``) of each lane."""
+    (``cover``) of each lane. The bands' rows are data (``headers``, ``gpu_lanes``), which
+    the page moves when a group is collapsed or expanded."""
     headers = np.flatnonzero(lanes.header) if lanes.header.size else np.zeros(0, np.int64)
+    src.headers.data = {"bottom": (headers + 0.5).tolist(), "top": (headers - 0.5).tolist()}
     main.quad(  # each group's header row: a band across the plot
         left=-span_ms,
         right=2 * span_ms,
-        bottom=(headers + 0.5).tolist(),
-        top=(headers - 0.5).tolist(),
+        bottom="bottom",
+        top="top",
+        source=src.headers,
         fill_color="#dde3ea",
         line_color=None,
     )
     gpu_lanes = np.flatnonzero(lanes.gpu & ~lanes.header)
+    src.gpu_lanes.data = {"bottom": (gpu_lanes - 0.45).tolist(), "top": (gpu_lanes + 0.45).tolist()}
     main.quad(  # idle GPU time shows as this background (one glyph for every GPU lane)
         left=-span_ms,
         right=2 * span_ms,
-        bottom=(gpu_lanes - 0.45).tolist(),
-        top=(gpu_lanes + 0.45).tolist(),
+        bottom="bottom",
+        top="top",
+        source=src.gpu_lanes,
         fill_color="#eef2f7",
         line_color=None,
     )
@@ -567,6 +576,8 @@ def _page_meta(data: PageData, span_ms: float, title: str) -> dict[str, Any]:
         "ticks": lane_ticks(lanes, data.pyramid, chars=200),
         "lane_info": lane_details(lanes, data.pyramid),
         "headers": lanes.header.tolist(),
+        "group_of": lanes.group_heads(),
+        "lane_px": LANE_PX,
         "gpu": lanes.gpu.tolist(),
         "max_bins": 1500,
         "title": _page_title(title),
@@ -628,6 +639,8 @@ def _attach_scripts(
             "query": src.query,
             "xr": x_range,
             "main": main,
+            "bands": src.headers,
+            "gpu_bands": src.gpu_lanes,
             "css": static_text("timeline.css"),
         },
         code=_page_script("timeline-helpers.js", "timeline-ui.js"),

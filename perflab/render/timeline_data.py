@@ -47,6 +47,19 @@ class Lanes:
         """Events per lane."""
         return np.bincount(self.of_event, minlength=len(self.labels)).astype(np.int64)
 
+    def group_heads(self) -> list[int]:
+        """Per lane, its group's header lane (a header: itself; a lane in no group: -1): what
+        the page collapses together."""
+        heads: list[int] = []
+        current = -1
+        for k, heading in enumerate(self.group or [""] * len(self.labels)):
+            if self.header.size and self.header[k]:
+                current = k
+            elif current >= 0 and self.group[current] != heading:
+                current = -1  # a lane alone in its group follows another group's lanes
+            heads.append(current)
+        return heads
+
     @property
     def work(self) -> npt.NDArray[np.int64]:
         """The lanes that hold events (every lane but the group headers)."""

@@ -14,6 +14,11 @@ function lower(x) {  // first instance starting at or after x
   while (lo < hi) { const m = (lo + hi) >> 1; if (first[m] < x) lo = m + 1; else hi = m; }
   return lo;
 }
+// lanes to rows as the lanes' figure lays them out now (see timeline-helpers.js): a line
+// leaves out the ranks in a collapsed group; its last arrival marks the group's header row
+const rows_now = main.__pl_rows || null;
+const row_of = (ln) => rows_now ? rows_now.row[ln] : ln;
+const hidden = (ln) => rows_now ? rows_now.hidden[ln] === 1 : false;
 const best = new Int32Array(bins).fill(-1);
 for (let i = lower(v0 - cmeta.max_skew); i < n && first[i] <= v1; i++) {
   const b = Math.min(bins - 1, Math.max(0, Math.floor((first[i] - v0) / vw * bins)));
@@ -32,7 +37,7 @@ for (let b = 0; b < bins; b++) {
   const pts = [];
   for (let r = 0; r < R; r++) {
     const lane = C.lane[i * R + r], off = C.off[i * R + r];
-    if (lane >= 0 && !Number.isNaN(off)) pts.push([lane, first[i] + off]);
+    if (lane >= 0 && !Number.isNaN(off) && !hidden(lane)) pts.push([row_of(lane), first[i] + off]);
   }
   if (pts.length < 2) continue;
   pts.sort((a, c) => a[0] - c[0]);
@@ -41,7 +46,7 @@ for (let b = 0; b < bins; b++) {
   L.xs.push(pts.map((p) => p[1])); L.ys.push(pts.map((p) => p[0]));
   L.color.push(color); L.op.push(op); L.skew.push(skew); L.last.push(who); L.number.push(i + 1);
   const lane = C.lane[i * R + last];
-  M.x.push(first[i] + C.off[i * R + last]); M.y.push(lane);
+  M.x.push(first[i] + C.off[i * R + last]); M.y.push(row_of(lane));
   M.color.push(color); M.op.push(op); M.skew.push(skew); M.last.push(who); M.number.push(i + 1);
 }
 links.setv({data: L}, {sync: false});

@@ -1,6 +1,6 @@
 // Helpers shared by the timeline page scripts: hover text from the label table.
-// Run as the body of a bokeh CustomJS; its args (labels, name_list, meta, shown, links)
-// are in scope.
+// Run as the body of a bokeh CustomJS; its args (labels, name_list, meta, shown, links,
+// main) are in scope.
 const lt = labels.data, names = name_list.data.text;
 function fmt(ms) {
   const ns = ms * 1e6, units = [[1e9, " s"], [1e6, " ms"], [1e3, " us"], [1, " ns"]];
@@ -34,3 +34,9 @@ function mark_selected(d) {
   }
   shown.selected.setv({indices: sel}, {sync: false});
 }
+// The row each lane is drawn in: timeline-ui.js sets main.__pl_rows when a group is
+// collapsed or expanded ({row, hidden, lane}: a hidden lane's row is its header's, lane lists
+// the lane of each row); until then every lane is its own row.
+const rows_now = main.__pl_rows || null;
+function row_of(ln) { return rows_now ? rows_now.row[ln] : ln; }
+function hidden(ln) { return rows_now ? rows_now.hidden[ln] === 1 : false; }

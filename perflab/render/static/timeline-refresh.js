@@ -13,13 +13,14 @@ const d = {left: [], right: [], bottom: [], top: [], name: [], detail: [], cat: 
            dur: [], at: [], lane: [], lane_i: [], ev: [], src: [], group: []};
 function emit(E, e, src) {
   const l = E.start[e], rr = l + E.dur[e];
-  if (rr < v0 || l > v1) return;
-  const lab = E.label[e], ln = E.lane[e];
+  const ln = E.lane[e];
+  if (rr < v0 || l > v1 || hidden(ln)) return;
+  const lab = E.label[e], y = row_of(ln);
   d.left.push(l); d.right.push(Math.max(rr, l + px));
-  d.bottom.push(ln + 0.38); d.top.push(ln - 0.38);
+  d.bottom.push(y + 0.38); d.top.push(y - 0.38);
   d.name.push(names[lt.name[lab]]); d.detail.push(describe(lab));
   d.cat.push(category(lab)); d.color.push(color(lab));
-  d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(ln);
+  d.dur.push(fmt(E.dur[e])); d.at.push(fmt(l)); d.lane.push(meta.lanes[ln]); d.lane_i.push(y);
   d.ev.push(e); d.src.push(src); d.group.push(E.group[e]);
 }
 // Busy time as outlines: the cover behind each lane and the strip above them are one
@@ -44,7 +45,7 @@ function closed(outlines) {
   return {xs: xs, ys: ys};
 }
 const nl = meta.lanes.length, lanes_busy = [], strip = [outline(0)];
-for (let k = 0; k < nl; k++) lanes_busy.push(outline(k + 0.4));
+for (let k = 0; k < nl; k++) lanes_busy.push(outline(row_of(k) + 0.4));
 function draw_busy(cells, base, B, T0, T1) {
   const bw = (T1 - T0) / B;
   const i0 = Math.max(0, Math.floor((v0 - T0) / bw));
@@ -56,10 +57,10 @@ function draw_busy(cells, base, B, T0, T1) {
       let m = 0;
       for (let j = i; j < hi; j++) m += cells[base + k * B + j];
       m /= 255 * (hi - i);
-      if (m <= 0) continue;
+      if (m <= 0 || (k < nl && hidden(k))) continue;
       const x0 = T0 + i * bw, x1 = T0 + hi * bw;
       if (k === nl) step_to(strip[0], x0, x1, m);
-      else step_to(lanes_busy[k], x0, Math.max(x1, x0 + 2 * px), k + 0.4 - 0.8 * Math.max(m, 0.25));
+      else step_to(lanes_busy[k], x0, Math.max(x1, x0 + 2 * px), lanes_busy[k].y0 - 0.8 * Math.max(m, 0.25));
     }
   }
 }
@@ -87,9 +88,10 @@ if (use_live) {
 // .current: [src, event]) in black. So the highlight holds at every zoom.
 const F = {left: [], right: [], bottom: [], top: [], color: []}, q = query.data;
 function mark_found(E, e, c) {
-  const l = E.start[e], ln = E.lane[e];
+  const l = E.start[e], ln = E.lane[e], y = row_of(ln);
+  if (hidden(ln)) return;  // in a collapsed group
   F.left.push(l); F.right.push(Math.max(l + E.dur[e], l + px));
-  F.bottom.push(ln + 0.46); F.top.push(ln - 0.46); F.color.push(c);
+  F.bottom.push(y + 0.46); F.top.push(y - 0.46); F.color.push(c);
 }
 if (q.label && q.label.length) {
   const want = new Set(q.label), taken = new Set();

@@ -23,20 +23,20 @@ if (hit >= 0) {
     }
   }
   const seen = new Set(), launches = [], work = [];
-  for (const [E, e] of found) {
-    const l = E.start[e], ln = E.lane[e], key = l + ":" + ln;
+  for (const [E, e] of found) {  // a partner in a collapsed group: on its header's row
+    const l = E.start[e], ln = E.lane[e], y = row_of(ln), key = l + ":" + ln;
     if (seen.has(key)) continue;
     seen.add(key);
     const lab = E.label[e];
-    h.left.push(l); h.right.push(l + E.dur[e]); h.bottom.push(ln + 0.45); h.top.push(ln - 0.45);
-    h.x.push(l); h.y.push(ln - 0.5); h.name.push(names[lt.name[lab]]);
+    h.left.push(l); h.right.push(l + E.dur[e]); h.bottom.push(y + 0.45); h.top.push(y - 0.45);
+    h.x.push(l); h.y.push(y - 0.5); h.name.push(names[lt.name[lab]]);
     h.detail.push(describe(lab)); h.cat.push(category(lab)); h.dur.push(fmt(E.dur[e]));
-    h.at.push(fmt(l)); h.lane.push(meta.lanes[ln]); h.lane_i.push(ln); h.group.push(g);
+    h.at.push(fmt(l)); h.lane.push(meta.lanes[ln]); h.lane_i.push(y); h.group.push(g);
     const on_gpu = meta.gpu[ln];
     const role = g < 0 ? "selected (no launch link)"
                  : on_gpu ? "launched GPU work" : "launch (CPU)";
     h.role.push(role);
-    (on_gpu ? work : launches).push([l, ln]);
+    (on_gpu ? work : launches).push([l, y]);
     partners.push({role: role, name: names[lt.name[lab]], lane: meta.lanes[ln], at: l,
                    dur: E.dur[e], op: op_of(lab), same: E === (d.src[hit] ? live.data : events.data)
                    && e === d.ev[hit]});

@@ -2,7 +2,9 @@
 // mouse, A/D pan, ? lists the keys, double-click fits the whole trace; a search box (name or
 // regular expression) that counts matches and steps through them (Enter / Shift+Enter); the
 // legend of the colours; a tooltip on each lane's name; Shift+drag across lanes and time for a
-// table of what ran there; a details panel for a clicked event (filled by timeline-tap.js).
+// table of what ran there; a details panel for a clicked event (filled by timeline-tap.js);
+// groups of lanes that collapse into their header's row and expand again (a click on the
+// header, or C over the group), as in Perfetto.
 // Runs after timeline-helpers.js as a bokeh CustomJS on each layout of the lanes' figure: it
 // fits the lane names to a fifth of the width every time, and builds the controls once. They
 // are plain elements beside bokeh's root; every text from the trace goes in as textContent.
@@ -15,20 +17,72 @@ if (box == null) return;
 const frame = () => view.frame.bbox;
 const plot_rect = () => view.el.getBoundingClientRect();
 
-// lane names: short, cut with an ellipsis to about a fifth of the figure's width
-const axis = main.left[0], chars = Math.max(8, Math.floor(view.el.clientWidth / 5 / 6.6));
-if (main.__pl_chars !== chars) {
+// lane names: short, cut with an ellipsis to about a fifth of the figure's width; a group's
+// header says whether it is expanded (\u25be) or collapsed (\u25b8, with its lane count)
+const axis = main.left[0], nl = meta.lanes.length;
+if (main.__pl_collapsed == null) main.__pl_collapsed = new Set();
+const collapsed = main.__pl_collapsed;
+function members(h) {
+  const out = [];
+  for (let k = 0; k < nl; k++) { if (k !== h && meta.group_of[k] === h) out.push(k); }
+  return out;
+}
+function tick_text(k, chars) {
+  const cut = (t, n) => t.length <= n ? t : t.slice(0, Math.max(n - 1, 1)).trimEnd() + "\u2026";
+  let t = meta.ticks[k], note = "";
+  if (meta.headers[k]) {
+    t = (collapsed.has(k) ? "\u25b8 " : "\u25be ") + t;
+    if (collapsed.has(k)) note = " " + members(k).length + " lanes";
+  } else {
+    const m = / · [\d,]+ short$/.exec(t);
+    if (m) { note = m[0]; t = t.slice(0, t.length - note.length); }
+  }
+  return note ? cut(t, Math.max(4, chars - note.length)) + note : cut(t, chars);
+}
+function label_axis(force) {
+  const chars = Math.max(8, Math.floor(view.el.clientWidth / 5 / 6.6));
+  if (main.__pl_chars === chars && !force) return;
   main.__pl_chars = chars;
-  const cut = (t) => t.length <= chars ? t : t.slice(0, chars - 1).trimEnd() + "\u2026";
-  const over = new Map();
-  meta.ticks.forEach((t, k) => {
-    const m = / · [\d,]+ short$/.exec(t), note = m ? m[0] : "";
-    const name = note ? t.slice(0, t.length - note.length) : t;
-    over.set(String(k), note ? cut(name).slice(0, Math.max(4, chars - note.length)) + note : cut(name));
-  });
+  const over = new Map(), lanes = main.__pl_rows ? main.__pl_rows.lane : meta.lanes.map((_, k) => k);
+  lanes.forEach((k, row) => over.set(row, tick_text(k, chars)));  // keyed by tick value
   axis.setv({major_label_overrides: over}, {sync: false});
 }
+label_axis(false);
 if (main.__pl_ui) return;
+
+// -- collapsing groups -------------------------------------------------------------------------
+// A collapsed group keeps only its header's row (its name and lane count, no events); the
+// lanes below move up and the figure shrinks. Every script reads the rows from main.__pl_rows
+// (see timeline-helpers.js) and redraws on the range's change signal.
+function relayout() {
+  const row = new Int32Array(nl), hid = new Uint8Array(nl), lane = [];
+  for (let k = 0; k < nl; k++) {
+    const h = meta.group_of[k];
+    if (h >= 0 && h !== k && collapsed.has(h)) { row[k] = row[h]; hid[k] = 1; }
+    else { row[k] = lane.length; lane.push(k); }
+  }
+  main.__pl_rows = {row: row, hidden: hid, lane: lane};
+  const n = lane.length, heads = [], gpu = [];
+  for (let r = 0; r < n; r++) {
+    if (meta.headers[lane[r]]) heads.push(r);
+    else if (meta.gpu[lane[r]]) gpu.push(r);
+  }
+  bands.setv({data: {bottom: heads.map((r) => r + 0.5), top: heads.map((r) => r - 0.5)}}, {sync: false});
+  gpu_bands.setv({data: {bottom: gpu.map((r) => r - 0.45), top: gpu.map((r) => r + 0.45)}}, {sync: false});
+  main.y_range.setv({start: n - 0.5, end: -0.5}, {sync: false});
+  axis.ticker.setv({ticks: lane.map((_, r) => r)}, {sync: false});
+  label_axis(true);
+  main.setv({height: Math.max(160, n * meta.lane_px + 60)}, {sync: false});
+  xr.properties.start.change.emit();  // every script drawing on the time axis redraws
+  // bokeh builds the axis's new label views asynchronously, after this layout: once more
+  setTimeout(() => view.request_layout(), 0);
+}
+function toggle_group(h) {
+  if (h == null || h < 0 || !meta.headers[h]) return;
+  if (collapsed.has(h)) collapsed.delete(h); else collapsed.add(h);
+  relayout();
+}
+const group_at = (lane) => lane == null ? -1 : meta.group_of[lane];
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -60,8 +114,12 @@ function time_at(cx) {
 function lane_at(cy) {
   const r = plot_rect(), f = frame(), sy = cy - r.top;
   if (sy < f.top || sy > f.bottom) return null;
-  const k = Math.round(view.frame.y_scale.invert(sy));
-  return k >= 0 && k < meta.lanes.length ? k : null;
+  return lane_of_row(Math.round(view.frame.y_scale.invert(sy)));
+}
+function lane_of_row(r) {  // the lane drawn in row r (a collapsed group's row: its header)
+  const lanes = main.__pl_rows ? main.__pl_rows.lane : null, n = lanes ? lanes.length : nl;
+  if (r < 0 || r >= n) return null;
+  return lanes ? lanes[r] : r;
 }
 function zoom(factor) {
   const a = xr.start, b = xr.end, at = mouse != null && mouse >= a && mouse <= b ? mouse : (a + b) / 2;
@@ -82,6 +140,8 @@ for (const [k, what] of [
   ["wheel", "zoom"], ["drag", "pan"], ["double-click", "fit the whole trace"],
   ["click", "details of an event and its launch link"],
   ["Shift+drag", "what ran in that time on those lanes"],
+  ["click a group's name", "collapse / expand its lanes"],
+  ["C", "collapse / expand the group under the mouse"],
   ["Enter / Shift+Enter", "(in the search box) next / previous match"],
   ["Esc", "close panels"], ["?", "this list"],
 ]) {
@@ -106,6 +166,7 @@ host.addEventListener("keydown", (ev) => {
   else if (k === "a") pan(-0.15);
   else if (k === "d") pan(0.15);
   else if (k === "?") help.hidden = !help.hidden;
+  else if (k === "c") toggle_group(group_at(pointer_lane));
   else if (k === "escape") { help.hidden = true; details.hidden = true; chosen.hidden = true; band.hidden = true; }
   else return;
   ev.preventDefault();
@@ -117,9 +178,11 @@ host.addEventListener("dblclick", (ev) => { if (time_at(ev.clientX) != null) fit
 const tip = el("div", "pl-tl-tip");
 tip.hidden = true;
 box.append(tip);
+let pointer_lane = null;  // the lane under the pointer (on the plot or its name)
 host.addEventListener("pointermove", (ev) => {
   mouse = time_at(ev.clientX);
   const r = plot_rect(), f = frame(), sx = ev.clientX - r.left, lane = lane_at(ev.clientY);
+  pointer_lane = sx >= 0 && sx <= f.right ? lane : null;
   if (sx >= 0 && sx < f.left && lane != null) {
     const b = box.getBoundingClientRect();
     tip.textContent = meta.lane_info[lane];
@@ -128,7 +191,16 @@ host.addEventListener("pointermove", (ev) => {
     tip.hidden = false;
   } else tip.hidden = true;
 });
-host.addEventListener("pointerleave", () => { mouse = null; tip.hidden = true; });
+host.addEventListener("pointerleave", () => { mouse = null; pointer_lane = null; tip.hidden = true; });
+// a click (not a drag) on a group's header row, on its name or across the plot, toggles it
+let pressed = null;
+host.addEventListener("pointerdown", (ev) => { pressed = [ev.clientX, ev.clientY]; });
+host.addEventListener("click", (ev) => {
+  if (ev.shiftKey || pressed == null) return;
+  if (Math.abs(ev.clientX - pressed[0]) + Math.abs(ev.clientY - pressed[1]) > 4) return;
+  const r = plot_rect(), f = frame(), sx = ev.clientX - r.left, lane = lane_at(ev.clientY);
+  if (sx >= 0 && sx <= f.right && lane != null && meta.headers[lane]) toggle_group(lane);
+});
 
 // -- search --------------------------------------------------------------------------------
 const search = el("input", "pl-tl-search");
@@ -176,6 +248,7 @@ function step(by) {
   if (!matches.length) return;
   at = at < 0 ? (by > 0 ? 0 : matches.length - 1) : (at + by + matches.length) % matches.length;
   const E = events.data, e = matches[at], l = E.start[e], dur = E.dur[e];
+  if (collapsed.has(group_at(E.lane[e]))) toggle_group(group_at(E.lane[e]));  // to show it
   let w = xr.end - xr.start;
   if (dur > 0.8 * w) w = dur * 1.25;
   set_range(l + dur / 2 - w / 2, l + dur / 2 + w / 2);
@@ -256,15 +329,18 @@ const band = el("div", "pl-tl-band");
 band.hidden = true;
 box.append(band);
 let drag = null;
-function lanes_between(a, b) {
+function lanes_between(a, b) {  // the lanes drawn in rows a to b
   const set = new Set();
-  for (let k = Math.min(a, b); k <= Math.max(a, b); k++) {
-    if (meta.headers[k]) {  // a group's header stands for all of its lanes
-      for (let j = k + 1; j < meta.lanes.length && !meta.headers[j]; j++) set.add(j);
+  for (let r = Math.min(a, b); r <= Math.max(a, b); r++) {
+    const k = lane_of_row(r);
+    if (k == null) continue;
+    if (meta.headers[k]) {  // a group's header (expanded or not) stands for all of its lanes
+      for (const j of members(k)) set.add(j);
     } else set.add(k);
   }
   return set;
 }
+const row_at = (lane) => main.__pl_rows ? main.__pl_rows.row[lane] : lane;
 function place_band(x0, y0, x1, y1) {
   const b = box.getBoundingClientRect();
   band.style.left = (Math.min(x0, x1) - b.left) + "px";
@@ -279,7 +355,7 @@ host.addEventListener("pointerdown", (ev) => {
   if (t == null || lane == null) return;
   ev.stopPropagation();  // bokeh's pan never sees this drag
   ev.preventDefault();
-  drag = {x: ev.clientX, y: ev.clientY, t: t, lane: lane};
+  drag = {x: ev.clientX, y: ev.clientY, t: t, row: row_at(lane)};
   place_band(ev.clientX, ev.clientY, ev.clientX, ev.clientY);
 }, true);
 window.addEventListener("pointermove", (ev) => {
@@ -291,8 +367,9 @@ window.addEventListener("pointerup", (ev) => {
   const sx = Math.min(Math.max(ev.clientX - r.left, f.left), f.right);
   const sy = Math.min(Math.max(ev.clientY - r.top, f.top), f.bottom);
   const t = view.frame.x_scale.invert(sx);
-  const lane = Math.min(Math.max(Math.round(view.frame.y_scale.invert(sy)), 0), meta.lanes.length - 1);
-  const a = Math.min(drag.t, t), b = Math.max(drag.t, t), lanes = lanes_between(drag.lane, lane);
+  const rows = main.__pl_rows ? main.__pl_rows.lane.length : nl;
+  const row = Math.min(Math.max(Math.round(view.frame.y_scale.invert(sy)), 0), rows - 1);
+  const a = Math.min(drag.t, t), b = Math.max(drag.t, t), lanes = lanes_between(drag.row, row);
   drag = null;
   band.hidden = true;
   if (b > a) summarise(a, b, lanes);
