@@ -7,7 +7,7 @@ whole range.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,40 +18,64 @@ from perflab.model.trace import distinct
 Floats = npt.NDArray[np.float64]
 
 
-def _script_args(fig: Any, names: set[str]) -> dict[str, Any] | None:
+Args = dict[str, object]  # a page script's arguments: bokeh models, and its meta table
+Filled = dict[int, dict[str, object]]  # columns by the id of the source they fill
+
+
+def _script_args(fig: Any, names: set[str]) -> Args | None:
     """The arguments of the first script on ``fig``'s time axis that takes all of
     ``names``, if any."""
-    callbacks = getattr(fig.x_range, "js_property_callbacks", {}) or {}
-    for items in callbacks.values():
+    callbacks: object = getattr(fig.x_range, "js_property_callbacks", None)
+    for items in callbacks.values() if isinstance(callbacks, Mapping) else ():
         for cb in items:
-            args = getattr(cb, "args", {}) or {}
-            if names <= set(args):
-                return dict(args)
+            args: object = getattr(cb, "args", None)
+            if isinstance(args, Mapping) and names <= set(args):
+                return {str(k): v for k, v in args.items()}
     return None
 
 
-def timeline_args(fig: Any) -> dict[str, Any] | None:
+def _columns(model: object) -> Mapping[str, object]:
+    """The columns of a page's data source (a bokeh ColumnDataSource), or of its meta."""
+    data: object = model if isinstance(model, Mapping) else getattr(model, "data", None)
+    if not isinstance(data, Mapping):
+        raise TypeError(f"not a data source: {type(model).__name__}")
+    return data
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, int | float):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    return float(value)
+
+
+def _texts(value: object) -> list[str]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"not a list: {type(value).__name__}")
+    return [str(v) for v in value]
+
+
+def timeline_args(fig: Any) -> Args | None:
     """The arguments of a timeline page script (bars filled in the browser), if any."""
     return _script_args(fig, {"events", "levels", "rows", "tiles", "busy", "meta"})
 
 
-def timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def timeline_sources(args: Args) -> Filled:
     """What the page script draws for the whole range: the coarsest level's events as bars
     and its busy fractions as the strip (see ``timeline-refresh.js``), keyed by the id of
     the source the script would fill."""
-    lv = args["levels"].data
-    level = max((i for i, t in enumerate(lv["tiles"]) if t <= 2), default=0)
-    offsets = np.asarray(args["tiles"].data["offsets"])
+    lv = {k: np.asarray(v, np.int64) for k, v in _columns(args["levels"]).items()}
+    level = max((i for i, t in enumerate(lv["tiles"].tolist()) if t <= 2), default=0)
+    offsets = np.asarray(_columns(args["tiles"])["offsets"])
     base, tiles = int(lv["tile_base"][level]), int(lv["tiles"][level])
-    rows = np.asarray(args["rows"].data["rows"])[offsets[base] : offsets[base + tiles]]
-    ev = args["events"].data
-    meta = args["meta"]
-    label_table = args["labels"].data
+    rows = np.asarray(_columns(args["rows"])["rows"])[offsets[base] : offsets[base + tiles]]
+    ev = _columns(args["events"])
+    meta = _columns(args["meta"])
+    label_table = _columns(args["labels"])
     classes = np.asarray(label_table.get("cls", label_table["kind"]))  # the colour class
     picked = distinct(rows)
     start = np.asarray(ev["start"], np.float64)[picked]
     lane = np.asarray(ev["lane"], np.float64)[picked]
-    colors = list(meta["colors"])
+    colors = _texts(meta["colors"])
     kind = classes[np.asarray(ev["label"])[picked]]
     bars = {
         "left": start,
@@ -61,11 +85,11 @@ def timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
         "color": [colors[k] if 0 <= k < len(colors) else "#bab0ac" for k in kind.tolist()],
     }
     bins = int(lv["bins"][level])
-    nl = len(meta["lanes"])
-    cells = np.asarray(args["busy"].data["cells"])
+    nl = len(_texts(meta["lanes"]))
+    cells = np.asarray(_columns(args["busy"])["cells"])
     base = int(lv["busy_base"][level])
     frac = cells[base : base + (nl + 1) * bins].astype(np.float64).reshape(nl + 1, bins) / 255
-    edges = np.linspace(0, float(meta["span"]), bins + 1)
+    edges = np.linspace(0, _number(meta["span"]), bins + 1)
     cover = _outlines(
         busy_outline(edges, frac[k], k + 0.4, k + 0.4 - 0.8 * np.maximum(frac[k], 0.25))
         for k in range(nl)
@@ -74,42 +98,45 @@ def timeline_sources(args: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {id(args["shown"]): bars, id(args["summary"]): strip, id(args["cover"]): cover}
 
 
-def _collective_args(fig: Any) -> dict[str, Any] | None:
+def _collective_args(fig: Any) -> Args | None:
     """The arguments of a job timeline's collectives script (lines filled in the browser),
     when it draws on ``fig`` (the strip shares the time axis, not the lanes)."""
     args = _script_args(fig, {"inst", "cells", "links", "late", "cmeta", "main"})
     return args if args is not None and args["main"] is fig else None
 
 
-def collective_sources(fig: Any) -> dict[int, dict[str, Any]]:
+def collective_sources(fig: Any) -> Filled:
     """A job timeline's collectives as ``timeline-collectives.js`` draws them for the whole
     range: per few pixels the most skewed instance, a line through its ranks' kernel starts
     and a marker on the last arrival (red when that is the straggler)."""
     args = _collective_args(fig)
     if args is None:
         return {}
-    inst, cells, meta = args["inst"].data, args["cells"].data, args["cmeta"]
+    inst, cells, meta = _columns(args["inst"]), _columns(args["cells"]), _columns(args["cmeta"])
     first = np.asarray(inst["first"], np.float64)
-    ranks = len(meta["ranks"])
+    names = _texts(meta["ranks"])
+    ranks = len(names)
     if first.size == 0 or ranks == 0:
         return {}
     lo, hi = float(fig.x_range.start), float(fig.x_range.end)
-    bins = max(1, int(float(fig.width or 600) / float(meta["px_per_link"])))
+    bins = max(1, int(float(fig.width or 600) / _number(meta["px_per_link"])))
     which = np.clip(((first - lo) / max(hi - lo, 1e-12) * bins).astype(np.int64), 0, bins - 1)
     skew = np.asarray(inst["skew"], np.float64)
     order = np.lexsort((-skew, which))  # per bin, the most skewed first
     best = order[np.r_[True, which[order][1:] != which[order][:-1]]]
     off = np.asarray(cells["off"], np.float64).reshape(-1, ranks)
     lane = np.asarray(cells["lane"], np.int64).reshape(-1, ranks)
-    lines: dict[str, list[Any]] = {"xs": [], "ys": [], "color": []}
-    marks: dict[str, list[Any]] = {"x": [], "y": [], "color": []}
+    last_of = np.asarray(inst["last"], np.int64)
+    straggler = str(meta["straggler"])
+    lines: dict[str, list[object]] = {"xs": [], "ys": [], "color": []}
+    marks: dict[str, list[object]] = {"x": [], "y": [], "color": []}
     for i in best.tolist():
         took = (lane[i] >= 0) & np.isfinite(off[i])
         if np.count_nonzero(took) < 2:
             continue
         by_lane = np.argsort(lane[i][took], kind="stable")
-        last = int(inst["last"][i])
-        late = meta["ranks"][last] == meta["straggler"]
+        last = int(last_of[i])
+        late = names[last] == straggler
         color = "#d62728" if late else "#4a5a70"
         lines["xs"].append((first[i] + off[i][took][by_lane]).tolist())
         lines["ys"].append(lane[i][took][by_lane].tolist())
@@ -117,7 +144,7 @@ def collective_sources(fig: Any) -> dict[int, dict[str, Any]]:
         marks["x"].append(float(first[i] + off[i][last]))
         marks["y"].append(int(lane[i][last]))
         marks["color"].append(color)
-    return {id(args["links"]): lines, id(args["late"]): marks}
+    return {id(args["links"]): {**lines}, id(args["late"]): {**marks}}
 
 
 def _outlines(outlines: Iterable[tuple[list[float], list[float]]]) -> dict[str, list[list[float]]]:

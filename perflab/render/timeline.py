@@ -36,7 +36,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,7 @@ from perflab.render.html import esc, static_text
 # the page's data (lanes, labels, levels of detail) has its own module; re-exported here
 from perflab.render.timeline_data import DETAIL_COLUMNS as DETAIL_COLUMNS
 from perflab.render.timeline_data import Encoded as Encoded
+from perflab.render.timeline_data import EventColumns, NameColumns
 from perflab.render.timeline_data import EventFacts as EventFacts
 from perflab.render.timeline_data import Labels as Labels
 from perflab.render.timeline_data import Lanes as Lanes
@@ -72,6 +73,8 @@ from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
 
 LANE_PX = 22
+# the gaps before GPU work that the page holds (:meth:`timeline_info.IdleBefore.on_page`)
+IdleColumns = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.float32] | npt.NDArray[np.int8]]
 
 
 # what drawing and saving the page import: a third of a large page's build when imported in turn
@@ -136,12 +139,16 @@ class Timeline:
             self.layout.document.remove_root(self.layout)
         doc.add_root(self.layout)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+    def _repr_mimebundle_(
+        self, include: object = None, exclude: object = None
+    ) -> dict[str, str] | tuple[dict[str, str], dict[str, object]]:
         if self.live is not None and _in_kernel():
-            return self.panel()._repr_mimebundle_(include, exclude)
+            bundle: dict[str, str] | tuple[dict[str, str], dict[str, object]]
+            bundle = self.panel()._repr_mimebundle_(include, exclude)  # panel: data, metadata
+            return bundle
         return notebook_bundle(self.layout, self.text)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(self.text)
 
     def panel(self) -> Any:
@@ -154,6 +161,12 @@ class Timeline:
 
     def save(self, path: str | os.PathLike[str], title: str = "perflab timeline") -> Path:
         return write_text(path, standalone_html(self.layout, title))
+
+
+class PrettyPrinter(Protocol):
+    """What IPython's pretty printer gives ``_repr_pretty_``."""
+
+    def text(self, obj: str) -> None: ...
 
 
 def _in_kernel() -> bool:
@@ -284,7 +297,7 @@ class LiveRefresh:
         self.page.x_range.on_change("start", self.on_range)
         self.page.x_range.on_change("end", self.on_range)
 
-    def on_range(self, attr: str, old: Any, new: Any) -> None:
+    def on_range(self, attr: str, old: object, new: object) -> None:
         self.refine(float(self.page.x_range.start), float(self.page.x_range.end))
 
     def refine(self, v0: float, v1: float) -> None:
@@ -376,12 +389,12 @@ class PageData:
     whether the page holds every event of the trace."""
 
     enc: Encoded
-    events: dict[str, npt.NDArray[Any]]
+    events: EventColumns
     labels: Labels
-    names: dict[str, Any]
+    names: NameColumns
     lanes: Lanes
     pyramid: Pyramid
-    idle: dict[str, Any]
+    idle: IdleColumns
     complete: bool
 
 
@@ -558,7 +571,29 @@ def _strip_figure(lanes: Lanes, src: PageSources, x_range: Any, width: int) -> A
     return strip
 
 
-def _page_meta(data: PageData, span_ms: float, title: str) -> dict[str, Any]:
+class PageMeta(TypedDict):
+    """What the page scripts read as ``meta`` (see :func:`_page_meta`)."""
+
+    span: float
+    kinds: list[str]
+    colors: list[str]
+    classes: list[str]
+    legend: list[list[str]]
+    directions: list[str]
+    lanes: list[str]
+    ticks: list[str]
+    lane_info: list[str]
+    headers: list[bool]
+    group_of: list[int]
+    lane_px: int
+    gpu: list[bool]
+    max_bins: int
+    title: str
+    causes: list[str]
+    complete: bool
+
+
+def _page_meta(data: PageData, span_ms: float, title: str) -> PageMeta:
     """What the page scripts need to know besides the data: span, kinds, colour classes
     (and the legend of those the page shows), lanes (full names, axis names, tooltips,
     group headers), idle causes, and whether every event of the trace is on the page."""
@@ -587,7 +622,7 @@ def _page_meta(data: PageData, span_ms: float, title: str) -> dict[str, Any]:
 
 
 def _attach_scripts(
-    data: PageData, common: dict[str, Any], src: PageSources, x_range: Any, main: Any
+    data: PageData, common: dict[str, object], src: PageSources, x_range: Any, main: Any
 ) -> None:
     """The page's scripts: ``refresh`` redraws the level that fits the visible range (on
     each range change, live level, search and resize), ``tap`` highlights a launch link and
@@ -669,7 +704,7 @@ def _figure(data: PageData, width: int, title: str) -> Page:
     strip = _strip_figure(data.lanes, src, x_range, width)
     label_source = ColumnDataSource(label_columns(data.labels.table))
     name_source = ColumnDataSource(data.names)
-    common = {
+    common: dict[str, object] = {
         "labels": label_source,
         "name_list": name_source,
         "meta": _page_meta(data, span_ms, title),
@@ -685,12 +720,24 @@ def _figure(data: PageData, width: int, title: str) -> Page:
     )
 
 
-def timeline_bundle(trace: Trace, **options: Any) -> dict[str, str]:
-    """MIME bundle (text/html + text/plain) of :func:`timeline`."""
-    bundle: dict[str, str] = timeline(trace, **options)._repr_mimebundle_()
-    return bundle
+class TimelineOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`timeline`."""
+
+    row_budget: int
+    width: int
+    title: str | None
+    live: bool
+    overlay: Overlay | None
 
 
-def save_timeline(trace: Trace, path: str | os.PathLike[str], **options: Any) -> Path:
+def timeline_bundle(trace: Trace, **options: Unpack[TimelineOptions]) -> dict[str, str]:
+    """MIME bundle (text/html + text/plain) of :func:`timeline` (static: no ``live``)."""
+    view = timeline(trace, **options)
+    return notebook_bundle(view.layout, view.text)
+
+
+def save_timeline(
+    trace: Trace, path: str | os.PathLike[str], **options: Unpack[TimelineOptions]
+) -> Path:
     title = str(trace.meta.get("source") or "perflab timeline")
     return timeline(trace, **options).save(path, title=f"perflab timeline: {title}")

@@ -7,8 +7,9 @@ page's data can be built and tested on its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -257,7 +258,9 @@ def launch_groups(trace: Trace) -> npt.NDArray[np.int64]:
     return out
 
 
-def link_members(groups: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+def link_members(
+    groups: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
     belongs to: what a tap on one of them highlights."""
     linked = np.flatnonzero(groups >= 0)
@@ -271,6 +274,29 @@ def link_members(groups: npt.NDArray[np.int64], rows: npt.NDArray[Any]) -> npt.N
     step = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
     members: npt.NDArray[np.int64] = by_group[np.repeat(first, count) + step]
     return members
+
+
+class NameColumns(TypedDict):
+    """The page's name list: each (shortened) name and how many events carry it."""
+
+    text: list[str]
+    count: npt.NDArray[np.int32]
+
+
+class EventColumns(TypedDict):
+    """The page's columns of events (see :func:`event_columns`)."""
+
+    start: npt.NDArray[np.float64]
+    dur: npt.NDArray[np.float32]
+    lane: npt.NDArray[np.uint8] | npt.NDArray[np.uint16]
+    label: npt.NDArray[np.uint16] | npt.NDArray[np.uint32]
+    group: npt.NDArray[np.int32]
+
+
+class Streamed(Protocol):
+    """A page data source a live kernel appends rows to (a bokeh ColumnDataSource)."""
+
+    def stream(self, new_data: Mapping[str, object]) -> None: ...
 
 
 @dataclass
@@ -300,7 +326,7 @@ class Labels:
         of_row = inverse.reshape(-1)[row_inverse].astype(np.int64)
         return cls(of_row, table, names, used.astype(np.int64))
 
-    def name_columns(self, trace: Trace) -> dict[str, Any]:
+    def name_columns(self, trace: Trace) -> NameColumns:
         """The page's name list: each name and how many events of the trace carry it."""
         counts = np.bincount(trace.name, minlength=len(trace.strings))
         return {"text": self.names, "count": counts[self.name_ids].astype(np.int32)}
@@ -320,7 +346,7 @@ class Encoded:
     levels: dict[str, list[int]]
 
 
-def busy_cells(busy: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.uint8]:
+def busy_cells(busy: npt.NDArray[np.float64]) -> npt.NDArray[np.uint8]:
     """Busy fractions as bytes (0-255); any work at all is at least 1, so that the page
     marks a bin of very short events instead of rounding it away."""
     cells = np.rint(np.clip(busy, 0.0, 1.0) * 255)
@@ -331,7 +357,7 @@ def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
     drawn = distinct(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
     event_rows = distinct(np.concatenate([drawn, link_members(groups, drawn)]).astype(np.int64))
-    offsets: list[npt.NDArray[Any]] = []
+    offsets: list[npt.NDArray[np.int64]] = []
     busy: list[npt.NDArray[np.uint8]] = []
     levels: dict[str, list[int]] = {k: [] for k in ("tiles", "tile_base", "bins", "busy_base")}
     row_base = tile_base = 0
@@ -361,36 +387,45 @@ def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
 
 def event_columns(
     trace: Trace,
-    rows: npt.NDArray[Any],
+    rows: npt.NDArray[np.int64],
     *,
     t0: int,
     lanes: Lanes,
     labels: npt.NDArray[np.int64],
     groups: npt.NDArray[np.int64],
-) -> dict[str, npt.NDArray[Any]]:
+) -> EventColumns:
     """The page's columns for events ``rows``: start in ms since ``t0`` (float64, so a
     deep zoom keeps nanosecond placement), duration, lane, hover label and launch link."""
-    lane_dtype = np.uint8 if len(lanes.labels) <= 256 else np.uint16
-    return {
+    lane = lanes.of_event[rows]
+    return {  # a literal, so that its keys are checked against EventColumns
         "start": (trace.start_ns[rows] - t0).astype(np.float64) / 1e6,
         "dur": (trace.dur_ns[rows] / 1e6).astype(np.float32),
-        "lane": lanes.of_event[rows].astype(lane_dtype),
-        "label": labels.astype(np.uint16 if labels.max(initial=0) < 65536 else np.uint32),
+        "lane": lane.astype(np.uint8) if len(lanes.labels) <= 256 else lane.astype(np.uint16),
+        "label": (
+            labels.astype(np.uint16) if labels.max(initial=0) < 65536 else labels.astype(np.uint32)
+        ),
         "group": groups[rows].astype(np.int32),
     }
 
 
-def label_columns(table: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
-    return {
+LabelColumn = (
+    npt.NDArray[np.int8] | npt.NDArray[np.int16] | npt.NDArray[np.int32] | npt.NDArray[np.float64]
+)
+WIDE_DETAILS = ("shared_mem", "bytes")  # byte counts: past int32 (float64 holds them exactly)
+
+
+def label_columns(table: npt.NDArray[np.int64]) -> dict[str, LabelColumn]:
+    """The page's label table: name, kind, :data:`DETAIL_COLUMNS`, colour class, CPU op."""
+    out: dict[str, LabelColumn] = {
         "name": table[:, 0].astype(np.int32),
         "kind": table[:, 1].astype(np.int8),
-        **{
-            c: table[:, 2 + j].astype(np.float64 if c in ("shared_mem", "bytes") else np.int32)
-            for j, c in enumerate(DETAIL_COLUMNS)
-        },
-        "cls": table[:, -2].astype(np.int16),
-        "op": table[:, -1].astype(np.int32),
     }
+    for j, c in enumerate(DETAIL_COLUMNS):
+        column = table[:, 2 + j]
+        out[c] = column.astype(np.float64) if c in WIDE_DETAILS else column.astype(np.int32)
+    out["cls"] = table[:, -2].astype(np.int16)
+    out["op"] = table[:, -1].astype(np.int32)
+    return out
 
 
 class LiveLabels:
@@ -401,8 +436,8 @@ class LiveLabels:
         self,
         trace: Trace,
         labels: Labels,
-        table_source: Any,
-        name_source: Any,
+        table_source: Streamed,
+        name_source: Streamed,
         facts: EventFacts | None = None,
     ):
         self.trace = trace
