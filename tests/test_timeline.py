@@ -288,6 +288,25 @@ def test_an_empty_trace_is_the_same_clear_error_in_python_and_the_cli(
 # --- launch links and live refinement ------------------------------------------------------
 
 
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60)), min_size=1, max_size=60),
+    st.sampled_from([0, 2**40]),
+)
+@settings(max_examples=100, deadline=None)
+def test_link_keys_order_as_the_rank_and_id_pairs(pairs: list[tuple[int, int]], far: int) -> None:
+    """The launch links' keys (a grid cell, or the pair's number when ids are sparse) group
+    and order events exactly as their (rank, correlation id) pairs do."""
+    from perflab.model.trace import distinct, unique_rows
+    from perflab.render.timeline_data import _link_keys
+
+    rank = np.array([r for r, _ in pairs], np.int64)
+    correlation = np.array([c for _, c in pairs], np.int64) + np.where(rank == 3, far, 0)
+    key, count = _link_keys(rank, correlation)
+    _, inverse = unique_rows(np.stack([rank, correlation], axis=1))
+    assert key.min() >= 0 and key.max() < count
+    assert np.searchsorted(distinct(key), key).tolist() == inverse.tolist()
+
+
 def test_launch_links_match_the_launch_analysis() -> None:
     from perflab.analysis.trace_stats import launch_start
     from perflab.io import load_trace

@@ -248,14 +248,29 @@ def launch_groups(trace: Trace) -> npt.NDArray[np.int64]:
     if linkable.size == 0:
         return out
     rank = trace.tracks["rank"][trace.track[linkable]].astype(np.int64)
-    keys, group = unique_rows(np.stack([rank, trace.correlation[linkable]], axis=1))
-    cpu_count = np.bincount(group, weights=is_cpu_side[linkable], minlength=len(keys))
-    gpu_count = np.bincount(group, minlength=len(keys)) - cpu_count
+    group, keys = _link_keys(rank, trace.correlation[linkable].astype(np.int64))
+    cpu_count = np.bincount(group, weights=is_cpu_side[linkable], minlength=keys)
+    gpu_count = np.bincount(group, minlength=keys) - cpu_count
     both = (cpu_count > 0) & (gpu_count > 0)  # a link needs a launch and what it launched
     renumber = np.cumsum(both) - 1
     keep = both[group]
     out[linkable[keep]] = renumber[group[keep]]
     return out
+
+
+def _link_keys(
+    rank: npt.NDArray[np.int64], correlation: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], int]:
+    """Per event, a key of its (rank, correlation id) that orders as the pairs do, and how
+    many keys there can be. Ids run densely in a trace, so the key is usually the pair's
+    place in the rank x id grid (no sort); a sparse grid numbers the distinct pairs."""
+    low = int(rank.min())
+    height = int(correlation.max()) + 1  # ids here are >= 0
+    cells = (int(rank.max()) - low + 1) * height
+    if cells <= 4 * rank.size + 4096:
+        return (rank - low) * height + correlation, cells
+    keys, group = unique_rows(np.stack([rank, correlation], axis=1))
+    return group, len(keys)
 
 
 def link_members(
