@@ -166,26 +166,38 @@ def first_paint_ms(path: Path, plotly: bool = False) -> float | None:
     return (done - start) * 1000
 
 
-def run_perflab(n: int, tmp: Path, repeat: int) -> dict[str, Any]:
+def build_s(src: Path, out: Path, checkout: Path) -> float:
+    """One ``perflab timeline`` process with the perflab of ``checkout``, timed."""
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "perflab.cli", "timeline", str(src), "-o", str(out)],
+        check=True,
+        timeout=600,
+        capture_output=True,
+        cwd=checkout,  # python -m imports perflab from here first
+    )
+    return time.perf_counter() - t
+
+
+def run_perflab(n: int, tmp: Path, repeat: int, baseline: Path | None = None) -> dict[str, Any]:
     """The whole ``perflab timeline`` process, ``repeat`` times (median kept, all recorded:
-    this machine's timings drift by tens of percent from run to run)."""
+    this machine's timings drift by tens of percent from run to run). With a ``baseline``
+    checkout, each run pairs with one of its code, in alternating order, and the ratio of
+    each pair is recorded: the machine's drift hits both sides of a pair alike."""
     from perflab.io import export_chrome
 
     src = tmp / f"trace-{n}.json"
     export_chrome(synthetic_trace(n), src)
     out = tmp / f"perflab-{n}.html"
-    builds = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "perflab.cli", "timeline", str(src), "-o", str(out)],
-            check=True,
-            timeout=600,
-            capture_output=True,
-        )
-        builds.append(time.perf_counter() - t)
+    builds, before = [], []
+    for i in range(repeat):
+        if baseline is not None and i % 2 == 0:
+            before.append(build_s(src, tmp / "baseline.html", baseline))
+        builds.append(build_s(src, out, ROOT))
+        if baseline is not None and i % 2 == 1:
+            before.append(build_s(src, tmp / "baseline.html", baseline))
     paints = [first_paint_ms(out) for _ in range(repeat)]
-    return {
+    result = {
         "tool": "perflab timeline",
         "events": n,
         "build_s": statistics.median(builds),
@@ -195,6 +207,23 @@ def run_perflab(n: int, tmp: Path, repeat: int) -> dict[str, Any]:
         "first_paint_ms": _median_or_none(paints),
         "all_first_paint_ms": paints,
     }
+    if baseline is not None:
+        ratios = [new / old for new, old in zip(builds, before, strict=True)]
+        result["baseline"] = {
+            "commit": _commit(baseline),
+            "build_s": statistics.median(before),
+            "all_build_s": before,
+            "ratio_per_pair": ratios,
+            "ratio": statistics.median(ratios),
+        }
+    return result
+
+
+def _commit(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
@@ -262,6 +291,18 @@ def run_bokeh_quads(n: int, tmp: Path) -> dict[str, Any]:
     }
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform.processor() is often empty)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    names = [
+        line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")
+    ]
+    return names[0] if names else ""
+
+
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -285,13 +326,19 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=5, help="runs of perflab per size (median kept)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "timeline.json"))
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of earlier code (git worktree add DIR REV): its build times are "
+        "measured in the same run, interleaved, and the ratios recorded",
+    )
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         sizes = sorted({min(args.events, 100_000), args.events})
         for n in sizes:
-            results.append(run_perflab(n, tmp, args.repeat))
+            results.append(run_perflab(n, tmp, args.repeat, args.baseline))
             print(results[-1], flush=True)
         for n in sorted({min(args.anchor_cap, 10_000), min(args.anchor_cap, args.events)}):
             for anchor, needs in ((run_plotly, "plotly"), (run_bokeh_quads, "bokeh")):
@@ -307,7 +354,9 @@ def main() -> None:
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "processor": platform.processor(),
+            "processor": platform.processor() or cpu_model(),
+            # the page is built and painted (Chromium --disable-gpu) on the CPU alone
+            "gpu": "none used: every number is this CPU's",
         },
         "versions": versions(),
         "anchor_cap": args.anchor_cap,
@@ -336,6 +385,13 @@ def main() -> None:
             print(
                 f"{r['tool']} at {r['events']} events: build {r['build_s'] / mine['build_s']:.1f}x"
                 f" perflab's time, output {r['output_mb'] / mine['output_mb']:.1f}x its size"
+            )
+    for r in results:
+        if "baseline" in r:
+            b = r["baseline"]
+            print(
+                f"perflab timeline at {r['events']} events: {b['ratio']:.3f}x the build time "
+                f"of {b['commit'][:10]} (median of {len(b['ratio_per_pair'])} interleaved pairs)"
             )
     for name, g in goals.items():
         verdict = "met" if g["met"] else "NOT met"
