@@ -24,12 +24,16 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from perflab.capture import env
 from perflab.capture.toolchain import tool_output
 from perflab.machine import gpu_modules
 from perflab.machine.gpu_modules import GPU_TEST_FILES
+
+if TYPE_CHECKING:
+    from perflab.model.machine import BenchResult
+    from perflab.model.timing import TimingResult
 
 SMI_TIMEOUT_S = 30
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +48,7 @@ class Section:
     name: str
     gpu_estimate_s: float
     cpu_estimate_s: float
-    run: Callable[[str], Any]
+    run: Callable[[str], object]
 
 
 class CheckFailed(Exception):
@@ -52,7 +56,7 @@ class CheckFailed(Exception):
 
     status = "failed"
 
-    def __init__(self, message: str, result: Any) -> None:
+    def __init__(self, message: str, result: object) -> None:
         super().__init__(message)
         self.result = result
 
@@ -66,7 +70,7 @@ class MissingPackages(CheckFailed):
 # --- modules ---------------------------------------------------------------------------
 
 
-def modules(backend: str, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> dict[str, Any]:
+def modules(backend: str, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> dict[str, object]:
     """Every third-party package that the sections and the gpu tests import is here (or
     optional); missing ones with a wheel in ``wheel_dir`` are installed from it first."""
     found = gpu_modules.reach(GPU_TEST_FILES)
@@ -115,7 +119,7 @@ def _cuda_versions() -> dict[str, str]:
     return found
 
 
-def environment(backend: str) -> dict[str, Any]:
+def environment(backend: str) -> dict[str, object]:
     return {
         "backend": backend,
         "machine": env.info(),
@@ -127,7 +131,49 @@ def environment(backend: str) -> dict[str, Any]:
 # --- timing engine --------------------------------------------------------------------
 
 
-def _workloads(backend: str) -> list[tuple[str, Callable[[], object], dict[str, Any]]]:
+class BenchOptions(TypedDict, total=False):
+    """The options of ``time_function`` that the workloads set."""
+
+    flush_l2: bool
+    fill_queue: bool
+    graph: bool
+    number: int
+
+
+Workload = tuple[str, Callable[[], object], BenchOptions]
+
+
+class RunSummary(TypedDict):
+    """One timing run as the report keeps it (microseconds, and the engine's notes)."""
+
+    median_us: float
+    ci95_us: list[float]
+    n: int
+    number: int
+    stop_reason: str
+    floor_ns: float | None
+    resolution_ns: float | None
+    host_ns_median: float | None
+    host_bound_samples: object
+    queue_filler_ns: object
+    cold: object
+    warmup_calls: object
+    throttle: dict[str, object]
+    warnings: list[str]
+
+
+class Check(TypedDict):
+    passed: bool
+    detail: str
+
+
+class DoBenchRow(TypedDict):
+    do_bench_median_us: float
+    perflab_median_us: float
+    ratio: float
+
+
+def _workloads(backend: str) -> list[Workload]:
     """(label, fn, bench options) on real work: a matmul cold and warm, a tiny kernel
     with and without the queue filler, and the tiny kernel as a graph of 100 calls."""
     import torch
@@ -138,14 +184,14 @@ def _workloads(backend: str) -> list[tuple[str, Callable[[], object], dict[str, 
     a = torch.randn(n, n, device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
     small = torch.randn(1024, device=device)
-    work: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
+    work: list[Workload] = [
         ("matmul_flush", lambda: torch.matmul(a, a, out=out), {"flush_l2": True}),
         ("matmul_warm", lambda: torch.matmul(a, a, out=out), {"flush_l2": False}),
         ("small_add_stream", lambda: small.add_(1.0), {"flush_l2": False}),
         ("small_add_no_filler", lambda: small.add_(1.0), {"flush_l2": False, "fill_queue": False}),
     ]
     if backend == "cuda":
-        graph = {"flush_l2": False, "graph": True, "number": 100}
+        graph: BenchOptions = {"flush_l2": False, "graph": True, "number": 100}
         work.append(("small_add_graph", lambda: small.add_(1.0), graph))
         src = torch.ones(64 << 20, device=device)  # 256 MiB: past the L2
         dst = torch.empty_like(src)
@@ -158,14 +204,12 @@ AGAINST_DO_BENCH = ("matmul_flush", "copy_256MiB_flush")
 DO_BENCH_TOLERANCE = 0.05
 
 
-def _against_do_bench(
-    work: list[tuple[str, Callable[[], object], dict[str, Any]]], rows: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
+def _against_do_bench(work: list[Workload], rows: dict[str, RunSummary]) -> dict[str, DoBenchRow]:
     """Each chosen kernel's median from ``triton.testing.do_bench`` (its defaults: 25 ms
     warm-up, 100 ms of repetitions, a 256 MB zeroing between them) against perflab's."""
     from triton.testing import do_bench
 
-    found: dict[str, Any] = {}
+    found: dict[str, DoBenchRow] = {}
     for label, fn, _ in work:
         if label in AGAINST_DO_BENCH:
             theirs_us = float(do_bench(fn, return_mode="median")) * 1e3
@@ -178,7 +222,7 @@ def _against_do_bench(
     return found
 
 
-def _summary(r: Any) -> dict[str, Any]:
+def _summary(r: TimingResult) -> RunSummary:
     lo, hi = r.ci95_ns
     return {
         "median_us": r.median_ns / 1e3,
@@ -198,7 +242,7 @@ def _summary(r: Any) -> dict[str, Any]:
     }
 
 
-def timing_engine(backend: str) -> dict[str, Any]:
+def timing_engine(backend: str) -> dict[str, object]:
     """The timing engine on real kernels, with checks of what the review found."""
     from perflab.capture.timer import time_function
 
@@ -210,7 +254,7 @@ def timing_engine(backend: str) -> dict[str, Any]:
     checks = _engine_checks(rows, backend)
     if backend != "cuda":
         checks.update(_host_queue_checks())
-    result: dict[str, Any] = {"runs": rows, "checks": checks}
+    result: dict[str, object] = {"runs": rows, "checks": checks}
     if backend == "cuda":
         flush = rows["matmul_flush"]
         result["matmul_tflops"] = 2 * 4096**3 / flush["median_us"] / 1e6
@@ -227,11 +271,11 @@ def timing_engine(backend: str) -> dict[str, Any]:
     return result
 
 
-def _check(passed: bool, detail: str) -> dict[str, Any]:
+def _check(passed: bool, detail: str) -> Check:
     return {"passed": bool(passed), "detail": detail}
 
 
-def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, dict[str, Any]]:
+def _engine_checks(rows: dict[str, RunSummary], backend: str) -> dict[str, Check]:
     every = rows.values()
     checks = {
         "stop_reason and host_ns on every result": _check(
@@ -247,7 +291,7 @@ def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, d
             str(rows["matmul_warm"]["throttle"]),
         ),
         "flush makes every call cold (one call per sample)": _check(
-            rows["matmul_flush"]["cold"] == "every call", rows["matmul_flush"]["cold"]
+            rows["matmul_flush"]["cold"] == "every call", str(rows["matmul_flush"]["cold"])
         ),
     }
     if backend != "cuda":
@@ -255,26 +299,33 @@ def _engine_checks(rows: dict[str, dict[str, Any]], backend: str) -> dict[str, d
     stream, bare = rows["small_add_stream"], rows["small_add_no_filler"]
     graph = rows["small_add_graph"]
     checks["tiny kernel with the filler: at most 10% samples host-bound"] = _check(
-        stream["host_bound_samples"] <= 0.1 * stream["n"],
+        _number(stream["host_bound_samples"]) <= 0.1 * stream["n"],
         f"{stream['host_bound_samples']} of {stream['n']}, "
         f"filler {stream['queue_filler_ns']:.0f} ns",
     )
     checks["tiny kernel without the filler: flagged host-bound"] = _check(
-        bare["host_bound_samples"] > 0, f"{bare['host_bound_samples']} of {bare['n']}"
+        _number(bare["host_bound_samples"]) > 0, f"{bare['host_bound_samples']} of {bare['n']}"
     )
     # 25 ms of warm-up at the measured per-call time, not 100x that
-    warm_ms = graph["warmup_calls"] * graph["median_us"] / 1e3
+    warm_ms = _number(graph["warmup_calls"]) * graph["median_us"] / 1e3
     checks["graph warm-up counted per call (about 25 ms)"] = _check(
         warm_ms < 100, f"{graph['warmup_calls']} calls ~ {warm_ms:.1f} ms"
     )
     return checks
 
 
-def _positive(value: Any) -> bool:
+def _number(value: object) -> float:
+    """A count or time the engine put in a result's options."""
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {value!r}")
+    return value
+
+
+def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
-def _host_queue_checks() -> dict[str, dict[str, Any]]:
+def _host_queue_checks() -> dict[str, Check]:
     """The queue logic (filler sizing, host-bound flags) on the host worker-thread queue:
     what the GPU path does, run for real without a GPU."""
     from perflab.capture.timer import HostQueueClock, TimingOptions, host_bound, measure
@@ -309,7 +360,7 @@ def _host_queue_checks() -> dict[str, dict[str, Any]]:
 # --- gpu tests --------------------------------------------------------------------------
 
 
-def gpu_tests(backend: str) -> dict[str, Any]:
+def gpu_tests(backend: str) -> dict[str, object]:
     """``pytest -m gpu`` on the GPU test files (on the CPU they collect and skip)."""
     cmd = [
         sys.executable,
@@ -341,9 +392,10 @@ def gpu_tests(backend: str) -> dict[str, Any]:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         raise CheckFailed(f"gpu tests timed out after {PYTEST_TIMEOUT_S} s", _tail(out)) from None
-    result = {"returncode": proc.returncode, "command": cmd[2:], **_tail(out)}
+    tail = _tail(out)
+    result: dict[str, object] = {"returncode": proc.returncode, "command": cmd[2:], **tail}
     if proc.returncode != 0:
-        raise CheckFailed(f"gpu tests: {result['summary']}", result)
+        raise CheckFailed(f"gpu tests: {tail['summary']}", result)
     left_out = not_collected(out)
     if left_out:  # conftest leaves out a gpu file whose imports are missing: not a pass
         result["not_collected"] = left_out
@@ -362,7 +414,12 @@ def _path_with(first: str) -> list[str]:
     return [first, *rest]
 
 
-def _tail(out: str) -> dict[str, Any]:
+class Tail(TypedDict):
+    summary: str
+    tail: str
+
+
+def _tail(out: str) -> Tail:
     lines = [ln for ln in (out or "").splitlines() if ln.strip()]
     return {"summary": lines[-1] if lines else "", "tail": "\n".join(lines[-40:])}
 
@@ -370,30 +427,37 @@ def _tail(out: str) -> dict[str, Any]:
 # --- microbenchmarks ---------------------------------------------------------------------
 
 
+class Quiet(TypedDict):
+    quick: bool
+    show_progress: bool
+
+
 def _bench_sections(record_dir: Path | None = None) -> list[Section]:
     """The microbenchmarks; with ``record_dir``, each result is also saved there as
     ``machine/NAME.json`` (for the notebooks' replays), with the ceilings they give."""
     from perflab.machine import bandwidth, h2d, latency, launch, matmul
 
-    kept: dict[str, Any] = {}
+    kept: dict[str, BenchResult] = {}
 
-    def keep(name: str, result: Any) -> dict[str, Any]:
+    def keep(name: str, result: BenchResult) -> dict[str, object]:
         kept[name] = result
         if record_dir is not None:
             (record_dir / "machine").mkdir(parents=True, exist_ok=True)
             result.save(record_dir / "machine" / f"{name}.json")
-        doc: dict[str, Any] = result.to_dict()
+        doc: dict[str, object] = result.to_dict()
         return doc
 
-    def sweep(name: str, backend: str, gpu: Callable[[], Any], cpu: Callable[[], Any]) -> Any:
+    def sweep(
+        name: str, backend: str, gpu: Callable[[], BenchResult], cpu: Callable[[], BenchResult]
+    ) -> dict[str, object]:
         return keep(name, gpu() if backend == "cuda" else cpu())
 
-    def run_h2d(backend: str) -> dict[str, Any]:
+    def run_h2d(backend: str) -> dict[str, object]:
         if backend != "cuda":
             return {"skipped": "h2d needs a GPU (no CPU analog)"}
         return keep("h2d", h2d.run(backend="cuda", quick=True, show_progress=False))
 
-    def run_ceilings(backend: str) -> dict[str, Any]:
+    def run_ceilings(backend: str) -> dict[str, object]:
         from perflab.machine.ceilings import from_results
         from perflab.model.ceilings import save_ceilings
 
@@ -402,10 +466,10 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
         ceilings = from_results(kept["bandwidth"], kept["matmul"])
         if record_dir is not None:
             save_ceilings(ceilings, record_dir / "machine" / "ceilings.json")
-        doc: dict[str, Any] = ceilings.to_dict()
+        doc: dict[str, object] = ceilings.to_dict()
         return doc
 
-    quiet: dict[str, Any] = {"quick": True, "show_progress": False}
+    quiet: Quiet = {"quick": True, "show_progress": False}
     return [
         Section(
             "bandwidth",
@@ -459,7 +523,7 @@ def _bench_sections(record_dir: Path | None = None) -> list[Section]:
     ]
 
 
-def collectives(backend: str) -> dict[str, Any]:
+def collectives(backend: str) -> dict[str, object]:
     gpus = env.gpu_devices() if backend == "cuda" else []
     if len(gpus) < 2:
         return {"skipped": f"collectives need 2 or more GPUs ({len(gpus)} here)"}
@@ -468,7 +532,7 @@ def collectives(backend: str) -> dict[str, Any]:
 
     sizes = [1 << 10, 1 << 20, 64 << 20]
     result = coll.run(backend="nccl", world_size=len(gpus), ops=OPS, sizes=sizes)
-    doc: dict[str, Any] = result.to_dict()
+    doc: dict[str, object] = result.to_dict()
     return doc
 
 
@@ -493,32 +557,51 @@ def sections(
 # --- running --------------------------------------------------------------------------
 
 
-def run_section(section: Section, backend: str) -> dict[str, Any]:
+class _Estimate(TypedDict):
+    estimate_s: float
+
+
+class SectionEntry(_Estimate, total=False):
+    """One section's line in the report: its estimate, then what happened."""
+
+    status: str
+    seconds: float
+    result: object
+    error: str
+    traceback: str
+
+
+class _Sections(TypedDict):
+    sections: dict[str, SectionEntry]
+
+
+class Report(_Sections, total=False):
+    """What scripts/gpu-check and scripts/gpu-record write (they add keys of their own)."""
+
+    exit_code: int
+
+
+def run_section(section: Section, backend: str) -> SectionEntry:
     """``{"status": ok|failed|error|skipped, "seconds", "estimate_s", "result"|"error"}``;
     a section's exception never stops the check."""
     t0 = time.monotonic()
-    entry: dict[str, Any] = {
+    entry: SectionEntry = {
         "estimate_s": section.gpu_estimate_s if backend == "cuda" else section.cpu_estimate_s
     }
     try:
         result = section.run(backend)
         skipped = isinstance(result, dict) and set(result) == {"skipped"}
-        entry.update(status="skipped" if skipped else "ok", result=result)
+        entry["status"], entry["result"] = ("skipped" if skipped else "ok"), result
     except CheckFailed as exc:
-        entry.update(status=exc.status, error=str(exc), result=exc.result)
+        entry["status"], entry["error"], entry["result"] = exc.status, str(exc), exc.result
     except Exception as exc:  # one broken section must not hide the others
-        entry.update(
-            status="error",
-            error=f"{type(exc).__name__}: {exc}",
-            traceback=traceback.format_exc(limit=6),
-        )
+        entry["status"], entry["error"] = "error", f"{type(exc).__name__}: {exc}"
+        entry["traceback"] = traceback.format_exc(limit=6)
     entry["seconds"] = round(time.monotonic() - t0, 1)
     return entry
 
 
-def run_all(
-    steps: list[Section], backend: str, report: dict[str, Any], path: Path, tag: str
-) -> int:
+def run_all(steps: list[Section], backend: str, report: Report, path: Path, tag: str) -> int:
     """Run ``steps`` in order into ``report["sections"]``, saying each on stderr and writing
     ``report`` to ``path`` after every one (a run cut short keeps what finished); stop at
     once at a missing package. Sets and returns ``report["exit_code"]``. Serves
@@ -542,14 +625,16 @@ def run_all(
         )
         save()
         if entry["status"] == "missing":  # nothing after it could run: stop at once
-            print(entry["result"]["instructions"], file=sys.stderr, flush=True)
+            missing = entry.get("result")
+            if isinstance(missing, dict):
+                print(missing["instructions"], file=sys.stderr, flush=True)
             break
     report["exit_code"] = exit_code(report)
     save()
     return int(report["exit_code"])
 
 
-def summary_table(report: dict[str, Any]) -> str:
+def summary_table(report: Report) -> str:
     """One table of every section (status, seconds against the estimate, and the error
     or a short note), then the total."""
     head = f"{'section':16} {'status':8} {'seconds':>8} {'est.':>6}  note"
@@ -566,7 +651,7 @@ def summary_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _note(name: str, result: Any) -> str:
+def _note(name: str, result: object) -> str:
     if not isinstance(result, dict):
         return ""
     if "skipped" in result:
@@ -589,16 +674,22 @@ def _note(name: str, result: Any) -> str:
     )
 
 
-def _modules_note(result: dict[str, Any]) -> str:
-    note = f"{len(result.get('present', {}))} present"
+def _modules_note(result: dict[str, object]) -> str:
+    present = result.get("present", {})
+    note = f"{len(present) if isinstance(present, dict) else 0} present"
     if result.get("installed_from_wheels"):
-        note += f", installed from .whl/: {', '.join(result['installed_from_wheels'])}"
+        note += f", installed from .whl/: {_names(result['installed_from_wheels'])}"
     if result.get("optional_absent"):
-        note += f"; optional, absent: {', '.join(result['optional_absent'])}"
+        note += f"; optional, absent: {_names(result['optional_absent'])}"
     return note
 
 
-def exit_code(report: dict[str, Any]) -> int:
+def _names(value: object) -> str:
+    """A list's items, or a dict's keys, comma-separated."""
+    return ", ".join(str(v) for v in value) if isinstance(value, (list, dict)) else str(value)
+
+
+def exit_code(report: Report) -> int:
     """0 when every section is ok or skipped; 1 when any failed or errored; 2 when
     packages are missing (the check stopped before measuring anything)."""
     statuses = {e["status"] for e in report["sections"].values()}

@@ -29,10 +29,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import numpy as np
 
@@ -40,6 +41,12 @@ from perflab.capture import _proc, env
 from perflab.machine.gpu_check import Section, _path_with
 from perflab.model.machine import BenchResult, Series
 from perflab.model.serialize import write_atomic, write_text
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from perflab.model.timing import TimingResult
 
 ROOT = Path(__file__).resolve().parents[2]
 NCU_TIMEOUT_S = 75.0  # each ncu call; the whole record must fit in about 3 minutes
@@ -72,15 +79,15 @@ class Recorder:
         folder: str,
         name: str,
         fn: Callable[[], object],
-        annotate: Callable[[Any], None] | None = None,
-        **options: Any,
-    ) -> Any:
+        annotate: Callable[[TimingResult], None] | None = None,
+        **options: object,
+    ) -> TimingResult:
         """Time ``fn`` as ``%%gpuprofile --name NAME`` would (its defaults unless
         ``options`` say otherwise), let ``annotate`` add to the result (FLOPs and bytes, a
         kernel table) and save it as ``folder/NAME.json``."""
         from perflab.capture.timer import time_function
 
-        result = time_function(fn, name=name, backend=self.backend, **options)
+        result = time_function(fn, None, name=name, backend=self.backend, **options)
         if annotate is not None:
             annotate(result)
         result.save(self.path(folder, f"{_file_name(name)}.json"))
@@ -103,7 +110,7 @@ def _file_name(name: str) -> str:
     return keep.strip("-") or "result"
 
 
-def _sync(torch: Any, on_gpu: bool) -> None:
+def _sync(torch: ModuleType, on_gpu: bool) -> None:
     if on_gpu:
         torch.cuda.synchronize()
 
@@ -132,7 +139,7 @@ def _calls_series(name: str, values: list[float]) -> Series:
 # --- 01 and 11: first calls (must run first in the process) ----------------------------
 
 
-def first_calls(rec: Recorder) -> dict[str, Any]:
+def first_calls(rec: Recorder) -> Mapping[str, object]:
     """Notebook 01's matmul launched without and with a synchronisation, from the first
     call on, and notebook 11's model's first five calls: host clock, one process."""
     import torch
@@ -163,7 +170,7 @@ def first_calls(rec: Recorder) -> dict[str, Any]:
     return {"matmul_no_sync_ns": no_sync, "matmul_sync_ns": synced, "model_ns": firsts}
 
 
-def _inference_model(rec: Recorder) -> tuple[Any, Any]:
+def _inference_model(rec: Recorder) -> tuple[nn.Module, torch.Tensor]:
     """Notebook 11's model (the same layers, seed and input) on the recorder's device."""
     import torch
     from torch import nn
@@ -188,7 +195,7 @@ def _inference_model(rec: Recorder) -> tuple[Any, Any]:
 # --- 00: the quickstart's cells ------------------------------------------------------------
 
 
-def quickstart(rec: Recorder) -> dict[str, Any]:
+def quickstart(rec: Recorder) -> Mapping[str, object]:
     import torch
 
     from perflab.analysis.trace_stats import kernel_table
@@ -221,7 +228,7 @@ def quickstart(rec: Recorder) -> dict[str, Any]:
     def traced() -> object:
         return a @ a + 1.0
 
-    def kernels(result: Any) -> None:  # as --trace does: one more run, profiled
+    def kernels(result: TimingResult) -> None:  # as --trace does: one more run, profiled
         result.kernels = kernel_table(profile(traced, cuda=rec.on_gpu))
 
     result = rec.time("00-quickstart", "matmul-trace", traced, kernels, budget_ms=50)
@@ -229,7 +236,7 @@ def quickstart(rec: Recorder) -> dict[str, Any]:
     return done
 
 
-def quickstart_magics(rec: Recorder) -> dict[str, Any]:
+def quickstart_magics(rec: Recorder) -> Mapping[str, object]:
     """The quickstart's ``%%gpuprofile`` cells themselves, with ``--record``, in an IPython
     shell (where IPython is installed): the magic's own path, end to end."""
     try:
@@ -249,7 +256,7 @@ def quickstart_magics(rec: Recorder) -> dict[str, Any]:
         "magic-matmul-1024": "--name matmul-1024 --compare mm512 -v mm1024\nd = b @ b",
         "magic-matmul-trace": "--name matmul-trace --trace --budget 50\nc = a @ a + 1.0",
     }
-    done: dict[str, Any] = {}
+    done: dict[str, object] = {}
     for cell in cells:
         _run_cell(ip, cell)
     for name, body in magic.items():
@@ -260,7 +267,18 @@ def quickstart_magics(rec: Recorder) -> dict[str, Any]:
     return done
 
 
-def _run_cell(ip: Any, cell: str) -> None:
+class _CellResult(Protocol):
+    success: bool
+    error_in_exec: BaseException | None
+
+
+class _Shell(Protocol):
+    """What is used of IPython's InteractiveShell."""
+
+    def run_cell(self, raw_cell: str) -> _CellResult: ...
+
+
+def _run_cell(ip: _Shell, cell: str) -> None:
     result = ip.run_cell(cell)
     if not result.success:
         raise RuntimeError(f"cell failed: {cell.splitlines()[0]}: {result.error_in_exec!r}")
@@ -286,7 +304,7 @@ def _busy_neighbours(count: int) -> Iterator[None]:
             _proc.kill_group(p)
 
 
-def timing_traps(rec: Recorder) -> dict[str, Any]:
+def timing_traps(rec: Recorder) -> Mapping[str, object]:
     """Notebook 01's sections on the GPU: noisy neighbours, warm against cold caches at two
     sizes, one call against ten per sample, and the closing ``%%gpuprofile`` cell."""
     import torch
@@ -314,13 +332,13 @@ def timing_traps(rec: Recorder) -> dict[str, Any]:
 # --- 03: roofline points --------------------------------------------------------------------
 
 
-def roofline_points(rec: Recorder) -> dict[str, Any]:
+def roofline_points(rec: Recorder) -> Mapping[str, object]:
     """Matmuls and adds with their FLOPs and bytes, timed as ``%%gpuprofile`` times them
     (flushed caches on a GPU); the ceilings come from gpu-check's sweeps."""
     import torch
 
     folder = "03-roofline"
-    done: dict[str, Any] = {}
+    done: dict[str, object] = {}
     dtypes = (
         {"bf16": torch.bfloat16, "fp32": torch.float32} if rec.on_gpu else {"fp32": torch.float32}
     )
@@ -336,7 +354,7 @@ def roofline_points(rec: Recorder) -> dict[str, Any]:
     return done
 
 
-def _matmul_point(rec: Recorder, folder: str, label: str, dtype: Any, n: int) -> float:
+def _matmul_point(rec: Recorder, folder: str, label: str, dtype: torch.dtype, n: int) -> float:
     """TFLOP/s of an n x n x n matmul into a preallocated output (``out=``, as 01 teaches)."""
     import torch
 
@@ -358,10 +376,10 @@ def _add_point(rec: Recorder, folder: str, n: int) -> float:
     return float(12.0 * n / r.median_ns)
 
 
-def _work(flops: float, nbytes: float) -> Callable[[Any], None]:
+def _work(flops: float, nbytes: float) -> Callable[[TimingResult], None]:
     """Sets a result's FLOPs and bytes per call (its roofline point)."""
 
-    def annotate(result: Any) -> None:
+    def annotate(result: TimingResult) -> None:
         result.flops, result.bytes = flops, nbytes
 
     return annotate
@@ -370,13 +388,13 @@ def _work(flops: float, nbytes: float) -> Callable[[Any], None]:
 # --- 06: launch overhead -------------------------------------------------------------------
 
 
-def launch_costs(rec: Recorder) -> dict[str, Any]:
+def launch_costs(rec: Recorder) -> Mapping[str, object]:
     """Notebook 06's crossover sweep (``add_`` on 1 to 4 Mi elements) and ten small
     kernels launched eagerly and as one CUDA graph."""
     import torch
 
     folder = "06-launch"
-    done: dict[str, Any] = {}
+    done: dict[str, object] = {}
     for power in range(0, 23, 2):
         done[f"add_2^{power}_us"] = _add_in_place(rec, folder, 1 << power)
     y = torch.rand(1024, device=rec.device)
@@ -407,7 +425,7 @@ def _add_in_place(rec: Recorder, folder: str, n: int) -> float:
 # --- 11: batch-1 inference --------------------------------------------------------------------
 
 
-def inference(rec: Recorder) -> dict[str, Any]:
+def inference(rec: Recorder) -> Mapping[str, object]:
     """Notebook 11's batch-1 latency: 2,000 warm samples, 300 cold ones, and the same model
     replayed as a CUDA graph (2,000 samples)."""
     import torch
@@ -415,7 +433,7 @@ def inference(rec: Recorder) -> dict[str, Any]:
     folder = "11-inference"
     model, x = _inference_model(rec)
     repeat = 2000 if rec.on_gpu else 200
-    done: dict[str, Any] = {}
+    done: dict[str, float] = {}
     with torch.inference_mode():
         warm = rec.time(
             folder, "batch1-warm", lambda: model(x), repeat=repeat, flush_l2=False, budget_ms=5000
@@ -444,14 +462,14 @@ def inference(rec: Recorder) -> dict[str, Any]:
     return done
 
 
-def _pct(result: Any, q: float) -> float:
+def _pct(result: TimingResult, q: float) -> float:
     return float(np.percentile(result.samples_ns, q) / 1e3)
 
 
 # --- 10: a profiled training loop ---------------------------------------------------------------
 
 
-def training_trace(rec: Recorder) -> dict[str, Any]:
+def training_trace(rec: Recorder) -> Mapping[str, object]:
     """A small transformer trained for a few steps under torch.profiler (CPU and CUDA
     activity), its phases marked with perflab.range; the loss read back every step, as
     many loops do for logging. Saved as Kineto JSON, gzipped."""
@@ -526,13 +544,13 @@ NCU_TARGETS = {
 }
 
 
-def ncu_reports(rec: Recorder) -> dict[str, Any]:
+def ncu_reports(rec: Recorder) -> Mapping[str, object]:
     """``ncu --set full`` of one kernel per target (the default clock control, base
     clocks), exported as a report and as ``--csv --page details``."""
     ncu = shutil.which("ncu")
     if not rec.on_gpu or ncu is None:
         return {"skipped": "ncu needs a GPU and ncu on PATH"}
-    done: dict[str, Any] = {}
+    done: dict[str, dict[str, object]] = {}
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(_path_with(str(ROOT)))}
     for name, (kernel, program) in NCU_TARGETS.items():
         rep = rec.path("12-ncu", f"{name}.ncu-rep")
@@ -560,9 +578,20 @@ def ncu_reports(rec: Recorder) -> dict[str, Any]:
     return done
 
 
-def _tool(cmd: list[str], environ: dict[str, str], keep: bool = False) -> dict[str, Any]:
+class _ToolTail(TypedDict):
+    returncode: int
+    tail: list[str]
+
+
+class ToolRun(_ToolTail, total=False):
+    """A tool's exit status and last lines (and with ``keep``, all it printed)."""
+
+    stdout: str
+
+
+def _tool(cmd: list[str], environ: dict[str, str], keep: bool = False) -> ToolRun:
     done = _proc.run(cmd, timeout=NCU_TIMEOUT_S, env=environ, cwd=str(ROOT))
-    result: dict[str, Any] = {
+    result: ToolRun = {
         "returncode": done.returncode,
         "tail": (done.stdout + done.stderr).strip().splitlines()[-12:],
     }
@@ -578,7 +607,7 @@ def sections(rec: Recorder) -> list[Section]:
     """In order; first calls first. Estimates: H200 seconds (about 2x one run's, 2026-12-04);
     this 2-core VM's CPU."""
 
-    def bind(fn: Callable[[Recorder], dict[str, Any]]) -> Callable[[str], Any]:
+    def bind(fn: Callable[[Recorder], Mapping[str, object]]) -> Callable[[str], object]:
         return lambda _backend: fn(rec)
 
     return [
