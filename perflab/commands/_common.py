@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from perflab.model.trace import Trace
 
+# what ``parser.add_subparsers()`` returns (generic only to type checkers, hence a string)
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
-def print_json(doc: Any) -> None:
+
+def print_json(doc: object) -> None:
     json.dump(doc, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
-def add_trace_file(parser: Any, help: str = "trace file to read") -> None:
+def add_trace_file(parser: argparse.ArgumentParser, help: str = "trace file to read") -> None:
     """The trace file argument and how many helper processes may read it."""
     parser.add_argument("file", help=help)
     parser.add_argument(

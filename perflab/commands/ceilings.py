@@ -4,12 +4,11 @@ them in the cache file the roofline reads (see perflab.model.ceilings)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "ceilings",
         help="measure compute (GFLOP/s per dtype) and bandwidth (GB/s per level) ceilings",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "exercises",
         help="list the tutorial notebooks' exercises",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Mapping
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "info",
         help="show the backend, devices, library versions and CUDA tools found",
@@ -40,15 +40,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def device_text(dev: dict[str, Any]) -> str:
+def device_text(dev: Mapping[str, object]) -> str:
     """A device as one line: "AMD EPYC (cpu), cores 2, cache L1d 32 KiB / L2 1 MiB / L3 32 MiB";
     sizes in bytes read as sizes (``--json`` keeps the numbers)."""
     from perflab.model.units import format_bytes
 
-    def size(value: Any) -> str:
+    def one(value: object) -> str:
+        return format_bytes(value) if isinstance(value, (int, float)) else str(value)
+
+    def size(value: object) -> str:
         if isinstance(value, dict):
-            return " / ".join(f"{k} {format_bytes(v)}" for k, v in value.items())
-        return format_bytes(value)
+            return " / ".join(f"{k} {one(v)}" for k, v in value.items())
+        return one(value)
 
     head = f"{dev.get('name', '?')} ({dev.get('kind', '?')})"
     rest = [

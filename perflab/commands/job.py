@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflab.commands._common import print_json
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from perflab.model.job import Job
 
 
-def add_more_files(parser: Any) -> None:
+def add_more_files(parser: argparse.ArgumentParser) -> None:
     """More trace files after the first: one per rank of a job."""
     parser.add_argument(
         "more",
@@ -24,7 +24,9 @@ def add_more_files(parser: Any) -> None:
     )
 
 
-def add_scheduler(parser: Any, what: str = "summarise a job's ranks on a Dask cluster") -> None:
+def add_scheduler(
+    parser: argparse.ArgumentParser, what: str = "summarise a job's ranks on a Dask cluster"
+) -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS|local:N",

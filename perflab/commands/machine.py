@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 from perflab.errors import InputError
 from perflab.model.units import parse_size
+
+if TYPE_CHECKING:
+    from perflab.model.machine import BenchResult, CollectiveResult
 
 SWEEPS = ("latency", "bandwidth", "launch", "matmul", "h2d")
 COLLECTIVE_KEYS = ("op", "bytes", "world_size", "backend", "time_us", "algbw_GBps", "busbw_GBps")
@@ -24,7 +27,7 @@ HELP = {
 }
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "machine",
         help="measure this machine: memory hierarchy, launch latency, tensor cores, collectives",
@@ -95,7 +98,9 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _finish(args: argparse.Namespace, result: Any, as_json: Any) -> int:
+def _finish(
+    args: argparse.Namespace, result: BenchResult | CollectiveResult, as_json: object
+) -> int:
     if args.save and result.replayed_from is None:
         result.save(args.save)
     if args.json:

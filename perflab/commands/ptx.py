@@ -14,9 +14,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 from perflab.errors import InputError
 from perflab.frontend import (
     COMPILE_ARGUMENTS,
@@ -40,7 +40,7 @@ Shown = tuple[CompileResult, "ViewOptions", Sequence["KernelReport"]]
 __all__ = ["join_dash_values", "register", "run"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "compile",
         aliases=["ptx"],
@@ -81,10 +81,10 @@ def compile_file(path: Path, args: argparse.Namespace) -> list[CompileResult]:
     return compile_triton_specs(specs, args, source_name=str(path))
 
 
-def run_python_file(source: str, path: Path) -> dict[str, Any]:
+def run_python_file(source: str, path: Path) -> dict[str, object]:
     """Run a Triton source as ``python FILE`` would (so that its ``@triton.jit`` functions
     exist); its own errors become an InputError naming the file and line."""
-    namespace: dict[str, Any] = {"__name__": "__perflab_ptx__", "__file__": str(path)}
+    namespace: dict[str, object] = {"__name__": "__perflab_ptx__", "__file__": str(path)}
     try:
         exec(compile(source, str(path), "exec"), namespace)  # noqa: S102  (the user's file)
     except Exception as exc:
@@ -104,7 +104,7 @@ def _line_of(exc: Exception, path: Path) -> str | None:
 
 def result_json(
     result: CompileResult, kernel: str | None, reports: Sequence[KernelReport] = ()
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The result's saved form (:meth:`CompileResult.to_dict`), less other kernels, with
     each reported kernel's ``report`` and, per SASS instruction, ``waits_for`` and
     ``waited_by`` (byte offsets; see :func:`perflab.analysis.sass_control.barrier_links`;
@@ -121,11 +121,11 @@ def result_json(
     return doc
 
 
-def _add_links(lines: list[dict[str, Any]], report: KernelReport) -> None:
+def _add_links(lines: list[dict[str, object]], report: KernelReport) -> None:
     links = report.schedule.links if report.schedule is not None else None
     for line in lines:
         offset = line["offset"]
-        if offset is None:
+        if not isinstance(offset, int):  # unknown: None
             continue
         line["waits_for"] = None if links is None else list(links.waits_for.get(offset, ()))
         line["waited_by"] = None if links is None else list(links.waited_by.get(offset, ()))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from perflab.commands._common import Subcommands
 from perflab.errors import InputError
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "roofline",
         help="write a roofline chart (device ceilings, kernels from ncu or given points)",
@@ -43,7 +43,7 @@ def parse_point(text: str) -> tuple[str, float, float, float]:
 def run(args: argparse.Namespace) -> int:
     from perflab.render.roofline import points_from_ncu, roofline
 
-    points: list[Any] = [parse_point(t) for t in args.point]
+    points: list[object] = [parse_point(t) for t in args.point]
     if args.ncu:
         from perflab.io import load_ncu
 

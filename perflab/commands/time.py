@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from typing import Any
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
 from perflab.frontend import TIMING_ARGUMENTS, add_arguments, timed_run, user_frames
 from perflab.render.views import to_text
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "time",
         help="time a Python statement (the %%%%gpuprofile engine from the shell)",
@@ -31,7 +30,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from perflab.errors import InputError, PerflabError
 
-    namespace: dict[str, Any] = {"__name__": "__perflab_time__"}
+    namespace: dict[str, object] = {"__name__": "__perflab_time__"}
     try:
         setup = compile(args.setup, "<setup>", "exec")
         stmt = compile(args.statement, "<statement>", "exec")

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from perflab.commands import job
-from perflab.commands._common import add_trace_file, load_trace_file
+from perflab.commands._common import Subcommands, add_trace_file, load_trace_file
 from perflab.errors import InputError, import_extra
 
 GROUPS, BINS = 64, 4096  # the overview's lanes and time bins unless told
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "timeline",
         help="write an interactive timeline of a trace as a standalone HTML file",

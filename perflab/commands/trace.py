@@ -4,13 +4,12 @@ files."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from perflab.commands import job, trace_diff, trace_sql
-from perflab.commands._common import add_trace_file, load_trace_file, print_json
+from perflab.commands._common import Subcommands, add_trace_file, load_trace_file, print_json
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "trace",
         help="analyse torch.profiler, Nsight Systems or saved perflab traces",
@@ -43,7 +42,7 @@ def register(sub: Any) -> None:
     e.set_defaults(handler=run_export)
 
 
-def add_idle_parser(tsub: Any) -> None:
+def add_idle_parser(tsub: Subcommands) -> None:
     from perflab.analysis.idle_rules import rules_text
 
     i = tsub.add_parser(

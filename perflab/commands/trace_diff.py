@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
 
-from perflab.commands._common import add_trace_file, print_json
+from perflab.commands._common import Subcommands, add_trace_file, print_json
 
 HELP = "compare two traces (before/after): per name counts, times, new/gone/changed, verdicts"
 DESCRIPTION = (
@@ -30,7 +29,7 @@ DESCRIPTION = (
 _STEP = re.compile(r"(\d{1,18})(?::(\d{1,18}))?")
 
 
-def add_diff_parser(tsub: Any) -> None:
+def add_diff_parser(tsub: Subcommands) -> None:
     d = tsub.add_parser("diff", help=HELP, description=DESCRIPTION)
     add_trace_file(d, help="the control trace (before)")
     d.add_argument("test", help="the test trace (after)")

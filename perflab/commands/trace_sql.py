@@ -8,9 +8,13 @@ import argparse
 import csv
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from perflab.commands._common import print_json
+from perflab.commands._common import Subcommands, print_json
+
+if TYPE_CHECKING:
+    from perflab.model.job import Job
+    from perflab.model.trace import Trace
 
 DESCRIPTION = (
     "Run a DuckDB SQL query over a trace's tables: events, kernels, memcpy, ops, runtime, "
@@ -27,7 +31,7 @@ EXAMPLE = (
 )
 
 
-def add_sql_parser(tsub: Any) -> None:
+def add_sql_parser(tsub: Subcommands) -> None:
     q = tsub.add_parser(
         "sql",
         help="run a SQL query (DuckDB) over a trace's events",
@@ -43,7 +47,7 @@ def add_sql_parser(tsub: Any) -> None:
     q.set_defaults(handler=run_sql_command)
 
 
-def _load(files: list[str], workers: int | None, progress: bool) -> Any:
+def _load(files: list[str], workers: int | None, progress: bool) -> Trace | Job:
     """One trace, or a job (several files or a directory)."""
     if len(files) == 1 and not Path(files[0]).is_dir():
         from perflab.io import load_trace

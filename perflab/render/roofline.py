@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from perflab.analysis.roofline import Point, Roof, RooflineVerdict, assess_all
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
@@ -26,6 +26,12 @@ from perflab.render.labels import LabelPlacer, log_ticks
 
 if TYPE_CHECKING:
     import pandas as pd
+    from bokeh.models import Axis, Column
+    from bokeh.plotting import figure as Figure
+
+    from perflab.model.ceilings import Ceilings
+    from perflab.model.ncu import NcuReport
+    from perflab.render.timeline import PrettyPrinter
 
 MIN_INTENSITY = 1e-3  # where points with no FLOPs are drawn (log axes cannot show 0)
 LEVEL_ALIASES = {
@@ -61,7 +67,7 @@ def _match_level(level: str, roof: Roof) -> str:
     return alias
 
 
-def roof_for(device: str, ceilings: Any = None) -> Roof:
+def roof_for(device: str, ceilings: Ceilings | None = None) -> Roof:
     """Measured ceilings of ``device`` if known (or given), else its spec-sheet values."""
     if ceilings is None:
         ceilings = _measured(device)
@@ -81,7 +87,7 @@ def roof_for(device: str, ceilings: Any = None) -> Roof:
     return Roof.from_spec(spec)
 
 
-def _measured(device: str) -> Any:
+def _measured(device: str) -> Ceilings | None:
     try:
         from perflab.model.ceilings import load_ceilings
     except ImportError:  # measured ceilings are optional
@@ -92,7 +98,17 @@ def _measured(device: str) -> Any:
 # --- points ------------------------------------------------------------------------------
 
 
-def to_points(items: Iterable[Any]) -> list[Point]:
+class _Timed(Protocol):
+    """What a point reads of a TimingResult (any object with ``samples_ns`` and ``flops``)."""
+
+    name: str
+    flops: float | None
+    bytes: float | None
+    median_ns: float
+    device: str
+
+
+def to_points(items: Iterable[object]) -> list[Point]:
     """Points from TimingResults (with flops/bytes), Points, or
     ``(name, flops, bytes, seconds)`` tuples."""
     out: list[Point] = []
@@ -104,18 +120,19 @@ def to_points(items: Iterable[Any]) -> list[Point]:
     return out
 
 
-def _to_point(item: Any) -> Point:
+def _to_point(item: object) -> Point:
     if isinstance(item, Point):
         return item
     if hasattr(item, "samples_ns") and hasattr(item, "flops"):
-        if item.flops is None and item.bytes is None:
-            raise ValueError(f"{item.name}: needs flops and/or bytes (--flops, --bytes)")
+        timed = cast("_Timed", item)
+        if timed.flops is None and timed.bytes is None:
+            raise ValueError(f"{timed.name}: needs flops and/or bytes (--flops, --bytes)")
         return Point(
-            str(item.name),
-            float(item.flops or 0),
-            float(item.bytes or 0),
-            item.median_ns / 1e9,
-            extra={"device": item.device},
+            str(timed.name),
+            float(timed.flops or 0),
+            float(timed.bytes or 0),
+            timed.median_ns / 1e9,
+            extra={"device": timed.device},
         )
     if isinstance(item, tuple | list) and len(item) == 4:
         name, flops, nbytes, seconds = item
@@ -140,7 +157,7 @@ _NCU_FLOPS = {  # raw metric -> FLOPs per instruction
 _NCU_BYTES = {"dram__bytes.sum": "hbm", "lts__t_bytes.sum": "l2", "l1tex__t_bytes.sum": "l1_shared"}
 
 
-def points_from_ncu(report: Any) -> list[Point]:
+def points_from_ncu(report: NcuReport) -> list[Point]:
     """One point per kernel and memory level from an ``NcuReport``: bytes from the raw
     ``dram__/lts__/l1tex__ bytes`` metrics (or DRAM throughput x duration), FLOPs from the
     SASS FP instruction counters (0 when the report has none: such points sit at the left
@@ -172,7 +189,7 @@ def points_from_ncu(report: Any) -> list[Point]:
     return points
 
 
-def _numeric_metrics(report: Any) -> dict[int, dict[str, tuple[float, str]]]:
+def _numeric_metrics(report: NcuReport) -> dict[int, dict[str, tuple[float, str]]]:
     """Each kernel's numeric metrics, name -> (value, unit), in one pass over the report (a
     pass per kernel made a report of thousands of kernels take minutes)."""
     by_kernel: dict[int, dict[str, tuple[float, str]]] = {}
@@ -201,7 +218,7 @@ def _ncu_seconds(values: dict[str, tuple[float, str]]) -> float | None:
     return None
 
 
-def count_flops_bytes(fn: Callable[[], Any]) -> tuple[float, float]:
+def count_flops_bytes(fn: Callable[[], object]) -> tuple[float, float]:
     """Run ``fn`` once and count its FLOPs (torch ``FlopCounterMode``) and a minimum byte
     count: every tensor it reads that it did not create, plus what it returns, once each.
     Real traffic is at least this (caches and re-reads only add to it)."""
@@ -251,7 +268,7 @@ class Roofline:
     roof: Roof
     verdicts: list[RooflineVerdict]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"roof": self.roof.to_dict(), "points": [v.to_dict() for v in self.verdicts]}
 
     def to_pandas(self) -> pd.DataFrame:
@@ -270,13 +287,13 @@ class Roofline:
         notes = "".join(f"\nnote: {n}" for n in above_roof_notes(self))
         return f"{head}\nceilings: {ceilings}\n{body}{notes}"
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(self.text())
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return roofline_bundle(self)
 
-    def figure(self, width: int = 760, height: int = 480) -> Any:
+    def figure(self, width: int = 760, height: int = 480) -> Figure:
         return _figure(self, width, height)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -328,7 +345,9 @@ def _row(v: RooflineVerdict) -> list[str]:
     ]
 
 
-def roofline(points: Iterable[Any], device: str = "H200", *, ceilings: Any = None) -> Roofline:
+def roofline(
+    points: Iterable[object], device: str = "H200", *, ceilings: Ceilings | None = None
+) -> Roofline:
     """Place ``points`` under the ceilings of ``device`` (measured ones when known)."""
     roof = roof_for(device, ceilings)
     pts = [
@@ -374,13 +393,13 @@ class Axes:
         ridge_max = top / min(roof.memory.values())
         finite = [v for v in r.verdicts if math.isfinite(v.point.intensity)]
         x_hi = max([ridge_max * 20] + [v.point.intensity * 4 for v in finite])
-        ys = [y for y in _point_columns(r.verdicts)["y"] if y > 0] if r.verdicts else []
+        ys = [y for y in _point_xy(r.verdicts)[1] if y > 0] if r.verdicts else []
         y_lo = min([min(roof.memory.values()) * x_lo, *ys]) / 3
         y_hi = max([top, *ys]) * 3
         return cls(x_lo, x_hi, y_lo, y_hi)
 
 
-def _figure(r: Roofline, width: int, height: int) -> Any:
+def _figure(r: Roofline, width: int, height: int) -> Figure:
     from bokeh.models import Range1d
     from bokeh.plotting import figure
 
@@ -408,7 +427,7 @@ def _figure(r: Roofline, width: int, height: int) -> Any:
     return fig
 
 
-def _flops_ticks(axis: Any, axes: Axes) -> None:
+def _flops_ticks(axis: Axis, axes: Axes) -> None:
     """Performance ticks at powers of ten, labelled with SI prefixes (``10 TFLOP/s``)."""
     from bokeh.models import FixedTicker
 
@@ -417,7 +436,7 @@ def _flops_ticks(axis: Any, axes: Axes) -> None:
     axis.major_label_overrides = {t: _si(t, "FLOP/s") for t in ticks}
 
 
-def _memory_roofs(fig: Any, roof: Roof, axes: Axes) -> None:
+def _memory_roofs(fig: Figure, roof: Roof, axes: Axes) -> None:
     import numpy as np
 
     top = max(roof.compute.values())
@@ -433,7 +452,7 @@ def _memory_roofs(fig: Any, roof: Roof, axes: Axes) -> None:
         )
 
 
-def _compute_ceilings(fig: Any, roof: Roof, axes: Axes, placer: LabelPlacer) -> None:
+def _compute_ceilings(fig: Figure, roof: Roof, axes: Axes, placer: LabelPlacer) -> None:
     """One line per distinct peak, labelled at its right end; labels of close peaks are
     stacked so that none overlaps another, and their room is taken from ``placer``."""
     from bokeh.models import ColumnDataSource
@@ -475,26 +494,27 @@ def _compute_ceilings(fig: Any, roof: Roof, axes: Axes, placer: LabelPlacer) -> 
     )
 
 
-def _points(fig: Any, verdicts: list[RooflineVerdict], placer: LabelPlacer) -> None:
+def _points(fig: Figure, verdicts: list[RooflineVerdict], placer: LabelPlacer) -> None:
     """The kernels as markers with their names beside them (each where it covers no other
     label or marker), and a hover box."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.models.annotations import LabelSet
 
-    cols = _point_columns(verdicts)
+    xs, ys = _point_xy(verdicts)
+    cols = _point_columns(verdicts, xs, ys)
     src = ColumnDataSource(cols)
     dots = fig.scatter(
         "x", "y", source=src, size=10, color="color", line_color="black", marker="marker"
     )
-    for x, y in zip(cols["x"], cols["y"], strict=True):
+    for x, y in zip(xs, ys, strict=True):
         placer.take_marker(x, y)
-    sides: dict[bool, dict[str, list[Any]]] = {
+    sides: dict[bool, dict[str, list[float | str]]] = {
         side: {"x": [], "y": [], "label": [], "dx": [], "dy": []} for side in (False, True)
     }
     for i in labelled(verdicts):
-        x, y, label = cols["x"][i], cols["y"][i], str(cols["name"][i])[:40]
+        x, y, label = xs[i], ys[i], verdicts[i].point.name[:40]
         spot = placer.place(x, y, label)
-        row = {"x": x, "y": y, "label": label, "dx": spot.dx, "dy": spot.dy}
+        row: dict[str, float | str] = {"x": x, "y": y, "label": label, "dx": spot.dx, "dy": spot.dy}
         for key, value in row.items():
             sides[spot.left][key].append(value)
     for left, data in sides.items():
@@ -538,15 +558,30 @@ def _provenance(roof: Roof) -> str:
     return "measured ceilings" if roof.measured else "spec-sheet ceilings (not measured)"
 
 
-def _point_columns(verdicts: list[RooflineVerdict]) -> dict[str, list[Any]]:
+def _point_xy(verdicts: list[RooflineVerdict]) -> tuple[list[float], list[float]]:
+    """Where each point is drawn: a pure copy (no FLOPs) at the left edge, where its
+    bandwidth would meet the memory roof line."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for v in verdicts:
+        p = v.point
+        no_flops = p.flops == 0
+        xs.append(MIN_INTENSITY if no_flops else p.intensity)
+        ys.append(v.bandwidth * MIN_INTENSITY * v.fraction if no_flops else p.flops_per_s)
+    return xs, ys
+
+
+def _point_columns(
+    verdicts: list[RooflineVerdict], xs: list[float], ys: list[float]
+) -> dict[str, list[float] | list[str]]:
+    """The markers' data source: positions (see :func:`_point_xy`) and what the hover box
+    shows."""
     palette = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b")
     colour_of = {name: i for i, name in enumerate(dict.fromkeys(v.point.name for v in verdicts))}
     markers = {"hbm": "circle", "l2": "square", "l1_shared": "triangle", "dram": "circle"}
-    cols: dict[str, list[Any]] = {
+    cols: dict[str, list[str]] = {
         k: []
         for k in (
-            "x",
-            "y",
             "name",
             "level",
             "time",
@@ -562,9 +597,6 @@ def _point_columns(verdicts: list[RooflineVerdict]) -> dict[str, list[Any]]:
     for v in verdicts:
         p = v.point
         no_flops = p.flops == 0
-        cols["x"].append(MIN_INTENSITY if no_flops else p.intensity)
-        # a pure copy is drawn where its bandwidth would meet the memory roof line
-        cols["y"].append(v.bandwidth * MIN_INTENSITY * v.fraction if no_flops else p.flops_per_s)
         cols["name"].append(p.name)
         cols["level"].append(BANDWIDTH_LABELS.get(v.memory_key, v.memory_key))
         cols["time"].append(format_ns(p.seconds * 1e9))
@@ -575,10 +607,10 @@ def _point_columns(verdicts: list[RooflineVerdict]) -> dict[str, list[Any]]:
         cols["fraction"].append(f"{100 * v.fraction:.1f}%")
         cols["color"].append(palette[colour_of[p.name] % len(palette)])
         cols["marker"].append(markers.get(v.memory_key, "diamond"))
-    return cols
+    return {"x": xs, "y": ys, **cols}
 
 
-def _with_table(r: Roofline) -> Any:
+def _with_table(r: Roofline) -> Column:
     from bokeh.layouts import column
     from bokeh.models.widgets import Div
 
