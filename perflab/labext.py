@@ -16,16 +16,19 @@ import io
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from perflab.errors import InputError, PerflabError, SchemaError
 from perflab.model import listeners
 from perflab.model.fields import MAX_TEXT
 from perflab.model.serialize import dump_json, load_json, write_destination
 from perflab.model.timing import TimingResult
+
+if TYPE_CHECKING:
+    from comm.base_comm import BaseComm
 
 COMM_TARGET = "perflab"
 KIND = "TimingHistory"
@@ -57,12 +60,38 @@ def history_path(notebook: str, directory: Path) -> Path:
     return directory / HISTORY_DIR / f"{notebook}.history.json"
 
 
+class HistoryRow(TypedDict):
+    """What the panel shows of one result."""
+
+    id: str
+    name: str
+    median_ns: float
+    ci95_ns: list[float]
+    n: int
+    backend: str
+    device: str
+    created: str
+    warnings: list[str]
+    replayed: bool
+
+
+class _Extensions(Protocol):
+    def load_extension(self, module_str: str) -> object: ...
+
+
+class Shell(Protocol):
+    """What :func:`connect` uses of IPython's shell."""
+
+    @property
+    def extension_manager(self) -> _Extensions: ...
+
+
 @dataclass
 class HistoryEntry:
     id: str
     result: TimingResult
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> HistoryRow:
         """What the panel shows of this result."""
         r = self.result
         lo, hi = r.ci95_ns
@@ -131,7 +160,7 @@ class History:
         """The name of the notebook this history belongs to."""
         return self.path.name.removesuffix(".history.json")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "notebook": self.notebook,
             "baseline": self.baseline,
@@ -161,7 +190,7 @@ class History:
     def set_baseline(self, entry_id: object) -> None:
         self.baseline = None if entry_id is None else self.get(entry_id).id
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[HistoryRow]:
         return [e.row() for e in self.entries]
 
     def csv(self) -> str:
@@ -187,7 +216,7 @@ class History:
         return out.getvalue()
 
 
-def _entry(item: Any, source: str, index: int) -> HistoryEntry:
+def _entry(item: object, source: str, index: int) -> HistoryEntry:
     where = f"entries[{index}]"
     if not isinstance(item, dict) or not isinstance(item.get("result"), dict):
         raise SchemaError("expected {id, result}", source=source, position=where)
@@ -206,14 +235,14 @@ def _entry(item: Any, source: str, index: int) -> HistoryEntry:
     return HistoryEntry(entry_id, result)
 
 
-def _entry_doc(entry: HistoryEntry) -> dict[str, Any]:
-    doc: dict[str, Any] = {"id": entry.id, "result": entry.result.to_dict()}
+def _entry_doc(entry: HistoryEntry) -> dict[str, object]:
+    doc: dict[str, object] = {"id": entry.id, "result": entry.result.to_dict()}
     if entry.result.replayed_from is not None:
         doc["replayed_from"] = entry.result.replayed_from
     return doc
 
 
-def perflab_info() -> dict[str, Any]:
+def perflab_info() -> dict[str, object]:
     """What ``perflab info --json`` prints, run in this process."""
     from perflab.cli import main
 
@@ -222,7 +251,7 @@ def perflab_info() -> dict[str, Any]:
         code = main(["info", "--json"])
     if code != 0:
         raise PerflabError(f"perflab info failed: {err.getvalue().strip()}")
-    doc: dict[str, Any] = json.loads(out.getvalue())
+    doc: dict[str, object] = json.loads(out.getvalue())
     return doc
 
 
@@ -232,9 +261,9 @@ class Bridge:
     def __init__(self, history: History, note: str | None = None) -> None:
         self.history = history
         self.note = note
-        self.comms: list[Any] = []
+        self.comms: list[BaseComm] = []
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "type": "history",
             "notebook": self.history.notebook,
@@ -250,7 +279,7 @@ class Bridge:
         self.history.save()
         self.broadcast({"type": "added", "row": entry.row(), "baseline": self.history.baseline})
 
-    def handle(self, data: Any) -> dict[str, Any]:
+    def handle(self, data: object) -> dict[str, object]:
         """The answer to one request of the panel (a dict with ``type`` and ``request``)."""
         if not isinstance(data, dict):
             return {"type": "error", "message": "a request must be an object"}
@@ -264,7 +293,7 @@ class Bridge:
             _log.debug("request %r failed", data, exc_info=True)
             return {"type": "error", "request": request, "message": _fault(data, exc)}
 
-    def _answer(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, data: Mapping[str, object]) -> Mapping[str, object]:
         kind = data.get("type")
         if kind == "compare":
             result = self.history.get(data.get("a")).result
@@ -292,22 +321,22 @@ class Bridge:
             return self.snapshot()
         raise InputError(f"unknown request {kind!r}")
 
-    def broadcast(self, message: dict[str, Any]) -> None:
+    def broadcast(self, message: dict[str, object]) -> None:
         for comm in list(self.comms):
             comm.send(message)
 
-    def open_comm(self, comm: Any, _open_msg: Any) -> None:
+    def open_comm(self, comm: BaseComm, _open_msg: Mapping[str, object]) -> None:
         self.comms.append(comm)
         comm.on_msg(self._receiver(comm))
         comm.on_close(lambda _msg: self._forget(comm))
         comm.send(self.snapshot())
 
-    def _forget(self, comm: Any) -> None:
+    def _forget(self, comm: BaseComm) -> None:
         if comm in self.comms:
             self.comms.remove(comm)
 
-    def _receiver(self, comm: Any) -> Callable[[Any], None]:
-        def receive(msg: Any) -> None:
+    def _receiver(self, comm: BaseComm) -> Callable[[object], None]:
+        def receive(msg: object) -> None:
             content = msg.get("content") if isinstance(msg, dict) else None
             comm.send(self.handle(content.get("data") if isinstance(content, dict) else None))
 
@@ -317,7 +346,7 @@ class Bridge:
 _bridge: Bridge | None = None
 
 
-def connect(ip: Any, notebook: str, renamed_from: str | None = None) -> Bridge:
+def connect(ip: Shell, notebook: str, renamed_from: str | None = None) -> Bridge:
     """Make this kernel ready for the extension: load perflab's magics, open the history of
     ``notebook`` (a file name in the kernel's working directory, where Jupyter starts the
     kernel of a notebook) and listen on the comm target. ``renamed_from``: the notebook's
@@ -347,7 +376,7 @@ def _follow_rename(history: History, old: Path, new: Path) -> None:
     history.path = new
 
 
-def _fault(data: dict[str, Any], exc: Exception) -> str:
+def _fault(data: Mapping[str, object], exc: Exception) -> str:
     """A short answer to a request that failed by perflab's own fault: the request and the
     kind of failure, no traceback."""
     kind = data.get("type")
@@ -355,5 +384,5 @@ def _fault(data: dict[str, Any], exc: Exception) -> str:
     return f"perflab could not answer {named}: an internal error ({type(exc).__name__})"
 
 
-def _export(fmt: str, filename: str, text: str) -> dict[str, Any]:
+def _export(fmt: str, filename: str, text: str) -> dict[str, str]:
     return {"type": "export", "format": fmt, "filename": filename, "text": text}
