@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, cast
 
 from perflab.capture import env
 from perflab.capture.timer import TimingOptions, time_function
@@ -28,16 +28,33 @@ from perflab.model.timing import TimingResult
 from perflab.model.units import parse_size
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from perflab.capture.compile import TritonSpec
+    from perflab.model.trace import Trace
     from perflab.render.ptx_view import ViewOptions
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
+
+
+class ArgumentOptions(TypedDict, total=False):
+    """The keyword arguments of ``add_argument`` the flags use (argparse's and IPython's)."""
+
+    action: str
+    choices: Sequence[str]
+    default: object
+    dest: str
+    help: str
+    metavar: str
+    type: Callable[[str], object]
+
 
 # (flags, argparse keyword arguments)
-TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+ArgumentSpecs = list[tuple[tuple[str, ...], ArgumentOptions]]
+TIMING_ARGUMENTS: ArgumentSpecs = [
     (
         ("--budget",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=100.0,
             metavar="MS",
@@ -47,7 +64,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--max-noise",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=0.5,
             metavar="PCT",
@@ -57,7 +74,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--warmup",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=25.0,
             metavar="MS",
@@ -66,7 +83,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("-n",),
-        dict(
+        ArgumentOptions(
             type=int,
             dest="number",
             metavar="N",
@@ -75,7 +92,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("-r",),
-        dict(
+        ArgumentOptions(
             type=int,
             dest="repeat",
             metavar="R",
@@ -84,7 +101,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--flush-l2",),
-        dict(
+        ArgumentOptions(
             dest="flush_l2",
             action="store_true",
             default=None,
@@ -93,7 +110,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--no-flush-l2",),
-        dict(
+        ArgumentOptions(
             dest="flush_l2",
             action="store_false",
             help="keep caches warm between samples (default on the CPU)",
@@ -101,7 +118,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--graph",),
-        dict(
+        ArgumentOptions(
             action="store_true",
             help="capture the code as a CUDA graph and time its replay "
             "(removes launch overhead; GPU only)",
@@ -109,7 +126,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--hot",),
-        dict(
+        ArgumentOptions(
             action="store_true",
             help="hot measurement for tiny kernels (as nvbench's): calls back to back, one "
             "timed window around a batch long enough to dwarf the timer's floor, no cache "
@@ -118,16 +135,16 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--backend",),
-        dict(
+        ArgumentOptions(
             choices=("auto", "cuda", "cpu"),
             default="auto",
             help="timing backend (default: cuda when a GPU is present)",
         ),
     ),
-    (("--name",), dict(default=None, help="name of the NVTX range and of the result")),
+    (("--name",), ArgumentOptions(default=None, help="name of the NVTX range and of the result")),
     (
         ("--no-nvtx",),
-        dict(
+        ArgumentOptions(
             dest="no_nvtx",
             action="store_true",
             help="do not emit an NVTX range around the timed runs",
@@ -135,7 +152,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--trace",),
-        dict(
+        ArgumentOptions(
             action="store_true",
             help="profile one extra run with torch.profiler and show the kernels "
             "(CPU ops without a GPU)",
@@ -143,7 +160,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--flops",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=None,
             metavar="N",
@@ -152,7 +169,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--bytes",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=None,
             metavar="N",
@@ -161,7 +178,7 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     ),
     (
         ("--record",),
-        dict(
+        ArgumentOptions(
             default=None,
             metavar="FILE",
             help="with a GPU: run and save the result to FILE; without one: "
@@ -169,9 +186,6 @@ TIMING_ARGUMENTS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         ),
     ),
 ]
-
-
-ArgumentSpecs = list[tuple[tuple[str, ...], dict[str, Any]]]
 
 
 def magic_arguments_from(specs: ArgumentSpecs) -> Callable[[F], F]:
@@ -219,7 +233,27 @@ def timing_options(args: argparse.Namespace, default_name: str) -> TimingOptions
     return opts
 
 
-def bench(fn: Callable[[], object], /, **options: Any) -> TimingResult:
+class BenchOptions(TypedDict, total=False):
+    """The fields of :class:`~perflab.capture.timer.TimingOptions`, as ``bench`` takes them."""
+
+    warmup_ms: float
+    budget_ms: float
+    number: int | None
+    repeat: int | None
+    flush_l2: bool | None
+    graph: bool
+    hot: bool
+    backend: str
+    name: str
+    nvtx: bool
+    min_samples: int
+    max_samples: int
+    max_noise: float
+    fill_queue: bool
+    extra: dict[str, object]
+
+
+def bench(fn: Callable[[], object], /, **options: Unpack[BenchOptions]) -> TimingResult:
     """Time ``fn()`` and return a :class:`~perflab.model.timing.TimingResult`; the Python
     counterpart of ``%%gpuprofile`` and ``perflab time``.
 
@@ -248,7 +282,7 @@ class TimedRun:
     """What a timing front-end shows: the result, the trace (``--trace``), notes."""
 
     result: TimingResult
-    trace: Any = None
+    trace: Trace | None = None
     replayed: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -283,7 +317,7 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
     return run
 
 
-def _trace_once(fn: Callable[[], object], result: TimingResult) -> Any:
+def _trace_once(fn: Callable[[], object], result: TimingResult) -> Trace:
     from perflab.analysis.side_streams import side_stream_warning
     from perflab.analysis.trace_stats import kernel_table
     from perflab.capture.profile import profile
@@ -334,7 +368,7 @@ def user_frames(tb: TracebackType | None, filename: str) -> TracebackType | None
 COMPILE_ARGUMENTS: ArgumentSpecs = [
     (
         ("--arch",),
-        dict(
+        ArgumentOptions(
             default=None,
             metavar="SM",
             help="target, e.g. sm_80, sm_90a, sm_100a (default: the current GPU, else sm_90a)",
@@ -342,7 +376,7 @@ COMPILE_ARGUMENTS: ArgumentSpecs = [
     ),
     (
         ("--flags",),
-        dict(
+        ArgumentOptions(
             default="",
             metavar="FLAGS",
             help='extra nvcc flags, e.g. "-maxrregcount=32 -DN=4 -O3 -Xptxas -v": '
@@ -350,14 +384,16 @@ COMPILE_ARGUMENTS: ArgumentSpecs = [
             "lambda switches, with checked values; anything else is refused with the list",
         ),
     ),
-    (("--std",), dict(default="c++17", help="C++ standard (default c++17)")),
+    (("--std",), ArgumentOptions(default="c++17", help="C++ standard (default c++17)")),
     (
         ("--kernel",),
-        dict(default=None, metavar="NAME", help="show only this kernel (name or unique prefix)"),
+        ArgumentOptions(
+            default=None, metavar="NAME", help="show only this kernel (name or unique prefix)"
+        ),
     ),
     (
         ("--block",),
-        dict(
+        ArgumentOptions(
             type=int,
             default=None,
             metavar="N",
@@ -367,7 +403,7 @@ COMPILE_ARGUMENTS: ArgumentSpecs = [
     ),
     (
         ("--smem",),
-        dict(
+        ArgumentOptions(
             default=None,
             metavar="BYTES",
             help="dynamic shared memory per block for occupancy, e.g. 48K",
@@ -375,7 +411,7 @@ COMPILE_ARGUMENTS: ArgumentSpecs = [
     ),
     (
         ("--timeout",),
-        dict(
+        ArgumentOptions(
             type=float,
             default=DEFAULT_TIMEOUT_S,
             metavar="S",
@@ -440,13 +476,25 @@ def dynamic_smem(args: argparse.Namespace) -> int | None:
         raise InputError(f"--smem: {exc}") from None
 
 
-def view_options(args: argparse.Namespace, result: CompileResult, **extra: Any) -> ViewOptions:
-    from perflab.render.ptx_view import ViewOptions
+def view_options(
+    args: argparse.Namespace,
+    result: CompileResult,
+    *,
+    show: Sequence[str] | None = None,
+    diff_with: CompileResult | None = None,
+) -> ViewOptions:
+    from perflab.render.ptx_view import PANES, ViewOptions
 
     # a Triton result holds one kernel: there --kernel chose the function, not a view filter
     kernel = args.kernel if result.lang == "cuda" else None
     smem = dynamic_smem(args)
-    return ViewOptions(kernel=kernel, block_size=args.block, dynamic_shared=smem, **extra)
+    return ViewOptions(
+        kernel=kernel,
+        show=PANES if show is None else show,
+        block_size=args.block,
+        dynamic_shared=smem,
+        diff_with=diff_with,
+    )
 
 
 def compile_cuda_from_args(
@@ -471,7 +519,7 @@ def compile_cuda_from_args(
 TRITON_ARGUMENTS: ArgumentSpecs = [
     (
         ("--signature",),
-        dict(
+        ArgumentOptions(
             default=None,
             metavar="TYPES",
             help="Triton: types of the non-constexpr parameters in order, e.g. "
@@ -480,14 +528,20 @@ TRITON_ARGUMENTS: ArgumentSpecs = [
     ),
     (
         ("--constexprs",),
-        dict(
+        ArgumentOptions(
             default=None,
             metavar="K=V,...",
             help="Triton: values of the tl.constexpr parameters, e.g. BLOCK=1024",
         ),
     ),
-    (("--num-warps",), dict(type=int, default=4, help="Triton: warps per program (default 4)")),
-    (("--num-stages",), dict(type=int, default=3, help="Triton: pipeline stages (default 3)")),
+    (
+        ("--num-warps",),
+        ArgumentOptions(type=int, default=4, help="Triton: warps per program (default 4)"),
+    ),
+    (
+        ("--num-stages",),
+        ArgumentOptions(type=int, default=3, help="Triton: pipeline stages (default 3)"),
+    ),
 ]
 
 
@@ -498,11 +552,11 @@ def unquote(value: str | None) -> str | None:
     return value
 
 
-def parse_constexprs(text: str) -> dict[str, Any]:
+def parse_constexprs(text: str) -> dict[str, object]:
     """``"BLOCK=1024,EVEN=True"`` -> ``{"BLOCK": 1024, "EVEN": True}``."""
     import ast
 
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, sep, value = part.partition("=")
         if not sep or not name.strip().isidentifier():
@@ -512,6 +566,12 @@ def parse_constexprs(text: str) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             found[name.strip()] = value.strip()
     return found
+
+
+class _JitFunction(Protocol):
+    """What is read of a ``@triton.jit`` function (any value with ``arg_names`` and ``fn``)."""
+
+    __name__: str
 
 
 def triton_specs(new_values: list[object], args: argparse.Namespace) -> list[TritonSpec]:
@@ -527,7 +587,9 @@ def triton_specs(new_values: list[object], args: argparse.Namespace) -> list[Tri
                 "or create a perflab.TritonSpec in the source"
             )
         return specs
-    jitted: list[Any] = [v for v in new_values if hasattr(v, "arg_names") and hasattr(v, "fn")]
+    jitted = [
+        cast("_JitFunction", v) for v in new_values if hasattr(v, "arg_names") and hasattr(v, "fn")
+    ]
     if args.kernel:
         jitted = [f for f in jitted if f.__name__ == args.kernel]
     if len(jitted) != 1:

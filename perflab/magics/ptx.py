@@ -17,6 +17,7 @@ from perflab.errors import PerflabError
 from perflab.frontend import (
     COMPILE_ARGUMENTS,
     TRITON_ARGUMENTS,
+    ArgumentOptions,
     ArgumentSpecs,
     compile_cuda_from_args,
     compile_triton_specs,
@@ -33,7 +34,7 @@ from perflab.model.kernel import CompileResult
 CELL_ARGUMENTS: ArgumentSpecs = [
     (
         ("--lang",),
-        dict(
+        ArgumentOptions(
             choices=("cuda", "triton"),
             default=None,
             help="language of the cell (default: triton if it uses @triton.jit, else cuda)",
@@ -41,25 +42,31 @@ CELL_ARGUMENTS: ArgumentSpecs = [
     ),
     (
         ("--show",),
-        dict(
+        ArgumentOptions(
             default="source,ptx,sass",
             metavar="PANES",
             help="panes to show: source,ptx,sass (Triton also ttir,ttgir,llir)",
         ),
     ),
-    (("--diff",), dict(metavar="NAME", help="compare with the CompileResult stored in NAME")),
+    (
+        ("--diff",),
+        ArgumentOptions(metavar="NAME", help="compare with the CompileResult stored in NAME"),
+    ),
     (
         ("--run",),
-        dict(
+        ArgumentOptions(
             metavar="NAME",
             help="GPU only: launch the kernel with the launch dict "
             "in NAME ({'grid':..., 'block':..., 'args':...}) and time it",
         ),
     ),
-    (("-v",), dict(dest="variable", metavar="NAME", help="store the CompileResult in NAME")),
+    (
+        ("-v",),
+        ArgumentOptions(dest="variable", metavar="NAME", help="store the CompileResult in NAME"),
+    ),
     (
         ("-o",),
-        dict(
+        ArgumentOptions(
             dest="output", action="store_true", help="return the CompileResult as the cell's value"
         ),
     ),
