@@ -18,11 +18,10 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +43,10 @@ from perflab.model.trace import (
 )
 
 # CUPTI copyKind -> our direction name (arrays count as device memory)
+# what SQLite hands back for a value, and a row of them
+SqlValue = int | float | str | bytes | None
+Row = tuple[SqlValue, ...]
+
 _COPY_KIND = {
     1: "HtoD",
     2: "DtoH",
@@ -168,11 +171,11 @@ class _Reader:
         return time.monotonic() > self.deadline
 
     def rows(
-        self, table: str, sql: str, params: Sequence[Any] = (), text: dict[int, str] | None = None
-    ) -> list[tuple[Any, ...]]:
+        self, table: str, sql: str, params: Sequence[int] = (), text: dict[int, str] | None = None
+    ) -> list[Row]:
         """Every row of ``sql``, a query of ``table``. ``text``: the columns (position ->
         name) whose values count against the bound on text fetched."""
-        out: list[tuple[Any, ...]] = []
+        out: list[Row] = []
         try:
             cursor = self.db.execute(sql, params)
             while batch := cursor.fetchmany(FETCH_ROWS):
@@ -182,14 +185,14 @@ class _Reader:
             raise self._failed(table, exc) from None
         return out
 
-    def first(self, table: str, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+    def first(self, table: str, sql: str, params: Sequence[int] = ()) -> Row | None:
         try:
-            row: tuple[Any, ...] | None = self.db.execute(sql, params).fetchone()
+            row: Row | None = self.db.execute(sql, params).fetchone()
         except sqlite3.Error as exc:
             raise self._failed(table, exc) from None
         return row
 
-    def _count_text(self, table: str, batch: list[Any], text: dict[int, str]) -> None:
+    def _count_text(self, table: str, batch: list[Row], text: dict[int, str]) -> None:
         for at, column in text.items():
             self.text_left -= sum(len(v) for row in batch if isinstance(v := row[at], str | bytes))
             if self.text_left < 0:
@@ -220,19 +223,21 @@ class _Parts:
     """Events gathered table by table, concatenated at the end."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list[npt.NDArray[Any]]] = {
-            k: [] for k in ("start", "end", "kind", "name", "corr", "device", "stream", "gpu")
+        self.cols: dict[str, list[npt.NDArray[np.int64]]] = {
+            k: [] for k in ("start", "end", "name", "corr", "device", "stream")
         }
+        self.kind: list[npt.NDArray[np.int8]] = []
+        self.gpu: list[npt.NDArray[np.bool_]] = []
         self.count = 0
 
     def add(
         self,
         kind: EventKind,
         rows: npt.NDArray[np.int64],
-        name: npt.NDArray[Any],
-        device: npt.NDArray[Any],
-        stream: npt.NDArray[Any],
-        corr: npt.NDArray[Any],
+        name: npt.ArrayLike,
+        device: npt.ArrayLike,
+        stream: npt.ArrayLike,
+        corr: npt.ArrayLike,
         on_gpu: bool,
     ) -> int:
         """Append events; returns the row index of the first one."""
@@ -247,14 +252,20 @@ class _Parts:
             ("corr", corr),
         ):
             self.cols[key].append(np.asarray(values, dtype=np.int64))
-        self.cols["kind"].append(np.full(n, int(kind), dtype=np.int8))
-        self.cols["gpu"].append(np.full(n, on_gpu, dtype=bool))
+        self.kind.append(np.full(n, int(kind), dtype=np.int8))
+        self.gpu.append(np.full(n, on_gpu, dtype=np.bool_))
         self.count += n
         return first
 
-    def column(self, key: str) -> npt.NDArray[Any]:
+    def column(self, key: str) -> npt.NDArray[np.int64]:
         parts = self.cols[key]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def kinds(self) -> npt.NDArray[np.int8]:
+        return np.concatenate(self.kind) if self.kind else np.zeros(0, dtype=np.int8)
+
+    def on_gpu(self) -> npt.NDArray[np.bool_]:
+        return np.concatenate(self.gpu) if self.gpu else np.zeros(0, dtype=np.bool_)
 
 
 def load_nsys(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> Trace:
@@ -278,7 +289,7 @@ def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _text(value: Any) -> str:
+def _text(value: SqlValue) -> str:
     """A name as stored: text, or a BLOB decoded leniently, or "" when absent."""
     if isinstance(value, bytes):
         return _lenient_text(value)
@@ -307,7 +318,7 @@ def _tables(reader: _Reader) -> set[str]:
     return found
 
 
-def _virtual(sql: Any) -> bool:
+def _virtual(sql: SqlValue) -> bool:
     return isinstance(sql, str) and sql.lstrip().upper().startswith("CREATE VIRTUAL")
 
 
@@ -349,7 +360,7 @@ def _check_columns(reader: _Reader, table: str) -> None:
     bad = reader.first(table, sql, bounds)
     if bad is None:
         return
-    rowid, values = bad[0], dict(zip(columns, bad[1:], strict=True))
+    rowid, values = str(bad[0]), dict(zip(columns, bad[1:], strict=True))
     source = reader.source
     for column, value in values.items():
         lo, hi = spec[column]
@@ -401,9 +412,10 @@ def _read(reader: _Reader) -> Trace:
     if bad_ids:
         raise InputError("StringIds ids out of range", source=source, position="StringIds")
     ids = reader.rows("StringIds", "SELECT id, value FROM StringIds", text={1: "value"})
-    max_id = max((i for i, _ in ids), default=0)
+    numbers = np.array([i for i, _ in ids], dtype=np.int64)  # checked integers above
+    max_id = int(numbers.max()) if len(numbers) else 0
     string_of = np.full(max_id + 1, strings.add(""), dtype=np.int64)
-    string_of[[i for i, _ in ids]] = strings.add_all(_text(v) for _, v in ids)
+    string_of[numbers] = strings.add_all(_text(v) for _, v in ids)
 
     def name_ids(raw: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         ok = (raw >= 0) & (raw <= max_id)
@@ -423,12 +435,12 @@ class _Block:
 
     kind: EventKind
     rows: npt.NDArray[np.int64]  # start and end in the first two columns
-    names: npt.NDArray[Any]
-    device: npt.NDArray[Any]  # GPU id, or process id for host events
-    stream: npt.NDArray[Any]  # stream, or thread id for host events
-    corr: npt.NDArray[Any]
+    names: npt.ArrayLike
+    device: npt.NDArray[np.int64]  # GPU id, or process id for host events
+    stream: npt.NDArray[np.int64]  # stream, or thread id for host events
+    corr: npt.NDArray[np.int64]
     on_gpu: bool
-    side: tuple[str, dict[str, Any]] | None = None  # ("kernels" or "memcpy", columns)
+    side: tuple[str, Mapping[str, npt.ArrayLike]] | None = None  # ("kernels" or "memcpy", columns)
 
 
 @dataclass(frozen=True)
@@ -443,13 +455,21 @@ class _Context:
 
 
 def _gpu_block(
-    kind: EventKind, rows: npt.NDArray[np.int64], names: npt.NDArray[Any], **rest: Any
+    kind: EventKind,
+    rows: npt.NDArray[np.int64],
+    names: npt.ArrayLike,
+    side: tuple[str, Mapping[str, npt.ArrayLike]] | None = None,
 ) -> _Block:
     """GPU activity rows: start, end, deviceId, streamId, correlationId, ..."""
-    return _Block(kind, rows, names, rows[:, 2], rows[:, 3], rows[:, 4], True, **rest)
+    return _Block(kind, rows, names, rows[:, 2], rows[:, 3], rows[:, 4], True, side)
 
 
-def _host_block(kind: EventKind, rows: npt.NDArray[np.int64], names: Any, corr: Any) -> _Block:
+def _host_block(
+    kind: EventKind,
+    rows: npt.NDArray[np.int64],
+    names: npt.ArrayLike,
+    corr: npt.NDArray[np.int64],
+) -> _Block:
     """Host rows: start, end, globalTid, ..."""
     pid, tid = _split_global_tid(rows[:, 2])
     return _Block(kind, rows, names, pid, tid, corr, False)
@@ -467,7 +487,10 @@ def _memcpy_block(ctx: _Context) -> _Block:
     direction = [_COPY_KIND.get(int(c), "unknown") for c in m[:, 6]]
     sides = _memory_sides(ctx.reader, len(m))
     names = ctx.strings.add_all(f"Memcpy {d}{s}" for d, s in zip(direction, sides, strict=True))
-    copies = {"bytes": m[:, 5], "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction]}
+    copies: dict[str, npt.ArrayLike] = {
+        "bytes": m[:, 5],
+        "direction": [MEMCPY_DIRECTIONS.index(d) for d in direction],
+    }
     return _gpu_block(EventKind.MEMCPY, m, names, side=("memcpy", copies))
 
 
@@ -571,13 +594,17 @@ def _assemble(tables: set[str], ctx: _Context) -> Trace:
 
 
 def _trace_of(
-    parts: _Parts, ctx: _Context, kernels: Table | None, memcpy: Table | None, meta: Any
+    parts: _Parts,
+    ctx: _Context,
+    kernels: Table | None,
+    memcpy: Table | None,
+    meta: dict[str, object],
 ) -> Trace:
     start, end = parts.column("start"), parts.column("end")
     dur = end - start
     if len(dur) and int(dur.min()) < 0:
         raise InputError("an event ends before it starts (negative duration)", source=ctx.source)
-    on_gpu = parts.column("gpu").astype(bool)
+    on_gpu = parts.on_gpu()
     track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
     tracks, track = build_tracks(
         parts.column("device"), parts.column("stream"), track_kind, ctx.strings
@@ -586,7 +613,7 @@ def _trace_of(
         {
             "start_ns": start,
             "dur_ns": dur,
-            "kind": parts.column("kind"),
+            "kind": parts.kinds(),
             "track": track,
             "name": parts.column("name"),
             "correlation": parts.column("corr"),
@@ -603,7 +630,7 @@ def _trace_of(
     )
 
 
-def _fetch_rows(raw: list[tuple[Any, ...]], source: str) -> npt.NDArray[np.int64]:
+def _fetch_rows(raw: list[Row], source: str) -> npt.NDArray[np.int64]:
     try:
         return np.array([r[:3] for r in raw], dtype=np.int64).reshape(-1, 3)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -615,7 +642,7 @@ def _split_global_tid(gtid: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64
     return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
 
 
-def _gpu_info(reader: _Reader, tables: set[str]) -> list[dict[str, Any]]:
+def _gpu_info(reader: _Reader, tables: set[str]) -> list[dict[str, SqlValue]]:
     """Each GPU's row of TARGET_INFO_GPU, its stored columns with plain names (no ``*``: a
     generated column would be computed, and a name is spliced into the SQL)."""
     if _GPU_INFO not in tables:
@@ -631,7 +658,7 @@ def _gpu_info(reader: _Reader, tables: set[str]) -> list[dict[str, Any]]:
     return [{c: v for c, v in zip(cols, row, strict=True) if _plain_value(v)} for row in rows]
 
 
-def _plain_value(value: Any) -> bool:
+def _plain_value(value: SqlValue) -> bool:
     """Kept in the trace's meta: text, integers and finite floats (the meta is JSON)."""
     if isinstance(value, float):
         return math.isfinite(value)
