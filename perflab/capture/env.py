@@ -7,9 +7,41 @@ import importlib.metadata
 import os
 import platform
 import sys
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypedDict
 
 from perflab.errors import no_gpu
+
+if TYPE_CHECKING:
+    from perflab.capture.toolchain import FoundTool
+
+
+class Device(TypedDict, total=False):
+    """One device as ``perflab info`` describes it: a GPU, or the CPU (cores and caches)."""
+
+    index: int
+    name: str
+    kind: str
+    compute_capability: str
+    sms: int
+    memory_bytes: int
+    l2_bytes: int | None
+    sm_clock_max_mhz: int | None
+    memory_clock_max_mhz: int | None
+    driver: str
+    cores: int | None
+    cache_bytes: dict[str, int]
+
+
+class Info(TypedDict):
+    """What ``perflab info --json`` prints."""
+
+    backend: str
+    devices: list[Device]
+    versions: dict[str, str]
+    cuda_tools: dict[str, FoundTool | None]
+    platform: dict[str, str]
+
 
 _PACKAGES = ("perflab", "numpy", "torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "nvtx")
 
@@ -32,7 +64,7 @@ def versions() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _torch_cuda() -> Any:
+def _torch_cuda() -> ModuleType | None:
     """torch, when it is installed and sees a GPU; else None."""
     if os.environ.get("PERFLAB_FORCE_CPU") or not _cuda_driver_loads():
         return None
@@ -44,7 +76,7 @@ def _torch_cuda() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _cupy_cuda() -> Any:
+def _cupy_cuda() -> ModuleType | None:
     if os.environ.get("PERFLAB_FORCE_CPU") or not _cuda_driver_loads():
         return None
     try:
@@ -98,7 +130,7 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_device() -> dict[str, Any]:
+def cpu_device() -> Device:
     return {
         "name": cpu_name(),
         "kind": "cpu",
@@ -142,7 +174,7 @@ def _parse_cache_size(text: str) -> int:
     return int(digits) * mult
 
 
-def gpu_devices() -> list[dict[str, Any]]:
+def gpu_devices() -> list[Device]:
     torch = _torch_cuda()
     if torch is not None:
         return [_torch_device(torch, i) for i in range(torch.cuda.device_count())]
@@ -152,9 +184,9 @@ def gpu_devices() -> list[dict[str, Any]]:
     return []
 
 
-def _torch_device(torch: Any, index: int) -> dict[str, Any]:
+def _torch_device(torch: ModuleType, index: int) -> Device:
     p = torch.cuda.get_device_properties(index)
-    info: dict[str, Any] = {
+    info: Device = {
         "index": index,
         "name": p.name,
         "kind": "cuda",
@@ -167,7 +199,7 @@ def _torch_device(torch: Any, index: int) -> dict[str, Any]:
     return info
 
 
-def _cupy_device(cupy: Any, index: int) -> dict[str, Any]:
+def _cupy_device(cupy: ModuleType, index: int) -> Device:
     p = cupy.cuda.runtime.getDeviceProperties(index)
     return {
         "index": index,
@@ -182,7 +214,7 @@ def _cupy_device(cupy: Any, index: int) -> dict[str, Any]:
     }
 
 
-def _nvml_clocks(props: Any) -> dict[str, Any]:
+def _nvml_clocks(props: object) -> Device:
     """Maximum clocks (not the current ones) and driver through NVML (pynvml or the
     driver's library), for the device with these torch properties (found by UUID or PCI
     bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES)."""
@@ -209,7 +241,7 @@ def _nvml_clocks(props: Any) -> dict[str, Any]:
         return {}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -220,7 +252,7 @@ def current_device_name() -> str:
     return f"CPU: {cpu_name()}"
 
 
-def info() -> dict[str, Any]:
+def info() -> Info:
     """Everything ``perflab info --json`` prints."""
     from perflab.capture import toolchain
 

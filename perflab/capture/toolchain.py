@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from perflab.capture import _proc
 from perflab.errors import InputError, ToolchainError, missing_extra
@@ -123,9 +123,15 @@ def tool_version(path: Path) -> str | None:
     return short.group(1) if short else None
 
 
-def describe() -> dict[str, Any]:
+class FoundTool(TypedDict):
+    path: str
+    origin: str
+    version: str | None
+
+
+def describe() -> dict[str, FoundTool | None]:
     """``{tool: {"path", "origin", "version"}}``, or ``None`` for a tool not found."""
-    result: dict[str, Any] = {}
+    result: dict[str, FoundTool | None] = {}
     for name in TOOLS:
         tool = find_tool(name)
         result[name] = (

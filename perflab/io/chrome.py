@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +43,7 @@ def track_pids(trace: Trace) -> npt.NDArray[np.int64]:
     return np.where(is_gpu, np.array(gpu_pid, dtype=np.int64), tracks["device"])
 
 
-def _process_names(trace: Trace, pid: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
+def _process_names(trace: Trace, pid: npt.NDArray[np.int64]) -> list[dict[str, object]]:
     """A ``process_name`` record per GPU pid: ``GPU 0``, ``rank 1 GPU 0``."""
     tracks = trace.tracks
     named: dict[int, str] = {}
@@ -57,7 +56,7 @@ def _process_names(trace: Trace, pid: npt.NDArray[np.int64]) -> list[dict[str, A
     ]
 
 
-def chrome_events(trace: Trace) -> list[dict[str, Any]]:
+def chrome_events(trace: Trace) -> list[dict[str, object]]:
     """The trace-event list: metadata naming every GPU process and every track, then one
     "X" event per row."""
     tracks = trace.tracks
@@ -95,7 +94,7 @@ def chrome_events(trace: Trace) -> list[dict[str, Any]]:
             strict=True,
         )
     ):
-        args: dict[str, Any] = {}
+        args: dict[str, object] = {}
         if c >= 0:
             args["correlation"] = c
         if x >= 0:
@@ -123,8 +122,8 @@ def _origin(trace: Trace) -> int:
     return int(trace.start_ns.min()) if len(trace) else 0
 
 
-def _extra_args(trace: Trace) -> dict[int, dict[str, Any]]:
-    extra: dict[int, dict[str, Any]] = {}
+def _extra_args(trace: Trace) -> dict[int, dict[str, object]]:
+    extra: dict[int, dict[str, object]] = {}
     kt = trace.kernels
     for row in range(len(kt)):
         ev = int(kt["event"][row])

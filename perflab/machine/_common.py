@@ -6,7 +6,7 @@ import contextlib
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from perflab.analysis.plateaus import detect_plateaus, name_levels
 from perflab.capture import env
@@ -54,7 +54,7 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
-def new_result(benchmark: str, backend: str, options: dict[str, Any]) -> BenchResult:
+def new_result(benchmark: str, backend: str, options: dict[str, object]) -> BenchResult:
     return BenchResult(
         benchmark=benchmark,
         device=env.current_device_name(),
@@ -195,18 +195,18 @@ def hierarchy_levels(
     )
 
 
-def fastest_first(series: Series) -> list[dict[str, Any]]:
+def fastest_first(series: Series) -> list[dict[str, object]]:
     """Level rows ordered from the fastest: lowest time, or highest rate."""
     sign = 1.0 if series.y_unit in TIME_UNITS else -1.0
     rows = series.level_rows()
     return sorted(rows, key=lambda row: sign * float(row[series.y_unit]))
 
 
-def result_json(result: BenchResult) -> dict[str, Any]:
+def result_json(result: BenchResult) -> dict[str, object]:
     """The CLI's ``--json``: ``{"points", "levels"}`` for a one-series result, else one
     such entry per series, with device and backend either way."""
 
-    def one(series: Series) -> dict[str, Any]:
+    def one(series: Series) -> dict[str, object]:
         return {"points": series.points(), "levels": fastest_first(series)}
 
     head = {"benchmark": result.benchmark, "device": result.device, "backend": result.backend}
