@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.model.display import Shown
+from perflab.model.schema import FieldError, Text, check, encode
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,7 +29,7 @@ class OpTable(Shown):
     calls: npt.NDArray[np.int64]
     total_ns: npt.NDArray[np.int64]
     kind: str = "kernel"
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
     # a table cut by top(): (rows, total ns) of the table it was cut from, so that its shares
     # stay shares of all the time and its title can say what it leaves out
     whole: tuple[int, int] | None = None
@@ -73,26 +76,27 @@ class OpTable(Shown):
             self.names[:k], self.calls[:k], self.total_ns[:k], self.kind, self.meta, whole
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "rows": [
-                {"name": n, "calls": int(c), "total_ns": int(t)}
-                for n, c, t in zip(self.names, self.calls, self.total_ns, strict=True)
-            ],
-        }
+    def to_dict(self) -> dict[str, object]:
+        return encode(self.document())
+
+    def document(self) -> OpTableDoc:
+        rows = zip(self.names, self.calls.tolist(), self.total_ns.tolist(), strict=True)
+        return OpTableDoc(kind=self.kind, rows=[OpRow(n, c, t) for n, c, t in rows])
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> OpTable:
+    def from_dict(cls, doc: object) -> OpTable:
         """The inverse of :meth:`to_dict`; a row that ``to_dict`` cannot have written (a
         name that is not text, counts that are not whole numbers >= 0 within int64) is a
         ValueError naming the row."""
-        rows = doc["rows"]
-        if not isinstance(rows, list):
-            raise ValueError("rows is not a list")
-        return cls.from_rows(
-            [_row(r, i) for i, r in enumerate(rows)], kind=str(doc.get("kind", "kernel"))
-        )
+        try:
+            return cls.from_document(check(doc, OpTableDoc))
+        except FieldError as exc:
+            row = re.match(r"rows\[(\d+)\]", exc.place)
+            raise ValueError(f"row {row[1]}: {exc}" if row else str(exc)) from None
+
+    @classmethod
+    def from_document(cls, doc: OpTableDoc) -> OpTable:
+        return cls.from_rows([(r.name, r.calls, r.total_ns) for r in doc.rows], kind=doc.kind)
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
@@ -108,12 +112,17 @@ class OpTable(Shown):
         )
 
 
-def _row(row: Any, i: int) -> tuple[str, int, int]:
-    if not isinstance(row, dict) or not isinstance(row.get("name"), str):
-        raise ValueError(f"row {i}: not an object with a text name")
-    counts = (row.get("calls"), row.get("total_ns"))
-    for value in counts:
-        # bool is an int in Python; 1e400 and 2**70 cannot be counts of int64 columns
-        if type(value) is not int or not 0 <= value < 2**63:
-            raise ValueError(f"row {i}: {value!r} is not a count")
-    return row["name"], int(row["calls"]), int(row["total_ns"])
+Int64Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # an int64 column's value
+
+
+class OpRow(msgspec.Struct):
+    name: Text
+    calls: Int64Count
+    total_ns: Int64Count
+
+
+class OpTableDoc(msgspec.Struct, kw_only=True):
+    """A saved OpTable: what its rows are and each row, longest first."""
+
+    kind: Text = "kernel"
+    rows: list[OpRow]

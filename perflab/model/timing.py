@@ -7,16 +7,28 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, ClassVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
 from perflab.model import stats
 from perflab.model.display import Shown
-from perflab.model.fields import Fields
-from perflab.model.optable import OpTable
+from perflab.model.optable import OpTable, OpTableDoc
+from perflab.model.schema import (
+    Amount,
+    Amounts,
+    Invalid,
+    Options,
+    Text,
+    TextMap,
+    Texts,
+    decode,
+    encode,
+    require_length,
+)
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.units import format_ns
 
@@ -33,7 +45,7 @@ SAMPLE_BOUNDS = (
 )
 
 
-def _json_safe(value: Any) -> Any:
+def _json_safe(value: object) -> object:
     """Plain JSON values: arrays become lists, non-finite floats null."""
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
@@ -116,7 +128,7 @@ class Comparison:
             f"{subsampled}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "baseline": self.baseline_name,
@@ -150,14 +162,14 @@ class TimingResult(Shown):
     warnings: list[str] = field(default_factory=list)
     created: str = field(default_factory=now_iso)
     versions: dict[str, str] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     kernels: OpTable | None = None
     flops: float | None = None
     bytes: float | None = None
     replayed_from: str | None = None
     host_ns: npt.NDArray[np.float64] | None = None
     stop_reason: str = ""
-    throttle: dict[str, Any] = field(default_factory=dict)
+    throttle: dict[str, object] = field(default_factory=dict)
     floor_ns: float | None = None
     resolution_ns: float | None = None
 
@@ -225,77 +237,65 @@ class TimingResult(Shown):
             raise InputError(f"{what}: samples_ns[{bad}] {unmeasurable_text(self.samples_ns[bad])}")
 
     # --- persistence ------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
+        return encode(self.document())
+
+    def document(self) -> TimingDoc:
+        """The saved form, with the summary a reader of the file sees first."""
         lo, hi = self.ci95_ns
-        return {
-            "name": self.name,
-            "backend": self.backend,
-            "device": self.device,
-            "number": self.number,
-            "created": self.created,
-            "versions": dict(self.versions),
-            "options": dict(self.options),
-            "warnings": list(self.warnings),
-            "samples_ns": [float(x) for x in self.samples_ns],
-            "host_ns": None if self.host_ns is None else [float(x) for x in self.host_ns],
-            "stop_reason": self.stop_reason,
-            "throttle": _json_safe(self.throttle),
-            "floor_ns": self.floor_ns,
-            "resolution_ns": self.resolution_ns,
-            "summary": {
-                "n": self.n,
-                "median_ns": self.median_ns,
-                "iqr_ns": self.iqr_ns,
-                "ci95_ns": [lo, hi],
-                "min_ns": self.min_ns,
-                "max_ns": self.max_ns,
-            },
-            "kernels": self.kernels.to_dict() if self.kernels is not None else None,
-            "flops": self.flops,
-            "bytes": self.bytes,
+        summary = {
+            "n": self.n,
+            "median_ns": self.median_ns,
+            "iqr_ns": self.iqr_ns,
+            "ci95_ns": [lo, hi],
+            "min_ns": self.min_ns,
+            "max_ns": self.max_ns,
         }
+        kernels = self.kernels.document() if self.kernels is not None else None
+        return TimingDoc(
+            name=self.name,
+            backend=self.backend,
+            device=self.device,
+            number=self.number,
+            created=self.created,
+            versions=dict(self.versions),
+            options=dict(self.options),
+            warnings=list(self.warnings),
+            samples_ns=self.samples_ns.tolist(),
+            host_ns=None if self.host_ns is None else self.host_ns.tolist(),
+            stop_reason=self.stop_reason,
+            throttle={str(k): _json_safe(v) for k, v in self.throttle.items()},
+            floor_ns=self.floor_ns,
+            resolution_ns=self.resolution_ns,
+            summary=summary,
+            kernels=kernels,
+            flops=self.flops,
+            bytes=self.bytes,
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> TimingResult:
+    def from_dict(cls, doc: object, source: str = "<dict>") -> TimingResult:
         """Build from a saved document, checking every field (types, finiteness, ranges);
         a bad field is a SchemaError naming ``source`` and the field."""
-        f = Fields(doc, source)
-        samples = f.numbers("samples_ns")
-        if samples.size == 0:
-            f.fail("samples_ns", "has no samples")
-        bad = first_unmeasurable(samples)
-        if bad is not None:
-            f.fail(f"samples_ns[{bad}]", unmeasurable_text(samples[bad]))
-        host = (
-            f.numbers("host_ns", required=False, size=samples.size)
-            if doc.get("host_ns") is not None
-            else None
-        )
-        kernels = doc.get("kernels")
-        table = None
-        if kernels is not None:
-            try:
-                table = OpTable.from_dict(kernels)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                f.fail("kernels", f"malformed: {type(exc).__name__}: {exc}")
+        saved = decode(doc, TimingDoc, source)
         return cls(
-            samples_ns=samples,
-            backend=f.text("backend"),
-            device=f.text("device"),
-            name=f.text("name", "cell"),
-            number=f.integer("number", 1, low=1, high=MAX_CALLS),
-            warnings=f.texts("warnings"),
-            created=f.text("created", ""),
-            versions=f.text_map("versions"),
-            options=f.mapping("options"),
-            kernels=table,
-            flops=f.number("flops", optional=True),
-            bytes=f.number("bytes", optional=True),
-            host_ns=host,
-            stop_reason=f.text("stop_reason", ""),
-            throttle=f.mapping("throttle"),
-            floor_ns=_timer_step(f, "floor_ns"),
-            resolution_ns=_timer_step(f, "resolution_ns"),
+            samples_ns=np.asarray(saved.samples_ns, dtype=np.float64),
+            backend=saved.backend,
+            device=saved.device,
+            name=saved.name,
+            number=saved.number,
+            warnings=saved.warnings,
+            created=saved.created,
+            versions=saved.versions,
+            options=saved.options,
+            kernels=None if saved.kernels is None else OpTable.from_document(saved.kernels),
+            flops=saved.flops,
+            bytes=saved.bytes,
+            host_ns=None if saved.host_ns is None else np.asarray(saved.host_ns, np.float64),
+            stop_reason=saved.stop_reason,
+            throttle=saved.throttle,
+            floor_ns=saved.floor_ns,
+            resolution_ns=saved.resolution_ns,
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -321,10 +321,42 @@ class TimingResult(Shown):
         return self.summary_line()
 
 
-def _timer_step(f: Fields, key: str) -> float | None:
-    """``floor_ns``/``resolution_ns``: absent or null (unknown: saved before they were
-    recorded), else a measurable time."""
-    value = f.number(key, optional=True)
-    if value is not None and first_unmeasurable([value]) is not None:
-        f.fail(key, unmeasurable_text(value))
-    return value
+class TimingDoc(msgspec.Struct, kw_only=True):
+    """A saved TimingResult, key by key in the order written. ``summary`` is what the
+    samples give (written for readers of the file, recomputed when loaded)."""
+
+    missing_first: ClassVar[tuple[str, ...]] = ("samples_ns",)
+
+    name: Text = "cell"
+    backend: Text
+    device: Text
+    number: Annotated[int, msgspec.Meta(ge=1, le=MAX_CALLS)] = 1
+    created: Text = ""
+    versions: TextMap = {}
+    options: Options = {}
+    warnings: Texts = []
+    samples_ns: Amounts
+    host_ns: Amounts | None = None
+    stop_reason: Text = ""
+    throttle: Options = {}
+    floor_ns: Amount | None = None
+    resolution_ns: Amount | None = None
+    summary: Options | None = None
+    kernels: OpTableDoc | None = None
+    flops: Amount | None = None
+    bytes: Amount | None = None
+
+    def validate(self) -> None:
+        """Samples a timer can report, as many host times as samples (when kept), and
+        timer steps that are measurable times (or unknown: saved before they were kept)."""
+        if len(self.samples_ns) == 0:
+            raise Invalid("samples_ns", "has no samples")
+        bad = first_unmeasurable(self.samples_ns)
+        if bad is not None:
+            raise Invalid(f"samples_ns[{bad}]", unmeasurable_text(self.samples_ns[bad]))
+        if self.host_ns is not None:
+            require_length("host_ns", self.host_ns, len(self.samples_ns))
+        for key in ("floor_ns", "resolution_ns"):
+            step = getattr(self, key)
+            if step is not None and first_unmeasurable([step]) is not None:
+                raise Invalid(key, unmeasurable_text(step))

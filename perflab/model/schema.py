@@ -1,0 +1,204 @@
+"""The one way saved results are read and written: each file's shape is declared once, as
+msgspec types whose fields carry their bounds (``Annotated[float, msgspec.Meta(ge=0)]``),
+and :func:`decode`/:func:`encode` convert between those types and plain JSON values.
+
+A value outside its declared type is a SchemaError naming the file and the field
+(``r.json (field samples_ns[3]): must be a finite number >= 0.0, not -1.0``). What a type
+cannot say (a column as long as another, a median inside its interval) a type states in a
+``validate()`` method, raising :class:`Invalid` with the place relative to itself; decode
+calls every decoded object's ``validate()``, innermost first, and names the whole path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sized
+from typing import Annotated, TypeVar
+
+import msgspec
+import numpy as np
+
+from perflab.errors import SchemaError
+from perflab.model.fields import MAX_FLOAT, MAX_INT, MAX_ITEMS, MAX_TEXT
+
+T = TypeVar("T")
+
+# The bounds every saved field shares. A float bounded above and below refuses NaN and
+# infinity too (no comparison with NaN holds), so each number type here is finite.
+Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
+Amount = Annotated[float, msgspec.Meta(ge=0, le=MAX_FLOAT)]
+Signed = Annotated[float, msgspec.Meta(ge=-MAX_FLOAT, le=MAX_FLOAT)]
+Amounts = Annotated[list[Amount], msgspec.Meta(max_length=MAX_ITEMS)]
+Texts = list[Text]
+TextMap = dict[str, Text]
+Options = dict[str, object]
+
+
+class Invalid(ValueError):
+    """A cross-field check failed: ``place`` is relative to the object that checked
+    (``"y"``, ``"samples_ns[3]"``; ``""`` for the object itself)."""
+
+    def __init__(self, place: str, reason: str) -> None:
+        super().__init__(f"{place}: {reason}" if place else reason)
+        self.place = place
+        self.reason = reason
+
+
+def require_length(place: str, values: Sized, size: int) -> None:
+    """Invalid unless ``values`` holds ``size`` items (a column beside another)."""
+    if len(values) != size:
+        raise Invalid(place, f"has {len(values)} values where {size} are expected")
+
+
+class FieldError(ValueError):
+    """A value a declared type refuses: ``place`` is its path (``series[0].y[3]``)."""
+
+    def __init__(self, place: str, reason: str) -> None:
+        super().__init__(f"field {place}: {reason}" if place else reason)
+        self.place = place
+        self.reason = reason
+
+
+def check(doc: object, kind: type[T], where: str = "") -> T:
+    """``doc`` converted to ``kind`` and validated; a FieldError names the place. A type
+    may name the fields whose absence it reports first (``missing_first``: the samples of
+    a timing rather than its backend), whatever their order in the file."""
+    for name in getattr(kind, "missing_first", ()):
+        if isinstance(doc, dict) and name not in doc:
+            raise FieldError(_join(where, name), "is missing")
+    try:
+        value = msgspec.convert(doc, type=kind)
+    except msgspec.ValidationError as exc:
+        place, reason = _translate(str(exc), doc)
+        raise FieldError(_join(where, place), reason) from None
+    try:
+        _validate_tree(value)
+    except _Located as exc:
+        raise FieldError(_join(where, exc.place), exc.reason) from None
+    return value
+
+
+def decode(doc: object, kind: type[T], source: str, where: str = "") -> T:
+    """:func:`check`, with each failure a SchemaError naming ``source`` and the field."""
+    try:
+        return check(doc, kind, where)
+    except FieldError as exc:
+        position = f"field {exc.place}" if exc.place else None
+        raise SchemaError(exc.reason, source=source, position=position) from None
+
+
+def encode(value: object) -> dict[str, object]:
+    """The JSON object of a declared type (numpy arrays and scalars as lists and numbers)."""
+    out = msgspec.to_builtins(value, enc_hook=_plain, order=None)
+    if not isinstance(out, dict):
+        raise TypeError(f"{type(value).__name__} does not encode to a JSON object")
+    return out
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    raise NotImplementedError(f"cannot save a {type(value).__name__}")
+
+
+# -- cross-field checks ------------------------------------------------------------------
+
+
+class _Located(Exception):
+    def __init__(self, place: str, reason: str) -> None:
+        self.place = place
+        self.reason = reason
+
+
+def _validate_tree(value: object, place: str = "") -> None:
+    """Call ``validate()`` on every decoded Struct below and at ``value``, innermost first."""
+    for name, child in _children(value):
+        _validate_tree(child, _join(place, name))
+    validate = getattr(value, "validate", None)
+    if isinstance(value, msgspec.Struct) and callable(validate):
+        try:
+            validate()
+        except Invalid as exc:
+            raise _Located(_join(place, exc.place), exc.reason) from None
+
+
+def _children(value: object) -> Iterator[tuple[str, object]]:
+    """The parts of ``value`` that may hold Structs (a list of numbers is skipped whole)."""
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            child = getattr(value, name)
+            if isinstance(child, (msgspec.Struct, list, dict)):
+                yield name, child
+    elif isinstance(value, list) and value and isinstance(value[0], (msgspec.Struct, list)):
+        yield from ((f"[{i}]", item) for i, item in enumerate(value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, msgspec.Struct):
+                yield str(key), item
+
+
+def _join(where: str, place: str) -> str:
+    if not place:
+        return where
+    if not where or place.startswith("["):
+        return where + place
+    return f"{where}.{place}"
+
+
+# -- msgspec's messages in perflab's words ---------------------------------------------------
+
+_AT = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>[^`]*)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?:, got `(?P<got>[^`]+)`|(?P<bound> .+))$")
+_WORDS = {
+    "int": "a whole number",
+    "float": "a finite number",
+    "str": "text",
+    "bool": "true or false",
+    "object": "an object",
+    "array": "a list",
+    "null": "null",
+    "bytes": "base64 text",
+}
+
+
+def _translate(message: str, doc: object) -> tuple[str, str]:
+    """(place, reason) of a msgspec ValidationError: ``$.samples_ns[3]`` becomes
+    ``samples_ns[3]``, "Expected `float` >= 0.0" "must be a finite number >= 0.0, not -1.0"."""
+    found = _AT.match(message)
+    assert found is not None  # the pattern matches any text
+    text, place = found["message"], (found["path"] or "").lstrip(".")
+    named = _FIELD.match(text)
+    if named:
+        place = _join(place, named["name"])
+        is_missing = named["what"] == "missing required"
+        return place, "is missing" if is_missing else "is not a field perflab writes"
+    expected = _EXPECTED.match(text)
+    if expected is None:
+        return place, text
+    want = _WORDS.get(expected["want"], expected["want"])
+    if expected["got"]:
+        return place, f"must be {want}, not {_WORDS.get(expected['got'], expected['got'])}"
+    return place, f"must be {want}{expected['bound']}, not {_short(_value_at(doc, place))}"
+
+
+_STEP = re.compile(r"\.?([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+def _value_at(doc: object, place: str) -> object:
+    """The value at ``place`` in ``doc`` (``...`` where a path step names no key)."""
+    value = doc
+    for name, index in _STEP.findall(place):
+        if name and isinstance(value, dict) and name in value:
+            value = value[name]
+        elif index.isdigit() and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return Ellipsis
+    return value
+
+
+def _short(value: object) -> str:
+    text = "..." if value is Ellipsis else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
