@@ -7,9 +7,11 @@ only by the functions that use them. In a notebook: ``%load_ext perflab``.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the public names, typed for mypy and IDEs; at run time __getattr__ imports each
+    from IPython.core.interactiveshell import InteractiveShell
+
     from perflab import machine as machine
     from perflab import recordings as recordings
     from perflab.capture import nvtx as _nvtx
@@ -65,7 +67,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _SUBPACKAGES:
         return importlib.import_module(f"perflab.{name}")
     if name in _LAZY:
@@ -76,13 +78,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'perflab' has no attribute {name!r}")
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     from perflab.magics import load_ipython_extension as load
 
     load(ipython)
 
 
-def unload_ipython_extension(ipython: Any) -> None:
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     from perflab.magics import unload_ipython_extension as unload
 
     unload(ipython)

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.magic import Magics
 
 MAGIC_MODULES = ("gpuprofile", "ptx")
 HELP_WORDS = ("-h", "--help")
@@ -21,13 +25,20 @@ def help_requested(line: str) -> bool:
     return any(word in HELP_WORDS for word in line.split())
 
 
-def magic_help(magic: Any) -> str:
+def magic_help(magic: object) -> str:
     """A magic's help: its docstring, which ``magic_arguments`` fills with the options
     (less the leading ``::`` it puts there for reStructuredText)."""
     return str(getattr(magic, "__doc__", "") or "").strip().removeprefix("::").lstrip("\n")
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def shell_of(magics: Magics) -> InteractiveShell:
+    """The shell of registered magics (IPython sets it when it registers them)."""
+    if magics.shell is None:
+        raise RuntimeError("perflab's magics run only once registered with a shell")
+    return magics.shell
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
     for name in MAGIC_MODULES:
         module_name = f"perflab.magics.{name}"
         if importlib.util.find_spec(module_name) is None:
@@ -36,5 +47,5 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.register_magics(module.MAGICS)
 
 
-def unload_ipython_extension(ipython: Any) -> None:
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Nothing to undo beyond IPython's own bookkeeping."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import keyword
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -13,17 +14,24 @@ from IPython.display import display
 
 from perflab.errors import PerflabError
 from perflab.frontend import TimedRun, timed_run, user_frames, with_timing_arguments
-from perflab.magics import help_requested, magic_help
+from perflab.magics import help_requested, magic_help, shell_of
 from perflab.model.listeners import notify
 from perflab.model.timing import TimingResult
+
+if TYPE_CHECKING:
+    import argparse
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from perflab.model.trace import Trace
 
 
 @magics_class
 class GpuProfileMagics(Magics):
     @property
-    def ip(self) -> Any:
+    def ip(self) -> InteractiveShell:
         """The shell (always set once the magics are registered)."""
-        return self.shell
+        return shell_of(self)
 
     @magic_arguments()
     @with_timing_arguments
@@ -82,7 +90,7 @@ class GpuProfileMagics(Magics):
         count = getattr(running, "execution_count", None)
         return count if isinstance(count, int) else int(self.ip.execution_count)
 
-    def _cell_function(self, cell: str, prompt: int) -> tuple[Any, str]:
+    def _cell_function(self, cell: str, prompt: int) -> tuple[Callable[[], None], str]:
         # A leading newline makes line numbers match the cell as shown (line 1 = the magic).
         source = "\n" + self.ip.transform_cell(cell)
         filename = self.ip.compile.cache(source, prompt)
@@ -106,7 +114,7 @@ class GpuProfileMagics(Magics):
             )
         return value
 
-    def _show(self, run: TimedRun, args: Any, baseline: TimingResult | None) -> None:
+    def _show(self, run: TimedRun, args: argparse.Namespace, baseline: TimingResult | None) -> None:
         for note in run.notes:
             print(note, file=sys.stderr if note.startswith("no GPU") else sys.stdout)
         if not args.output:
@@ -130,7 +138,7 @@ def _check_name(flag: str, name: str | None) -> None:
         )
 
 
-def _show_timeline(trace: Any) -> None:
+def _show_timeline(trace: Trace) -> None:
     try:
         from perflab.render.timeline import timeline
     except ImportError:

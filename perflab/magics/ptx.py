@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -27,8 +27,11 @@ from perflab.frontend import (
     unquote,
     view_options,
 )
-from perflab.magics import help_requested, magic_help
+from perflab.magics import help_requested, magic_help, shell_of
 from perflab.model.kernel import CompileResult
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 # the options only a notebook cell has
 CELL_ARGUMENTS: ArgumentSpecs = [
@@ -71,6 +74,8 @@ CELL_ARGUMENTS: ArgumentSpecs = [
         ),
     ),
 ]
+# what the magic returns (-o) and stores (-v): one result, or one per Triton spec
+CellValue = CompileResult | list[CompileResult]
 QUOTED_OPTIONS = ("flags", "signature", "constexprs", "show", "kernel")
 
 
@@ -81,14 +86,14 @@ def guess_lang(cell: str) -> str:
 @magics_class
 class PtxMagics(Magics):
     @property
-    def ip(self) -> Any:
+    def ip(self) -> InteractiveShell:
         """The shell (always set once the magics are registered)."""
-        return self.shell
+        return shell_of(self)
 
     @magic_arguments()
     @magic_arguments_from(COMPILE_ARGUMENTS + TRITON_ARGUMENTS + CELL_ARGUMENTS)
     @line_cell_magic
-    def ptx(self, line: str, cell: str | None = None) -> Any:
+    def ptx(self, line: str, cell: str | None = None) -> CellValue | None:
         """Compile the cell for a GPU target (no GPU needed) and show resources, occupancy,
         instruction mix, insights and Source | PTX | SASS side by side, lines linked by
         colour (hover or click a line).
@@ -142,7 +147,7 @@ class PtxMagics(Magics):
         exec(compile(source, filename, "exec"), self.ip.user_ns)  # noqa: S102  (the user's cell)
         return [v for v in list(self.ip.user_ns.values()) if id(v) not in before]
 
-    def _show(self, results: list[CompileResult], args: argparse.Namespace) -> Any:
+    def _show(self, results: list[CompileResult], args: argparse.Namespace) -> CellValue:
         from perflab.render.ptx_view import CompileView, parse_show
 
         baseline = self._baseline(args.diff)
