@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -20,6 +20,15 @@ DEFAULT_FLUSH_BYTES = 32 << 20
 
 def nothing() -> None:
     """What an empty sample runs."""
+
+
+def _reading(mark: object) -> int:
+    """A host mark's ``perf_counter_ns`` reading: the int itself, or the queue's box."""
+    if isinstance(mark, int):
+        return mark
+    if isinstance(mark, list) and isinstance(mark[0], int):
+        return mark[0]
+    raise TypeError(f"not a mark of a host clock: {mark!r}")
 
 
 class Clock(Protocol):
@@ -39,13 +48,13 @@ class Clock(Protocol):
     can_fill: bool  # hold() really keeps the queue busy (the queue filler)
     flushes: bool  # flush() evicts the cache before each sample
     notes: list[str]  # warnings the result carries (a reset carve-out, no filler)
-    setup: dict[str, Any]  # what the result's options record (the persisting-L2 check)
+    setup: dict[str, object]  # what the result's options record (the persisting-L2 check)
 
     def mark(self) -> object:
         """Put a time stamp in the queue (take one, on the host)."""
         ...
 
-    def elapsed_ns(self, start: Any, end: Any) -> float:
+    def elapsed_ns(self, start: object, end: object) -> float:
         """The time between two marks of this clock."""
         ...
 
@@ -88,13 +97,13 @@ class HostClock:
         self._flush_buf = np.empty(2 * size, dtype=np.uint8) if flush else None
         self.flushes = flush
         self.notes: list[str] = []
-        self.setup: dict[str, Any] = {}
+        self.setup: dict[str, object] = {}
 
     def mark(self) -> int:
         return time.perf_counter_ns()
 
-    def elapsed_ns(self, start: Any, end: Any) -> float:
-        return float(end - start)
+    def elapsed_ns(self, start: object, end: object) -> float:
+        return float(_reading(end) - _reading(start))
 
     def hold(self, ns: float) -> None:
         """No queue to fill on the host."""
@@ -137,7 +146,7 @@ class HostQueueClock:
     def __init__(self) -> None:
         self.device = "CPU worker thread (the host analog of a GPU stream)"
         self.notes: list[str] = []
-        self.setup: dict[str, Any] = {}
+        self.setup: dict[str, object] = {}
         self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._work, name="perflab-host-queue", daemon=True)
         self._worker.start()
@@ -158,8 +167,8 @@ class HostQueueClock:
         self.submit(stamp)
         return box
 
-    def elapsed_ns(self, start: Any, end: Any) -> float:
-        return float(end[0] - start[0])
+    def elapsed_ns(self, start: object, end: object) -> float:
+        return float(_reading(end) - _reading(start))
 
     def hold(self, ns: float) -> None:
         self.submit(lambda: time.sleep(ns / 1e9))  # sleeps at least ns

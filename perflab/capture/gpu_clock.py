@@ -14,18 +14,19 @@ import ctypes
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from perflab.capture import env, graph
+from perflab.capture.clocks import DEFAULT_FLUSH_BYTES
 from perflab.errors import no_gpu
 
 if TYPE_CHECKING:
     from perflab.capture.timer import Clock
 
-DEFAULT_FLUSH_BYTES = 32 << 20
 CALIBRATION_CYCLES = 2_000_000  # ~1 ms at 2 GHz: long enough to time with events
 CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 THROTTLE_CLOCK_FRACTION = 0.75  # nvbench drops samples below 75% of the default SM clock
@@ -57,7 +58,7 @@ class _EventClock:
 
     def __init__(self) -> None:
         self.notes: list[str] = []
-        self.setup: dict[str, Any] = {}
+        self.setup: dict[str, object] = {}
 
     # subclasses: new_event, event_ms, spin, flush, sync, capture_graph, current_stream
     def new_event(self) -> Any:
@@ -77,12 +78,12 @@ class _EventClock:
         stream need not compare equal)."""
         raise NotImplementedError
 
-    def mark(self) -> Any:
+    def mark(self) -> object:
         event = self.new_event()
         event.record()
         return event
 
-    def elapsed_ns(self, start: Any, end: Any) -> float:
+    def elapsed_ns(self, start: object, end: object) -> float:
         return self.event_ms(start, end) * 1e6
 
     def _note_graph(self, number: int) -> None:
@@ -138,7 +139,7 @@ class TorchCudaClock(_EventClock):
     """CUDA events on torch's current stream (CuPy work on the same stream is timed too);
     the filler is ``torch.cuda._sleep`` (a kernel that spins for a number of cycles)."""
 
-    def __init__(self, torch: Any, flush: bool) -> None:
+    def __init__(self, torch: ModuleType, flush: bool) -> None:
         super().__init__()
         self.torch = torch
         index = torch.cuda.current_device()
@@ -189,7 +190,7 @@ class CupyCudaClock(_EventClock):
     """The same method through CuPy events when torch has no CUDA; the filler is a
     clock64 spin kernel compiled with NVRTC (absent when NVRTC cannot compile)."""
 
-    def __init__(self, cupy: Any, flush: bool) -> None:
+    def __init__(self, cupy: ModuleType, flush: bool) -> None:
         super().__init__()
         self.cupy = cupy
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -263,7 +264,7 @@ def _uuid_text(raw: bytes) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def torch_identity(props: Any) -> dict[str, str]:
+def torch_identity(props: object) -> dict[str, str]:
     ident: dict[str, str] = {}
     uuid = getattr(props, "uuid", None)
     raw = getattr(uuid, "bytes", None)  # torch gives a list of 16 ints
@@ -315,7 +316,7 @@ def nvml_handle(nvml: Any, identity: dict[str, str]) -> Any:
 # --- persisting L2 ------------------------------------------------------------------
 
 
-def _loaded_cudart() -> Any:
+def _loaded_cudart() -> ctypes.CDLL | None:
     """The CUDA runtime library already mapped into this process (torch's), or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as fh:
@@ -328,7 +329,7 @@ def _loaded_cudart() -> Any:
     return None
 
 
-def reset_persisting_l2(notes: list[str]) -> dict[str, Any]:
+def reset_persisting_l2(notes: list[str]) -> dict[str, str]:
     """Reset a persisting-L2 carve-out left by earlier code (it inflates bandwidth:
     llm.c #851 saw 3,530 GB/s on an 864 GB/s L40S). Returns what the result records;
     appends a note when a carve-out was found or the check could not run."""
@@ -403,7 +404,7 @@ class ThrottleReport:
     drop: npt.NDArray[np.bool_] | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> dict[str, object]:
         """The ``throttle`` field a :class:`~perflab.model.timing.TimingResult` keeps."""
         if not self.checked:
             return {"checked": False, "why": self.why}
@@ -419,7 +420,7 @@ class ThrottleReport:
             "dropped_samples": int(self.drop.sum()) if self.drop is not None else 0,
         }
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         """The report as one mapping: the recorded field with ``drop`` and ``warnings``."""
         if key == "warnings":
             return self.warnings
