@@ -17,7 +17,7 @@ from test_io_kineto_parallel import assert_identical, helper_in_process  # noqa:
 
 from perflab.errors import InputError, SchemaError
 from perflab.io import load_trace
-from perflab.io.kineto import columns, exact_ns, fast, load, times
+from perflab.io.kineto import exact_ns, fast, load, parts, times
 from perflab.model.serialize import load_arrays, save_arrays
 from perflab.model.trace import Trace
 
@@ -326,8 +326,8 @@ def test_joining_column_parts_keeps_every_row_in_order(
     path = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"
     monkeypatch.setattr(fast, "PIECE_SIZE", 4096)
     default = load_trace(path)
-    monkeypatch.setattr(columns, "SMALL_PARTS", 2)
-    monkeypatch.setattr(columns, "RETURN_FREED_BYTES", 0)  # and hand freed pages back each time
+    monkeypatch.setattr(parts, "SMALL_PARTS", 2)
+    monkeypatch.setattr(parts, "RETURN_FREED_BYTES", 0)  # and hand freed pages back each time
     assert_identical(load_trace(path), default)
 
 

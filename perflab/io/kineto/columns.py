@@ -12,7 +12,6 @@ skipped unless ``python=True``. Metadata events that name threads and processes 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
 import operator
@@ -26,9 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
-from perflab.io._common import StringTable, build_tracks, events_table, renumber, sort_order
+from perflab.io._common import StringTable, events_table, renumber, sort_order
 from perflab.io.kineto.decode import Doc
 from perflab.io.kineto.meta import gpu_word, trace_meta
+from perflab.io.kineto.parts import ColumnParts, KeyTable, return_freed_memory
 from perflab.io.kineto.records import (
     EXACT_FLOW_TYPES,
     EXACT_TYPES,
@@ -39,35 +39,37 @@ from perflab.io.kineto.records import (
     Metadata,
     streamed,
 )
+from perflab.io.kineto.tables import (
+    comm_meta,
+    event_tracks,
+    kernel_table,
+    memcpy_table,
+    name_meta,
+    op_table,
+)
 from perflab.io.kineto.times import DUR_MAX_US, TS_MAX_US, TS_MIN_US, exact_ns, ns_of, us_to_ns
 from perflab.io.kineto.values import (
-    DIRECTION_CODE,
     Ids,
     dim3,
     hashable,
     id_column,
     id_value,
     lane_id,
-    memcpy_direction,
     name_text,
     raw_strings,
     sequence_number,
     translated,
 )
 from perflab.model.trace import (
-    KERNEL_COLUMNS,
     MAX_NAME_TABLE,
     MAX_NAME_TEXT,
-    MEMCPY_COLUMNS,
-    OP_COLUMNS,
     EventKind,
-    Table,
     Trace,
-    TrackKind,
-    distinct,
     kind_mask,
-    unique_rows,
 )
+
+# return_freed_memory lives in .parts; load.py imports it from here
+__all__ = ["Columns", "build", "return_freed_memory"]
 
 # Kineto "cat" -> (kind, on a GPU track)
 CATEGORIES: dict[str, tuple[EventKind, bool]] = {
@@ -85,9 +87,6 @@ CATEGORIES: dict[str, tuple[EventKind, bool]] = {
 SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 _OTHER = (EventKind.OTHER, False)
 _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
-SMALL_PARTS = 256  # slices' column parts joined into one block (see Columns._put)
-SMALL_PART_BYTES = 64 << 10  # parts this large are left as they are
-RETURN_FREED_BYTES = 4 << 20  # see return_freed_memory
 
 
 def build(doc: Doc, source: str, *, python: bool) -> Trace:
@@ -110,31 +109,6 @@ _OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
 _COMM_ARGS = attrgetter("group", "seq")  # on kernels: NCCL collective metadata
 _NO_COMM_ARGS = ("", -1)
 _OP_TEXT = ("input_dims", "input_types")
-
-
-class _KeyTable:
-    """Numpy lookup columns over the ids of an :class:`Ids`, extended as keys arrive."""
-
-    def __init__(
-        self, describe: Callable[[list[Any]], dict[str, list[Any]]], dtypes: dict[str, Any]
-    ) -> None:
-        self.ids = Ids()
-        self.describe = describe
-        self.dtypes = dtypes
-        self.lists: dict[str, list[Any]] = {name: [] for name in dtypes}
-        self.arrays: dict[str, npt.NDArray[Any]] = {}
-
-    def __getitem__(self, column: str) -> npt.NDArray[Any]:
-        if self.ids.new:
-            for name, values in self.describe(self.ids.new).items():
-                self.lists[name].extend(values)
-            self.ids.new = []
-            self.arrays = {}
-        if column not in self.arrays:
-            dtype = np.dtype(self.dtypes[column])  # (int64, 3): rows of three
-            array = np.array(self.lists[column], dtype=dtype.base)
-            self.arrays[column] = array.reshape(-1, *dtype.shape)
-        return self.arrays[column]
 
 
 _EVENT_KEY_COLUMNS = {
@@ -164,52 +138,23 @@ class Columns:
         self.op_strings = {name: StringTable() for name in _OP_TEXT}
         self.comm_groups = StringTable()  # process group names of NCCL kernels
         self.text_ids = Ids()  # pids/tids given as names
-        self.events = _KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
-        self.dims = _KeyTable(lambda keys: {"dim3": dim3(keys)}, _DIM3_COLUMNS)
+        self.events = KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
+        self.dims = KeyTable(lambda keys: {"dim3": dim3(keys)}, _DIM3_COLUMNS)
         self.events_read = 0
         self.kept = 0
         # records that may be ac2g flow ends (for streamed slices, every record that is not a
         # complete event): with none, the file is not read again for flows
         self.maybe_flows = 0
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
-        self.small_parts: dict[str, int] = {}  # parts appended since the last join, per key
+        self.parts = ColumnParts()
         # thread_name / process_name -> {(pid, tid) as written: name}
         self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in _NAME_EVENTS}
-
-    def _put(self, **columns: npt.NDArray[Any]) -> None:
-        for key, values in columns.items():
-            parts = self.parts.setdefault(key, [])
-            parts.append(values)
-            # a slice's parts are small heap blocks; joined a few hundred at a time into one
-            # large (mmapped) block, the heap's holes are reused instead of growing with the
-            # file (a 3M-event load peaked at 255 MB instead of 344 MB). Large parts (a
-            # helper's chunk) are blocks of their own already: joining them would only copy
-            # (a 10M-event load spent a second on it)
-            small = self.small_parts.get(key, 0) + 1 if values.nbytes < SMALL_PART_BYTES else 0
-            if small >= SMALL_PARTS:
-                parts[-small:] = [np.concatenate(parts[-small:])]
-                small = 0
-            self.small_parts[key] = small
-
-    def _column(self, key: str, dtype: Any) -> npt.NDArray[Any]:
-        parts = self.parts.pop(key, [])
-        self.small_parts.pop(key, None)
-        if not parts:
-            return np.zeros(0, dtype=dtype)
-        column = np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
-        freed = sum(p.nbytes for p in parts)
-        del parts
-        if freed >= RETURN_FREED_BYTES:
-            return_freed_memory()
-        return column
 
     def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
         The columns are handed over: this reader lets go of its parts at once, since it
         lives until the paused collector runs (its key table's describe method refers back
         to it), and a load exports one reader per chunk."""
-        arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
-        self.parts, self.small_parts = {}, {}
+        arrays = self.parts.handover()
         meta = {
             "keys": list(self.events.ids),
             "dims": list(self.dims.ids),
@@ -243,7 +188,7 @@ class Columns:
                 values = translated(values, new_id[key])
             elif key.endswith("_event"):
                 values = values + self.kept  # rows of this reader's kept events
-            self._put(**{key: values})
+            self.parts.put(**{key: values})
         self.events_read += meta["events_read"]
         self.kept += meta["kept"]
         self.maybe_flows += meta["maybe_flows"]
@@ -301,7 +246,7 @@ class Columns:
         args = list(map(_ARGS, kept))
         kind = table["kind"][code].astype(np.int8)
         self._add_side_tables(args, kind)
-        self._put(
+        self.parts.put(
             code=code,
             start_ns=start_ns,
             dur_ns=dur_ns,
@@ -418,7 +363,7 @@ class Columns:
         base = self.kept
         rows = np.flatnonzero(kind == EventKind.KERNEL)
         kernels, n = _pick(args, rows), len(rows)
-        self._put(
+        self.parts.put(
             k_event=rows + base,
             k_grid=self.dims.ids.codes(map(_GRID, kernels), n),
             k_block=self.dims.ids.codes(map(_BLOCK, kernels), n),
@@ -430,13 +375,13 @@ class Columns:
         if comm.count(_NO_COMM_ARGS) != n:  # NCCL kernels with collective metadata
             self._add_comm_args(rows + base, comm)
         rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-        self._put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes"))
+        self.parts.put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes"))
         rows = np.flatnonzero(kind == EventKind.CPU_OP)
         ops = _pick(args, rows)
         sequence = _numbers(ops, "sequence")
         flops, dims, types = self._op_extras(ops)
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
-        self._put(
+        self.parts.put(
             o_event=rows[keep] + base,
             o_sequence=sequence[keep],
             o_flops=flops[keep],
@@ -448,7 +393,7 @@ class Columns:
         """Process group and sequence number of the kernels that carry them."""
         keep = [c != _NO_COMM_ARGS for c in comm]
         kept = list(compress(comm, keep))
-        self._put(
+        self.parts.put(
             c_event=rows[np.array(keep, dtype=bool)],
             c_group=np.array(
                 [self.comm_groups.add(str(g)[:MAX_NAME_TEXT]) if g != "" else -1 for g, _ in kept],
@@ -478,16 +423,16 @@ class Columns:
     def finish(self, doc: Doc, reread: Callable[[], Iterable[list[Any]]]) -> Trace:
         """``reread`` gives the events again: flows are only read when some launch or GPU
         activity lacks its correlation, which current Kineto versions always record."""
-        code = self._column("code", np.int32)
+        code = self.parts.take("code", np.int32)
         table = self.events
-        tracks, track = self._tracks(code, gpu_word(doc.devices))
-        start_ns = self._column("start_ns", np.int64)
-        correlation = self._column("correlation", np.int64)
+        tracks, track = event_tracks(self.parts, table, self.strings, code, gpu_word(doc.devices))
+        start_ns = self.parts.take("start_ns", np.int64)
+        correlation = self.parts.take("correlation", np.int64)
         self._link_flows(code, table["kind"][code], correlation, start_ns, reread)
-        comm_meta = self._comm_meta(correlation)
-        kernels = self._kernel_table()
-        memcpy = self._memcpy_table(code)
-        ops = self._op_table()
+        comm = comm_meta(self.parts, correlation, self.comm_groups.strings)
+        kernels = kernel_table(self.parts, self.dims)
+        memcpy = memcpy_table(self.parts, table, self.strings.strings, code)
+        ops = op_table(self.parts, self.strings, self.op_strings)
         order = sort_order(start_ns, track)
         new_row = renumber(order)
         for side in (kernels, memcpy, ops):
@@ -497,7 +442,7 @@ class Columns:
         code = code[order]
         columns = {"start_ns": start_ns[order]}
         del start_ns
-        columns["dur_ns"] = self._column("dur_ns", np.int64)[order]
+        columns["dur_ns"] = self.parts.take("dur_ns", np.int64)[order]
         columns["kind"] = table["kind"][code]
         columns["track"] = track[order]
         del track
@@ -505,7 +450,7 @@ class Columns:
         del code
         columns["correlation"] = correlation[order]
         del correlation
-        columns["external_id"] = self._column("external_id", np.int64)[order]
+        columns["external_id"] = self.parts.take("external_id", np.int64)[order]
         del order
         events = events_table(columns)
         return Trace(
@@ -517,64 +462,10 @@ class Columns:
             ops=ops,
             meta={
                 **trace_meta(doc, self.source, self.python, self.events_read),
-                **self._name_meta(),
-                **comm_meta,
+                **name_meta(self.names, self.text_ids),
+                **comm,
             },
         )
-
-    def _comm_meta(self, correlation: npt.NDArray[np.int64]) -> dict[str, Any]:
-        """``collective_args``: the NCCL kernels' process groups and sequence numbers, keyed
-        by the kernels' correlation ids (see perflab.model.trace); absent when none has
-        them."""
-        rows = self._column("c_event", np.int64)
-        group = self._column("c_group", np.int32)
-        seq = self._column("c_seq", np.int64)
-        linked = correlation[rows] >= 0  # a kernel without a correlation cannot be found
-        if not linked.any():
-            return {}
-        names = self.comm_groups.strings
-        return {
-            "collective_args": {
-                "correlation": correlation[rows[linked]].tolist(),
-                "group": [names[g] if g >= 0 else None for g in group[linked].tolist()],
-                "seq": seq[linked].tolist(),
-            }
-        }
-
-    def _name_meta(self) -> dict[str, dict[str, str]]:
-        """``thread_names`` ({"<pid>:<tid>": name}) and ``process_names`` ({"<pid>": name}),
-        with pids and tids numbered as the tracks number them; absent when the trace names
-        none."""
-        out: dict[str, dict[str, str]] = {}
-        for kind, table in self.names.items():
-            names = {}
-            for (pid, tid), text in table.items():
-                key = str(id_value(pid, self.text_ids))
-                if kind == "thread_name":
-                    key += f":{id_value(tid, self.text_ids)}"
-                names[key] = text
-            if names:
-                out[kind.replace("_name", "_names")] = names
-        return out
-
-    def _tracks(self, code: npt.NDArray[np.int32], gpu: str) -> tuple[Table, npt.NDArray[np.int32]]:
-        """Tracks and the track of every event. The lane is a function of the event key and
-        the device/stream args, so it is worked out once per distinct combination."""
-        table = self.events
-        group, key, device_arg, stream_arg = _key_groups(
-            code,
-            self._column("device", np.int64),
-            self._column("stream", np.int64),
-            len(table["kind"]),
-        )
-        kind, pid, tid = (table[c][key] for c in ("kind", "pid", "tid"))
-        # GPU work sits on (device, stream); a cuda_sync only when it names a device
-        on_gpu = table["gpu_cat"][key] & ((kind != EventKind.SYNC) | (device_arg >= 0))
-        device = np.where(on_gpu, np.where(device_arg >= 0, device_arg, pid), pid)
-        stream = np.where(on_gpu, np.where(stream_arg >= 0, stream_arg, tid), tid)
-        track_kind = np.where(on_gpu, TrackKind.GPU, TrackKind.CPU).astype(np.int8)
-        tracks, lane = build_tracks(device, stream, track_kind, self.strings, gpu=gpu)
-        return tracks, lane[group]
 
     def _link_flows(
         self,
@@ -614,57 +505,6 @@ class Columns:
                 ends[(id_value(pid, self.text_ids), id_value(tid, self.text_ids), ns)] = f.id
         return ends
 
-    def _kernel_table(self) -> Table:
-        dims = self.dims["dim3"]
-        grid, block = (dims[self._column(f"k_{name}", np.int32)] for name in ("grid", "block"))
-        return Table(
-            KERNEL_COLUMNS,
-            {
-                "event": self._column("k_event", np.int64),
-                "grid_x": grid[:, 0],
-                "grid_y": grid[:, 1],
-                "grid_z": grid[:, 2],
-                "block_x": block[:, 0],
-                "block_y": block[:, 1],
-                "block_z": block[:, 2],
-                "registers": self._column("k_registers", np.int64),
-                "shared_mem": self._column("k_shared_mem", np.int64),
-                "occupancy": self._column("k_occupancy", np.float64),
-            },
-        )
-
-    def _memcpy_table(self, code: npt.NDArray[np.int32]) -> Table:
-        rows = self._column("m_event", np.int64)
-        text = self.strings.strings
-        name = self.events["name"][code[rows]]
-        # direction per distinct name ("Memcpy HtoD (Pageable -> Device)"), then per row
-        lookup = np.zeros(len(text), dtype=np.int8)
-        for n in distinct(name).tolist():
-            lookup[n] = memcpy_direction(text[n])
-        direction = lookup[name]
-        direction[self.events["kind"][code[rows]] == EventKind.MEMSET] = DIRECTION_CODE["memset"]
-        return Table(
-            MEMCPY_COLUMNS,
-            {"event": rows, "bytes": self._column("m_bytes", np.int64), "direction": direction},
-        )
-
-    def _op_table(self) -> Table:
-        text = {
-            name: translated(
-                self._column(f"o_{name}", np.int32), self.strings.add_all(table.strings)
-            )
-            for name, table in self.op_strings.items()
-        }
-        return Table(
-            OP_COLUMNS,
-            {
-                "event": self._column("o_event", np.int64),
-                "sequence": self._column("o_sequence", np.int64),
-                "flops": self._column("o_flops", np.float64),
-                **text,
-            },
-        )
-
 
 _NAME_EVENTS = ("thread_name", "process_name")
 
@@ -674,47 +514,6 @@ def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int
     rows = np.flatnonzero(keep)
     at = rows if complete is None else np.flatnonzero(complete)[rows]
     return int(at[row])
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):  # not glibc
-        return None
-    return trim
-
-
-def return_freed_memory() -> None:
-    """Hand the pages of freed heap blocks back to the system (glibc's malloc_trim). The
-    columns' parts, freed as each column is joined, leave holes in the heap that a larger
-    column does not fit in; resident, they counted in the load's peak (a 3M-event load with
-    a helper: 391 MB without, 290 MB with)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def _key_groups(
-    code: npt.NDArray[np.int32],
-    device: npt.NDArray[np.int64],
-    stream: npt.NDArray[np.int64],
-    n_keys: int,
-) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Distinct (key, device, stream) combinations that occur: (group of every event, and
-    per group its key, device and stream). Kineto gives every event of a key the same
-    device and stream, which is checked in one vectorised pass; otherwise rows are sorted."""
-    seen_device = np.zeros(n_keys, dtype=np.int64)
-    seen_stream = np.zeros(n_keys, dtype=np.int64)
-    seen_device[code], seen_stream[code] = device, stream
-    if np.array_equal(seen_device[code], device) and np.array_equal(seen_stream[code], stream):
-        used = np.flatnonzero(np.bincount(code, minlength=n_keys))
-        group_of_key = np.zeros(n_keys, dtype=np.int64)
-        group_of_key[used] = np.arange(len(used))
-        return group_of_key[code], used, seen_device[used], seen_stream[used]
-    rows = np.stack([code.astype(np.int64), device, stream], axis=1)
-    distinct, group = unique_rows(rows)
-    return group, distinct[:, 0], distinct[:, 1], distinct[:, 2]
 
 
 def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
