@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.errors import InputError
+
+if TYPE_CHECKING:
+    from perflab.model.ceilings import Ceilings
+    from perflab.model.machine import BenchResult, CollectiveResult
+    from perflab.model.timing import TimingResult
+    from perflab.model.trace import Trace
+
+    Recording = TimingResult | BenchResult | CollectiveResult | Ceilings | Trace
 
 # the notebooks' recordings, relative to the notebooks folder (where they run)
 RECORDINGS = Path("recordings") / "h200"
 
 
-def recorded(path: str | os.PathLike[str], root: str | os.PathLike[str] = RECORDINGS) -> Any:
+def recorded(path: str | os.PathLike[str], root: str | os.PathLike[str] = RECORDINGS) -> Recording:
     """The result saved at ``root/path``, loaded as what it is: a TimingResult, a
     microbenchmark's BenchResult, measured Ceilings, or a trace (``.json.gz``). Each says
     where it came from (``replayed from ...: device, date, versions (not measured now)``)."""

@@ -4,7 +4,6 @@ value escaped (names come from trace files)."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from perflab.analysis.trace_sql import SqlResult
 from perflab.render.html import esc, table, text_table, wrap
@@ -12,7 +11,7 @@ from perflab.render.html import esc, table, text_table, wrap
 ROWS = 50  # rows shown; to_pandas() / to_dict() have them all
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):

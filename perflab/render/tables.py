@@ -7,7 +7,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import SupportsFloat
 
 from perflab.analysis.copies import CopyKind, copy_advice
 from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, IdleBreakdown
@@ -133,7 +133,7 @@ def ncu_html(report: NcuReport) -> str:
 FRAME_ROWS = 25  # rows a table view shows; to_pandas() has them all
 
 
-def _cell(value: Any, unit: str | None, origin_ns: int) -> str:
+def _cell(value: SupportsFloat | str, unit: str | None, origin_ns: int) -> str:
     if unit == SINCE_START:
         return format_ns(float(value) - origin_ns)
     if unit in (NS, US):

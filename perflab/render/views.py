@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from perflab.analysis.trace_sql import SqlResult
@@ -90,19 +90,18 @@ def type_name(cls: type) -> str:
 def to_text(obj: object) -> str:
     """The plain-text view of a perflab result."""
     view = view_of(type(obj))
-    text: str = _function(view.module, view.text)(obj)
-    return text
+    return _function(view.module, view.text, str)(obj)
 
 
-def to_bundle(obj: object) -> dict[str, Any]:
+def to_bundle(obj: object) -> dict[str, object]:
     """The MIME bundle of a perflab result (what a notebook displays)."""
     view = view_of(type(obj))
     if view.bundle is not None:
-        bundle: dict[str, Any] = _function(view.module, view.bundle)(obj)
+        bundle: dict[str, object] = _function(view.module, view.bundle, dict)(obj)
         return bundle
-    shown: dict[str, Any] = {"text/plain": to_text(obj)}
+    shown: dict[str, object] = {"text/plain": to_text(obj)}
     if view.html is not None:
-        shown["text/html"] = _function(view.module, view.html)(obj)
+        shown["text/html"] = _function(view.module, view.html, str)(obj)
     return shown
 
 
@@ -115,8 +114,13 @@ def view_of(cls: type) -> View:
     raise TypeError(f"perflab.render has no view of {cls.__name__}")
 
 
-def _function(module: str, name: str) -> Callable[[Any], Any]:
-    found: Callable[[Any], Any] = getattr(importlib.import_module(module), name)
+T = TypeVar("T")
+
+
+def _function(module: str, name: str, returns: type[T]) -> Callable[[object], T]:
+    """View function ``name`` of ``module``: it takes the viewed object and returns a
+    ``returns`` (the registry pairs each class with functions that take it)."""
+    found: Callable[[object], T] = getattr(importlib.import_module(module), name)
     return found
 
 
