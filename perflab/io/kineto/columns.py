@@ -27,6 +27,7 @@ import numpy.typing as npt
 from perflab.errors import InputError
 from perflab.io._common import StringTable, events_table, renumber, sort_order
 from perflab.io.kineto.decode import Doc
+from perflab.io.kineto.keys import EVENT_KEY, NAME_EVENTS, SKIPPED_CATEGORIES, event_key_table
 from perflab.io.kineto.meta import gpu_word, trace_meta
 from perflab.io.kineto.parts import ColumnParts, KeyTable, return_freed_memory
 from perflab.io.kineto.records import (
@@ -52,7 +53,6 @@ from perflab.io.kineto.values import (
     Ids,
     dim3,
     hashable,
-    id_column,
     id_value,
     lane_id,
     name_text,
@@ -71,21 +71,6 @@ from perflab.model.trace import (
 # return_freed_memory lives in .parts; load.py imports it from here
 __all__ = ["Columns", "build", "return_freed_memory"]
 
-# Kineto "cat" -> (kind, on a GPU track)
-CATEGORIES: dict[str, tuple[EventKind, bool]] = {
-    "kernel": (EventKind.KERNEL, True),
-    "gpu_memcpy": (EventKind.MEMCPY, True),
-    "gpu_memset": (EventKind.MEMSET, True),
-    "gpu_user_annotation": (EventKind.ANNOTATION, True),
-    "cuda_sync": (EventKind.SYNC, True),  # on the GPU track when it names a device
-    "cpu_op": (EventKind.CPU_OP, False),
-    "user_annotation": (EventKind.ANNOTATION, False),
-    "cuda_runtime": (EventKind.RUNTIME, False),
-    "cuda_driver": (EventKind.RUNTIME, False),
-    "python_function": (EventKind.PYTHON, False),
-}
-SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
-_OTHER = (EventKind.OTHER, False)
 _LINKABLE = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.RUNTIME)
 
 
@@ -96,10 +81,7 @@ def build(doc: Doc, source: str, *, python: bool) -> Trace:
     return columns.finish(doc, lambda: doc.events)
 
 
-# Per event, (ph, cat, name, pid, tid) is one of few distinct combinations: it is interned as
-# one tuple and decoded once per distinct value. Each attribute read costs about as much as
-# numpy's work on the value, so every field is read once, and ``args`` only for kept events.
-_EVENT_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
+# read once per kept event (``args`` only for kept events)
 _ARGS = attrgetter("args")
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")  # one numpy pass each beats one of pairs
 _FLOW = attrgetter("pid", "tid", "ts")
@@ -109,18 +91,6 @@ _OP_EXTRAS = attrgetter("flops", "input_dims", "input_types")
 _COMM_ARGS = attrgetter("group", "seq")  # on kernels: NCCL collective metadata
 _NO_COMM_ARGS = ("", -1)
 _OP_TEXT = ("input_dims", "input_types")
-
-
-_EVENT_KEY_COLUMNS = {
-    "keep": np.bool_,
-    "flow": np.bool_,
-    "names": np.bool_,
-    "kind": np.int8,
-    "gpu_cat": np.bool_,
-    "name": np.int32,
-    "pid": np.int64,
-    "tid": np.int64,
-}
 _DIM3_COLUMNS = {"dim3": np.dtype((np.int64, 3))}  # rows of three
 
 
@@ -138,7 +108,7 @@ class Columns:
         self.op_strings = {name: StringTable() for name in _OP_TEXT}
         self.comm_groups = StringTable()  # process group names of NCCL kernels
         self.text_ids = Ids()  # pids/tids given as names
-        self.events = KeyTable(self._describe_events, _EVENT_KEY_COLUMNS)
+        self.events = event_key_table(self.skip, self.strings, self.text_ids)
         self.dims = KeyTable(lambda keys: {"dim3": dim3(keys)}, _DIM3_COLUMNS)
         self.events_read = 0
         self.kept = 0
@@ -147,13 +117,12 @@ class Columns:
         self.maybe_flows = 0
         self.parts = ColumnParts()
         # thread_name / process_name -> {(pid, tid) as written: name}
-        self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in _NAME_EVENTS}
+        self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in NAME_EVENTS}
 
     def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
-        The columns are handed over: this reader lets go of its parts at once, since it
-        lives until the paused collector runs (its key table's describe method refers back
-        to it), and a load exports one reader per chunk."""
+        The columns are handed over: this reader lets go of its parts at once, since a load
+        exports one reader per chunk and a reader can outlive its export."""
         arrays = self.parts.handover()
         meta = {
             "keys": list(self.events.ids),
@@ -197,29 +166,6 @@ class Columns:
                 SimpleNamespace(name=kind, pid=pid, tid=tid, args=SimpleNamespace(label=text))
                 for pid, tid, text in entries
             )
-
-    def _describe_events(self, keys: list[Any]) -> dict[str, list[Any]]:
-        """Lookup columns for new (ph, cat, name, pid, tid) keys."""
-        ph, cat, name, pid, tid = zip(*keys, strict=True)
-        keep = [p == "X" and c not in self.skip for p, c in zip(ph, cat, strict=True)]
-        kind_gpu = [CATEGORIES.get(c, _OTHER) for c in cat]
-        kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
-        pids, tids = [0] * len(keys), [0] * len(keys)
-        for values, out in ((pid, pids), (tid, tids)):
-            ids = id_column([values[i] for i in kept], self.text_ids).tolist()
-            for i, v in zip(kept, ids, strict=True):
-                out[i] = v
-        names = [self.strings.add(n) if k else -1 for n, k in zip(name, keep, strict=True)]
-        return {
-            "keep": keep,
-            "flow": [p in ("s", "f") and c == "ac2g" for p, c in zip(ph, cat, strict=True)],
-            "names": [p == "M" and n in _NAME_EVENTS for p, n in zip(ph, name, strict=True)],
-            "kind": [int(k) for k, _ in kind_gpu],
-            "gpu_cat": [g for _, g in kind_gpu],
-            "name": names,
-            "pid": pids,
-            "tid": tids,
-        }
 
     # -- one slice ---------------------------------------------------------------------
     def add(self, events: list[Any]) -> None:
@@ -275,9 +221,9 @@ class Columns:
             complete_mask = is_complete
             events = list(compress(events, is_complete))
             self.maybe_flows += len(is_complete) - len(events)
-            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
+            code = table.ids.codes(map(EVENT_KEY, events), len(events))
         else:
-            code = table.ids.codes(map(_EVENT_KEY, events), len(events))
+            code = table.ids.codes(map(EVENT_KEY, events), len(events))
             self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
             named = np.flatnonzero(table["names"][code])
             if len(named):
@@ -497,16 +443,13 @@ class Columns:
             if streamed(events):
                 flows = [e for e in events if type(e) in flow_types and e.cat == "ac2g"]
             else:
-                code = self.events.ids.codes(map(_EVENT_KEY, events), len(events))
+                code = self.events.ids.codes(map(EVENT_KEY, events), len(events))
                 flows = list(compress(events, self.events["flow"][code].tolist()))
             flows = [f for f in flows if type(f.id) is int]  # ids given as text do not link
             for f, ns in zip(flows, ns_of(list(map(_TS, flows))).tolist(), strict=True):
                 pid, tid, _ = _FLOW(f)
                 ends[(id_value(pid, self.text_ids), id_value(tid, self.text_ids), ns)] = f.id
         return ends
-
-
-_NAME_EVENTS = ("thread_name", "process_name")
 
 
 def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int) -> int:
