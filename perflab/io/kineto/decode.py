@@ -11,23 +11,32 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import TypeVar
 
 import msgspec
 
 from perflab.errors import InputError
 from perflab.io.kineto import fast
-from perflab.io.kineto.records import DECODERS, FLOW_SLICE_DECODERS, SKIPPER, SLICE_DECODERS
+from perflab.io.kineto.records import (
+    DECODERS,
+    FLOW_SLICE_DECODERS,
+    SKIPPER,
+    SLICE_DECODERS,
+    Records,
+)
+
+_Decoded = TypeVar("_Decoded")
 
 
 @dataclass
 class Doc:
     """A decoded file: its events, slice by slice, and the top-level keys perflab keeps."""
 
-    events: Iterable[list[Any]]  # slices of typed records with the attributes of Event
-    devices: list[dict[str, Any]] = field(default_factory=list)
-    distributed: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    events: Iterable[Records]  # slices of typed records with the attributes of Event
+    devices: list[object] = field(default_factory=list)  # deviceProperties: dicts
+    distributed: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 def check_syntax(data: bytes, source: str) -> None:
@@ -60,21 +69,33 @@ def decode_file(data: bytes, source: str) -> Doc:
     return doc_of(f, f)
 
 
-def doc_of(head: Any, tail: Any, events: Iterable[list[Any]] | None = None) -> Doc:
+def doc_of(
+    head: msgspec.Struct, tail: msgspec.Struct, events: Iterable[Records] | None = None
+) -> Doc:
     """A Doc from the decoded top level (the same object twice when decoded whole); a key
     found in both head and tail takes the tail's value, as a whole-file decode would."""
 
-    def last(name: str) -> Any:
-        value = getattr(tail, name)
+    def last(name: str) -> object:
+        value: object = getattr(tail, name)
         return getattr(head, name) if value is None else value
 
     base = last("baseTimeNanoseconds")
+    devices, distributed = last("deviceProperties"), last("distributedInfo")
     return Doc(
-        [head.traceEvents] if events is None else events,
-        last("deviceProperties") or [],
-        last("distributedInfo") or {},
+        [trace_events(head)] if events is None else events,
+        devices if isinstance(devices, list) else [],  # as the File types declare them
+        distributed if isinstance(distributed, dict) else {},
         {"base_time_ns": base} if base is not None else {},
     )
+
+
+def trace_events(top: msgspec.Struct) -> Records:
+    """A decoded top level's traceEvents."""
+    events: Records = _TRACE_EVENTS(top)
+    return events
+
+
+_TRACE_EVENTS = attrgetter("traceEvents")
 
 
 def _check_utf8_strings(data: bytes, source: str) -> None:
@@ -96,28 +117,31 @@ def event_stream(
     blocks = fast.read_blocks(path)
     decode = decode_flow_slice if flows else decode_slice
     try:
-        yield fast.EventStream(blocks, decode, _decode_top_level)
+        yield fast.EventStream(blocks, decode, _decode_top_level, trace_events)
     finally:
         blocks.close()
 
 
-def reread(path: str | os.PathLike[str]) -> Iterator[list[Any]]:
+def reread(path: str | os.PathLike[str]) -> Iterator[Records]:
     """The file's events again, for their flows."""
     with event_stream(path, flows=True) as stream:
         yield from stream
 
 
-def decode_slice(piece: bytes | memoryview) -> list[Any]:
+def decode_slice(piece: bytes | memoryview) -> Records:
     """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path.
     (The stream has checked that the text is UTF-8.)"""
     return _decode_records(SLICE_DECODERS, piece)
 
 
-def decode_flow_slice(piece: bytes | memoryview) -> list[Any]:
+def decode_flow_slice(piece: bytes | memoryview) -> Records:
     return _decode_records(FLOW_SLICE_DECODERS, piece)
 
 
-def _decode_typed(decoders: tuple[Any, Any], text: bytes | memoryview) -> Any:
+def _decode_typed(
+    decoders: tuple[msgspec.json.Decoder[_Decoded], msgspec.json.Decoder[_Decoded]],
+    text: bytes | memoryview,
+) -> _Decoded:
     """Decoded by the fast types, or by the exact ones where a time does not fit them (a
     ValidationError then comes from the exact types, which hold times as text)."""
     try:
@@ -126,9 +150,12 @@ def _decode_typed(decoders: tuple[Any, Any], text: bytes | memoryview) -> Any:
         return decoders[1].decode(text)
 
 
-def _decode_records(decoders: tuple[Any, Any], piece: bytes | memoryview) -> list[Any]:
+def _decode_records(
+    decoders: tuple[msgspec.json.Decoder[Records], msgspec.json.Decoder[Records]],
+    piece: bytes | memoryview,
+) -> Records:
     try:
-        events: list[Any] = _decode_typed(decoders, piece)
+        events = _decode_typed(decoders, piece)
     except msgspec.ValidationError:
         raise fast.Unusual("invalid event") from None
     except msgspec.DecodeError as exc:
@@ -140,7 +167,7 @@ def _decode_records(decoders: tuple[Any, Any], piece: bytes | memoryview) -> lis
     return events
 
 
-def _decode_top_level(piece: bytes) -> Any:
+def _decode_top_level(piece: bytes) -> msgspec.Struct:
     try:
         return _decode_typed(DECODERS, piece)
     except (msgspec.DecodeError, RecursionError):

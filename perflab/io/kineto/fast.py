@@ -42,9 +42,14 @@ import re
 import zlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from perflab.model.serialize import open_regular, regular_size
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from perflab.io.kineto.records import Records
 
 try:  # ISA-L's inflate (python-isal, zlib's API) is about 2.5x zlib's on x86-64
     from isal import isal_zlib
@@ -278,11 +283,11 @@ class Chunk:
 class _Pieces:
     """Decoding pieces of the text in a cursor's window (see :meth:`_decode_piece`)."""
 
-    def __init__(self, cursor: _Cursor, decode_events: Callable[[memoryview], list[Any]]) -> None:
+    def __init__(self, cursor: _Cursor, decode_events: Callable[[memoryview], Records]) -> None:
         self.cursor = cursor
         self.decode_events = decode_events
 
-    def _decode_piece(self, start: int, stop: int) -> list[Any]:
+    def _decode_piece(self, start: int, stop: int) -> Records:
         """Decode text[start:stop] as a JSON array without copying it: the separators on
         either side (the "[" or "," before it, the "," after it) stand in as brackets while
         it is decoded."""
@@ -295,7 +300,7 @@ class _Pieces:
         finally:
             buf[i], buf[j] = before, after
 
-    def _cut(self, start: int, end: int) -> tuple[list[Any], int]:
+    def _cut(self, start: int, end: int) -> tuple[Records, int]:
         """Decode the longest run of whole elements in text[start:end]; returns the events
         and the offset of the ``},`` after them (-1 when no cut worked)."""
         buf, base = self.cursor.buf, self.cursor.base
@@ -309,7 +314,7 @@ class _Pieces:
                 end = base + cut  # the cut fell inside an element; try the one before
         return [], -1
 
-    def _elements(self, start: int, stop: int) -> Iterator[list[Any]]:
+    def _elements(self, start: int, stop: int) -> Iterator[Records]:
         """Events of text[start:stop], which must be whole elements (a chunk): slices of
         about PIECE_SIZE, the last one ending at ``stop``; RangeLayout when it does not."""
         pos, window = start, PIECE_SIZE
@@ -329,8 +334,8 @@ class _Pieces:
 
 
 def chunk_events(
-    buf: bytearray, length: int, decode_events: Callable[[memoryview], list[Any]]
-) -> Iterator[list[Any]]:
+    buf: bytearray, length: int, decode_events: Callable[[memoryview], Records]
+) -> Iterator[Records]:
     """The events of a :class:`Chunk`'s text, slice by slice, as the stream that cut it would
     have decoded them; RangeLayout when the text is not whole elements. The text is
     ``buf[1 : 1 + length]``: the bytes on either side stand in as brackets (the buffer may be
@@ -353,22 +358,24 @@ class EventStream(_Pieces):
     def __init__(
         self,
         blocks: Iterator[bytes],
-        decode_events: Callable[[memoryview], list[Any]],
-        decode_file: Callable[[bytes], Any],
+        decode_events: Callable[[memoryview], Records],
+        decode_file: Callable[[bytes], msgspec.Struct],
+        events_of: Callable[[msgspec.Struct], Records],
     ) -> None:
         super().__init__(_Cursor(blocks), decode_events)
         self.decode_file = decode_file
-        self.head: Any = None
-        self.tail: Any = None
+        self.events_of = events_of
+        self.head: msgspec.Struct | None = None
+        self.tail: msgspec.Struct | None = None
         self.key_start, self.array_start = self._find_array()
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[Records]:
         for item in self.shared(lambda pos: 0):
             assert not isinstance(item, Chunk)  # none was asked for
             yield item
             del item
 
-    def shared(self, offer: Callable[[int], int]) -> Iterator[list[Any] | Chunk]:
+    def shared(self, offer: Callable[[int], int]) -> Iterator[Records | Chunk]:
         """Slices of decoded events and, wherever ``offer(offset)`` (asked before each slice
         with the text offset reached) names a size of text, a chunk (in Chunk parts) that
         ends at the first element boundary after that many bytes, in text order. A chunk ends
@@ -384,8 +391,8 @@ class EventStream(_Pieces):
                 continue
             try:
                 if not self.cursor.fill(pos + window, pos - 1):  # with the separator before
-                    self.tail = self._decode_tail(pos)
-                    yield self.tail.traceEvents
+                    self.tail = tail = self._decode_tail(pos)
+                    yield self.events_of(tail)
                     return
                 events, cut = self._cut(pos, pos + window)
             except Unusual:
@@ -432,6 +439,12 @@ class EventStream(_Pieces):
         head = self.cursor.text(0, self.key_start)
         self.head = self.decode_file(b"".join([head, b'"traceEvents":[]}']))
 
-    def _decode_tail(self, pos: int) -> Any:
+    def top_level(self) -> tuple[msgspec.Struct, msgspec.Struct]:
+        """The decoded top level before and after the events, once they are all read."""
+        if self.head is None or self.tail is None:
+            raise Unusual("the events were not read to their end")
+        return self.head, self.tail
+
+    def _decode_tail(self, pos: int) -> msgspec.Struct:
         rest = self.cursor.text(pos, self.cursor.end)
         return self.decode_file(b"".join([b'{"traceEvents":[', rest]))

@@ -98,7 +98,7 @@ def _load_streaming(
             columns.add(events)
             del events  # freed before the next slice is decoded (see fast)
             shown.update(stream.cursor.end)
-    doc = doc_of(stream.head, stream.tail, events=())
+    doc = doc_of(*stream.top_level(), events=())
     return columns.finish(doc, lambda: reread(path))
 
 
@@ -358,7 +358,7 @@ def _load_parallel(
         finally:
             team.kill()
         team.warn_if_failed()
-        doc = doc_of(stream.head, stream.tail, events=())
+        doc = doc_of(*stream.top_level(), events=())
         return merged.base.finish(doc, lambda: reread(path))
 
 

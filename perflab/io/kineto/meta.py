@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Sequence
 
 from perflab.errors import InputError
 from perflab.io.kineto.decode import Doc
@@ -15,7 +15,7 @@ from perflab.model.serialize import MAX_DEPTH, json_safe, nesting_depth
 _AMD_NAME = re.compile(r"\b(?:AMD|Instinct|Radeon)\b|^gfx[0-9]")
 
 
-def gpu_word(devices: list[Any]) -> str:
+def gpu_word(devices: Sequence[object]) -> str:
     """How the trace's GPUs are called in labels: "AMD GPU" where deviceProperties name an
     AMD device (a ROCm trace), else "GPU"."""
     for device in devices:
@@ -27,8 +27,8 @@ def gpu_word(devices: list[Any]) -> str:
     return "GPU"
 
 
-def trace_meta(doc: Doc, source: str, python: bool, events_read: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+def trace_meta(doc: Doc, source: str, python: bool, events_read: int) -> dict[str, object]:
+    meta: dict[str, object] = {
         "source": source,
         "format": "kineto",
         "events_read": events_read,
@@ -50,7 +50,7 @@ def trace_meta(doc: Doc, source: str, python: bool, events_read: int) -> dict[st
     return meta
 
 
-def _plain(value: Any, source: str) -> Any:
+def _plain(value: object, source: str) -> object:
     """Keep meta JSON-able and shallow (device properties are nested plain values)."""
     if nesting_depth(value) > MAX_DEPTH:
         raise InputError(f"trace metadata nested more than {MAX_DEPTH} deep", source=source)

@@ -17,7 +17,7 @@ import functools
 import math
 import operator
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
@@ -84,7 +84,9 @@ class Event(msgspec.Struct, gc=False):
     args: Args = _EMPTY_ARGS  # shared, frozen: events without args cost nothing
 
 
-def _exact_fields(struct: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+def _exact_fields(
+    struct: type[msgspec.Struct], skip: tuple[str, ...] = ()
+) -> list[tuple[str, object, object]]:
     """A struct's fields with its start time as JSON text (``msgspec.Raw``)."""
     return [
         (f.name, msgspec.Raw, NO_RAW) if f.name == "ts" else (f.name, f.type, f.default)
@@ -165,8 +167,8 @@ METADATA_MARK = msgspec.defstruct("_MetadataMark", [], bases=(Phased,), tag="M")
 class File(msgspec.Struct):
     traceEvents: list[Event]
     # None when absent, so that a streamed file's head and tail can be merged
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
+    deviceProperties: list[dict[str, object]] | None = None
+    distributedInfo: dict[str, object] | None = None
     baseTimeNanoseconds: I64 | None = None
 
 
@@ -178,24 +180,30 @@ FileExact = msgspec.defstruct(
     ],
 )
 # each decode tries the fast types first, then the exact ones (see FastTime)
-DECODERS = (msgspec.json.Decoder(File), msgspec.json.Decoder(FileExact))
+Records = list[msgspec.Struct]  # a slice of decoded events
+RecordsDecoder = msgspec.json.Decoder[Records]
+TopDecoder = msgspec.json.Decoder[msgspec.Struct]
+DECODERS: tuple[TopDecoder, TopDecoder] = (
+    msgspec.json.Decoder(File),
+    msgspec.json.Decoder(FileExact),
+)
 SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
 
 
-def _slice_decoder(*types: Any) -> Any:
+def _slice_decoder(*types: type[msgspec.Struct]) -> RecordsDecoder:
     return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
 
 
-SLICE_DECODERS = (
+SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
     _slice_decoder(Complete, Metadata, *FLOW_MARKS, *DROPPED),
     _slice_decoder(CompleteExact, Metadata, *FLOW_MARKS, *DROPPED),
 )
-FLOW_SLICE_DECODERS = (
+FLOW_SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
     _slice_decoder(COMPLETE_MARK, METADATA_MARK, *FLOW_TYPES, *DROPPED),
     _slice_decoder(COMPLETE_MARK, METADATA_MARK, *EXACT_FLOW_TYPES, *DROPPED),
 )
 
 
-def streamed(events: list[Any]) -> bool:
+def streamed(events: Records) -> bool:
     """Whether a slice holds records typed by phase (see ``Phased``)."""
     return bool(events) and isinstance(events[0], Phased)

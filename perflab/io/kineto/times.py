@@ -28,7 +28,7 @@ DUR_MAX_US = DUR_MAX_NS / 1000 - 1
 FAST_LIMIT_US = float(2**43)
 
 
-def ns_of(values: list[Any]) -> npt.NDArray[np.int64]:
+def ns_of(values: list[object]) -> npt.NDArray[np.int64]:
     """Times in us (floats, or text where they did not fit a float) -> ns, as events get
     theirs; a value that is no time gives -1 (it then matches no event)."""
     if all(type(v) is float for v in values):
@@ -51,7 +51,9 @@ _POWERS = 10 ** np.arange(_MAX_WHOLE_DIGITS + 3, dtype=np.uint64)  # sums stay b
 _COMMA, _DOT, _MINUS, _ZERO = b",.-0"
 
 
-def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+def exact_ns(
+    values: Sequence[object],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Microseconds given as JSON number text (``msgspec.Raw`` or bytes) or as numbers (ints
     and floats the fast types read) -> (nanoseconds, rounded half to even from the decimal digits
     themselves, never through a float; microseconds as float64, NaN where a value is not a
@@ -71,7 +73,7 @@ def exact_ns(values: Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     return ns, us
 
 
-def _number_text(value: Any) -> Any:
+def _number_text(value: object) -> bytes | msgspec.Raw:
     """A time value as text bytes (a Raw is used as it is: bytes.join reads it)."""
     if isinstance(value, msgspec.Raw):
         return value

@@ -3,8 +3,7 @@ stream ids given as text, grid/block triples, memcpy directions, names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Hashable, Iterable
 
 import msgspec
 import numpy as np
@@ -18,23 +17,23 @@ from perflab.model.units import shorten
 DIRECTION_CODE = {d.lower(): i for i, d in enumerate(MEMCPY_DIRECTIONS)}
 
 
-class Ids(dict[Any, int]):
+class Ids(dict[Hashable, int]):
     """Interns values: a new value gets the next id and is remembered in ``new``."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.new: list[Any] = []
+        self.new: list[Hashable] = []
 
-    def __missing__(self, key: Any) -> int:
+    def __missing__(self, key: Hashable) -> int:
         self[key] = value = len(self)
         self.new.append(key)
         return value
 
-    def codes(self, values: Iterable[Any], n: int) -> npt.NDArray[np.int32]:
+    def codes(self, values: Iterable[Hashable], n: int) -> npt.NDArray[np.int32]:
         return np.fromiter(map(self.__getitem__, values), np.int32, count=n)
 
 
-def lane_id(value: Any, name: str) -> int:
+def lane_id(value: object, name: str) -> int:
     """A device or stream id: an integer, or text in LANE_TEXT; pointers of 2**63 and above
     become negative (two's complement), so that distinct pointers stay distinct."""
     if type(value) is int and I64_MIN <= value <= I64_MAX:
@@ -47,12 +46,16 @@ def lane_id(value: Any, name: str) -> int:
     return number - (1 << 64) if number > I64_MAX else number
 
 
-def hashable(value: Any) -> Any:
+def hashable(value: object) -> Hashable:
     """A grid or block that came back through JSON (a list) as the records hold it: a tuple."""
-    return tuple(value) if isinstance(value, list) else value
+    if isinstance(value, list):
+        return tuple(value)
+    if not isinstance(value, Hashable):
+        raise TypeError(f"not a grid or block: {value!r}")
+    return value
 
 
-def name_text(value: Any) -> str:
+def name_text(value: object) -> str:
     """A metadata event's ``args.name`` as text ("" when it is not a string), at most
     MAX_NAME_TEXT long."""
     if isinstance(value, msgspec.Raw):
@@ -66,14 +69,14 @@ def name_text(value: Any) -> str:
     return shorten(text, MAX_NAME_TEXT)
 
 
-def sequence_number(value: Any) -> int:
+def sequence_number(value: object) -> int:
     """A collective's "Seq" (a count; digit text is read as the number); -1 otherwise."""
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
         return int(value)
     return value if type(value) is int and value >= 0 else -1
 
 
-def id_column(values: list[Any], text_ids: Ids) -> npt.NDArray[np.int64]:
+def id_column(values: list[object], text_ids: Ids) -> npt.NDArray[np.int64]:
     """pid/tid: integers as they are; names (e.g. "Spans") become stable negative ids."""
     try:
         return np.array(values, dtype=np.int64)
@@ -81,7 +84,7 @@ def id_column(values: list[Any], text_ids: Ids) -> npt.NDArray[np.int64]:
         return np.array([id_value(v, text_ids) for v in values], dtype=np.int64)
 
 
-def id_value(value: Any, text_ids: Ids) -> int:
+def id_value(value: object, text_ids: Ids) -> int:
     if isinstance(value, int):
         return value
     text = str(value)
@@ -89,7 +92,7 @@ def id_value(value: Any, text_ids: Ids) -> int:
     return int(text) if text.lstrip("-").isdigit() else -2 - text_ids[text]
 
 
-def dim3(values: Iterable[Any]) -> list[list[int]]:
+def dim3(values: Iterable[object]) -> list[list[int]]:
     """grid/block triples; -1s where absent or not three integers."""
     missing = (-1, -1, -1)
     rows = [v if isinstance(v, tuple) and len(v) == 3 else missing for v in values]
@@ -113,7 +116,7 @@ def translated(
     return np.where(local >= 0, new_id[np.maximum(local, 0)], -1).astype(np.int32)
 
 
-def raw_strings(raws: list[Any], strings: StringTable) -> npt.NDArray[np.int32]:
+def raw_strings(raws: list[msgspec.Raw], strings: StringTable) -> npt.NDArray[np.int32]:
     """JSON fragments (shapes, dtypes) as string ids; -1 where absent."""
     return np.array(
         [strings.add(bytes(r).decode("utf-8", "replace")) if len(r) else -1 for r in raws],
