@@ -21,19 +21,29 @@ bokeh is imported inside the functions.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from perflab.render.html import static_text, svg_image, wrap
 
-# Run the plot's script once BokehJS is in the page, then hide the static picture. A later
-# output can be drawn before the one carrying BokehJS (a page still loading): it waits a
-# while, and if BokehJS never comes the static picture stays.
-_DRAW = "(function(){{{}}})();"
+if TYPE_CHECKING:
+    from bokeh.model import Model
+
+# where a static script takes the code it wraps (a comment: the file alone stays valid)
+CODE_HERE = "/* CODE */"
+
+
+def _script(name: str, code: str) -> str:
+    """A ``<script>`` of static file ``name`` with ``code`` in its place."""
+    head, found, tail = static_text(name).partition(CODE_HERE)
+    if not found:
+        raise ValueError(f"static/{name} has no {CODE_HERE} for the code it wraps")
+    return f"<script>{head}{code}{tail}</script>"
 
 
 def _draw_script(bokeh_js: str) -> str:
-    waiter = static_text("bokeh-draw.js")
-    return f"<script>{_DRAW.format(waiter + 'draw(function(){' + bokeh_js + '});')}</script>"
+    """Run the plot's script once BokehJS is in the page (see static/bokeh-draw.js)."""
+    return _script("bokeh-draw.js", bokeh_js)
 
 
 class RuntimeOnce:
@@ -48,14 +58,15 @@ class RuntimeOnce:
         self.sent = False
         self.cell: str | None = None
 
-    def needed(self, metadata: dict[str, Any] | None) -> bool:
+    def needed(self, metadata: Mapping[str, object] | None) -> bool:
         """Whether this output must carry BokehJS; ``None``: not in a kernel."""
         if metadata is None:
             return True
         cell = metadata.get("cellId")
-        deleted = metadata.get("deletedCells") or []
+        deleted = metadata.get("deletedCells")
+        gone = isinstance(deleted, list | tuple) and self.cell is not None and self.cell in deleted
         again = cell is not None and cell == self.cell
-        if not self.sent or again or (self.cell is not None and self.cell in deleted):
+        if not self.sent or again or gone:
             self.sent, self.cell = True, cell if isinstance(cell, str) else None
             return True
         return False
@@ -64,7 +75,7 @@ class RuntimeOnce:
 RUNTIME = RuntimeOnce()
 
 
-def _request_metadata() -> dict[str, Any] | None:
+def _request_metadata() -> dict[str, object] | None:
     """The metadata of the kernel request being run, or None where each output must stand
     alone: outside a kernel, and in Colab (which shows every output in a frame of its own)."""
     if "google.colab" in sys.modules:
@@ -82,7 +93,7 @@ def _request_metadata() -> dict[str, Any] | None:
     return dict(metadata) if isinstance(metadata, dict) else {}
 
 
-def static_svg(layout: Any, text: str) -> str:
+def static_svg(layout: Model, text: str) -> str:
     """The static picture of ``layout`` (titled by the text view's first line)."""
     from perflab.render.svg import layout_svg
 
@@ -95,7 +106,7 @@ def _picture(svg: str, text: str) -> str:
     return f'<div class="perflab-static">{image}</div>'
 
 
-def _chart_html(layout: Any, text: str, svg: str, runtime: bool | None) -> str:
+def _chart_html(layout: Model, text: str, svg: str, runtime: bool | None) -> str:
     from bokeh.embed import components
 
     if runtime is None:
@@ -103,15 +114,14 @@ def _chart_html(layout: Any, text: str, svg: str, runtime: bool | None) -> str:
     script, div = components(layout, wrap_script=False)
     loader = ""
     if runtime:
-        core = "\n".join(_core_js())
-        loader = f"<script>if (typeof window.Bokeh === 'undefined') {{\n{core}\n}}</script>"
+        loader = _script("bokeh-load.js", "\n".join(_core_js()))
     return wrap(
         f'<div class="perflab-chart">{loader}{_picture(svg, text)}{div}{_draw_script(script)}</div>'
     )
 
 
 def notebook_bundle(
-    layout: Any, text: str, *, after: str = "", runtime: bool | None = None
+    layout: Model, text: str, *, after: str = "", runtime: bool | None = None
 ) -> dict[str, str]:
     """The MIME bundle of a chart: text, HTML (plus ``after``, already-escaped markup such
     as a table) and the static picture as ``image/svg+xml``."""
@@ -129,7 +139,7 @@ def _core_js() -> list[str]:
     return list(Resources(mode="inline", components=["bokeh"]).js_raw)
 
 
-def standalone_html(layout: Any, title: str) -> str:
+def standalone_html(layout: Model, title: str) -> str:
     """A complete HTML file with bokeh's JavaScript inlined: no server, no network."""
     from bokeh.embed import file_html
     from bokeh.resources import INLINE

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -29,6 +29,13 @@ from perflab.analysis.specs import CACHE_LABELS, find_spec
 from perflab.model.machine import Series
 from perflab.model.units import format_bytes
 from perflab.render.labels import CANDIDATES, LabelPlacer, log_ticks, text_px
+
+if TYPE_CHECKING:
+    from bokeh.models import Axis
+    from bokeh.models.annotations import LegendItem
+    from bokeh.models.glyph import Glyph
+    from bokeh.models.renderers import GlyphRenderer
+    from bokeh.plotting import figure as Figure
 
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 WIDTH, HEIGHT = 760, 380
@@ -48,7 +55,7 @@ def _plottable(s: Series) -> tuple[np.ndarray, np.ndarray]:
     return s.x[keep], s.y[keep]
 
 
-def _ticks(axis: Any, lo: float, hi: float, base: int, fmt: Formatter) -> None:
+def _ticks(axis: Axis, lo: float, hi: float, base: int, fmt: Formatter) -> None:
     from bokeh.models import FixedTicker
 
     ticks = log_ticks(lo, hi, base=base)
@@ -56,7 +63,7 @@ def _ticks(axis: Any, lo: float, hi: float, base: int, fmt: Formatter) -> None:
     axis.major_label_overrides = {t: fmt(t) for t in ticks}
 
 
-def _series(fig: Any, s: Series, colour: str, x_fmt: Formatter, y_fmt: Formatter) -> Any:
+def _series(fig: Figure, s: Series, colour: str, x_fmt: Formatter, y_fmt: Formatter) -> LegendItem:
     """One series as a line and points with a hover box; returns its legend item."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.models.annotations import LegendItem
@@ -69,10 +76,12 @@ def _series(fig: Any, s: Series, colour: str, x_fmt: Formatter, y_fmt: Formatter
     dots = fig.scatter("x", "y", source=source, color=colour, size=6)
     tips = [("series", s.name), ("at", "@xs"), ("value", "@ys")]
     fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
-    return LegendItem(label=s.name, renderers=[line, dots])
+    # bokeh's stubs type a renderer by its glyph, and a legend item's list by the base glyph
+    drawn = [cast("GlyphRenderer[Glyph]", r) for r in (line, dots)]
+    return LegendItem(label=s.name, renderers=drawn)
 
 
-def _levels(fig: Any, s: Series, colour: str, y_fmt: Formatter, placer: LabelPlacer) -> None:
+def _levels(fig: Figure, s: Series, colour: str, y_fmt: Formatter, placer: LabelPlacer) -> None:
     """Plateaus as dashed segments over their range, each labelled with level and value
     (centred above its segment, or the nearest free spot)."""
     from bokeh.models import ColumnDataSource
@@ -133,7 +142,7 @@ def cache_marks(device: str) -> tuple[list[tuple[str, float]], str]:
 
 
 def _cache_spans(
-    fig: Any, marks: Sequence[tuple[str, float]], y_bottom: float, placer: LabelPlacer
+    fig: Figure, marks: Sequence[tuple[str, float]], y_bottom: float, placer: LabelPlacer
 ) -> None:
     """Vertical lines at the cache sizes, each labelled beside its line at the lowest height
     where the label covers no point and no other label."""
@@ -163,7 +172,7 @@ def sweep_figure(
     x_fmt: Formatter,
     y_fmt: Formatter,
     device: str = "",
-) -> Any:
+) -> Figure:
     """A log-log chart of ``series`` with their plateaus and the device's cache sizes."""
     from bokeh.models import Range1d
     from bokeh.models.annotations import Legend
