@@ -9,7 +9,9 @@ _SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "
 
 
 def format_ns(ns: float, digits: int = 3) -> str:
-    """``1234.5`` -> ``'1.23 us'``; picks the largest unit that keeps the value >= 1."""
+    """``1234.5`` -> ``'1.23 us'``; picks the largest unit that keeps the value >= 1. The
+    JupyterLab panel's ``formatNs`` writes the same: tests/data/format_ns_cases.json holds the
+    cases both are tested against."""
     if ns is None or not math.isfinite(ns):
         return "n/a"
     for scale, unit in _TIME_UNITS:

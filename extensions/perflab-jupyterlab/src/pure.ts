@@ -24,24 +24,79 @@ export interface IInfo {
   devices?: unknown;
 }
 
-/** A time in nanoseconds, in the unit that keeps 3-4 significant digits. */
+const TIME_UNITS: [number, string][] = [
+  [1e9, 's'],
+  [1e6, 'ms'],
+  [1e3, 'us'],
+  [1, 'ns']
+];
+/** Significant digits of a time: as many as perflab.model.units.format_ns shows. */
+const TIME_DIGITS = 3;
+
+/**
+ * A time in nanoseconds in the largest unit that keeps it >= 1, as
+ * perflab.model.units.format_ns writes it ("1.23 us"); "n/a" when not finite.
+ * Both are tested against the cases of tests/data/format_ns_cases.json.
+ */
 export function formatNs(ns: number): string {
   if (!Number.isFinite(ns)) {
-    return String(ns);
+    return 'n/a';
   }
-  const units: [number, string][] = [
-    [1e9, 's'],
-    [1e6, 'ms'],
-    [1e3, 'us'],
-    [1, 'ns']
-  ];
-  const abs = Math.abs(ns);
-  for (const [scale, unit] of units) {
-    if (abs >= scale || scale === 1) {
-      return `${Number((ns / scale).toPrecision(4))} ${unit}`;
+  for (const [scale, unit] of TIME_UNITS) {
+    if (Math.abs(ns) >= scale) {
+      return `${formatG(ns / scale, TIME_DIGITS)} ${unit}`;
     }
   }
-  return `${ns} ns`;
+  return `${formatG(ns, TIME_DIGITS)} ns`;
+}
+
+/**
+ * `x` as Python's `format(x, '.<digits>g')` writes it: `digits` significant digits (an
+ * exact tie in binary rounds to even, where toPrecision would round it up), trailing zeros
+ * dropped, and an exponent ("1e+03", "1e-05") when the rounded value is below 1e-4 or has
+ * more than `digits` digits before the point.
+ */
+export function formatG(x: number, digits: number): string {
+  if (x === 0) {
+    return Object.is(x, -0) ? '-0' : '0';
+  }
+  const sign = x < 0 ? '-' : '';
+  const [kept, exp] = roundedDigits(Math.abs(x), digits);
+  if (exp < -4 || exp >= digits) {
+    const power = `${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
+    return `${sign}${pointAfter(kept, 1)}e${power}`;
+  }
+  const padded = exp < 0 ? '0'.repeat(-exp) + kept : kept;
+  return sign + pointAfter(padded, Math.max(exp, 0) + 1);
+}
+
+/** `digits` with a decimal point after the first `whole`, trailing zeros dropped. */
+function pointAfter(digits: string, whole: number): string {
+  const fraction = digits.slice(whole).replace(/0+$/, '');
+  return digits.slice(0, whole) + (fraction ? '.' + fraction : '');
+}
+
+/**
+ * The first `digits` significant digits of `x` > 0, rounded half to even, and the decimal
+ * exponent of the first. toExponential(100) gives 101 correctly rounded digits: enough to
+ * tell an exact tie from a double beside it.
+ */
+function roundedDigits(x: number, digits: number): [string, number] {
+  const [mantissa, power] = x.toExponential(100).split('e');
+  const all = mantissa.replace('.', '');
+  const rest = all.slice(digits);
+  const tie = rest[0] === '5' && !/[1-9]/.test(rest.slice(1));
+  const odd = Number(all[digits - 1]) % 2 === 1;
+  let kept = all.slice(0, digits);
+  let exp = Number(power);
+  if (rest[0] > '5' || (rest[0] === '5' && (!tie || odd))) {
+    const bumped = String(Number(kept) + 1);
+    if (bumped.length > digits) {
+      exp += 1; // 999 -> 1000: one more digit before the point
+    }
+    kept = bumped.slice(0, digits);
+  }
+  return [kept, exp];
 }
 
 /** ["1.23 ms", "(1.2-1.25 ms)"]: a median and its 95% interval, in the median's unit. */
@@ -49,7 +104,8 @@ export function medianParts(row: Pick<IRow, 'median_ns' | 'ci95_ns'>): [string, 
   const median = formatNs(row.median_ns);
   const unit = median.split(' ')[1];
   const scale = { s: 1e9, ms: 1e6, us: 1e3, ns: 1 }[unit] ?? 1;
-  const [lo, hi] = row.ci95_ns.map(v => Number((v / scale).toPrecision(4)));
+  // as many digits as the median, written out in its unit (990-1010 ns, not 1.01e+03)
+  const [lo, hi] = row.ci95_ns.map(v => Number((v / scale).toPrecision(TIME_DIGITS)));
   return [median, `(${lo}-${hi} ${unit})`];
 }
 

@@ -8,6 +8,7 @@ import {
   CUDA_MIME,
   cellMime,
   formatMedian,
+  formatG,
   formatNs,
   formatTime,
   isCudaCell,
@@ -20,6 +21,8 @@ import {
   sortRows,
   statusText
 } from '../src/pure';
+// the table perflab.model.units.format_ns is tested against too (tests/test_units.py)
+import FORMAT_NS_CASES from '../../../tests/data/format_ns_cases.json';
 
 const row = {
   id: 'r1',
@@ -35,26 +38,43 @@ const row = {
 };
 
 describe('formatNs', () => {
-  it('picks the unit that keeps four significant digits', () => {
+  it('writes every case of the table format_ns is tested against', () => {
+    for (const { ns, text } of FORMAT_NS_CASES.cases) {
+      expect(formatNs(Number(ns)), `formatNs(${ns})`).toBe(text);
+    }
+  });
+
+  it('picks the unit that keeps three significant digits', () => {
     expect(formatNs(12)).toBe('12 ns');
-    expect(formatNs(1234)).toBe('1.234 us');
-    expect(formatNs(1234567)).toBe('1.235 ms');
-    expect(formatNs(2.5e9)).toBe('2.5 s');
-    expect(formatNs(0)).toBe('0 ns');
-    expect(formatNs(NaN)).toBe('NaN');
+    expect(formatNs(1234)).toBe('1.23 us');
+    expect(formatNs(1234567)).toBe('1.23 ms');
+    expect(formatNs(NaN)).toBe('n/a');
   });
 
   it('gives the interval in the median unit', () => {
-    expect(formatMedian(row as never)).toBe('1.235 ms (1.2-1.25 ms)');
+    expect(formatMedian(row as never)).toBe('1.23 ms (1.2-1.25 ms)');
     expect(formatMedian({ median_ns: 999, ci95_ns: [990, 1010] })).toBe('999 ns (990-1010 ns)');
+  });
+});
+
+describe('formatG', () => {
+  it("writes numbers as Python's '.3g' does", () => {
+    expect(formatG(1.125, 3)).toBe('1.12'); // an exact tie: to even
+    expect(formatG(1.375, 3)).toBe('1.38');
+    expect(formatG(99.95, 3)).toBe('100'); // 99.9500000000000028...: above the tie
+    expect(formatG(999.5, 3)).toBe('1e+03');
+    expect(formatG(0.00012345, 3)).toBe('0.000123');
+    expect(formatG(-1.5e-7, 2)).toBe('-1.5e-07');
+    expect(formatG(123456, 6)).toBe('123456');
+    expect(formatG(-0, 3)).toBe('-0');
   });
 });
 
 describe('medianParts', () => {
   it('splits the median from its interval, so that each can keep to one line', () => {
     expect(medianParts({ median_ns: 7995000, ci95_ns: [5177000, 18430000] })).toEqual([
-      '7.995 ms',
-      '(5.177-18.43 ms)'
+      '8 ms',
+      '(5.18-18.4 ms)'
     ]);
   });
 });
@@ -64,7 +84,7 @@ describe('rowText', () => {
     const text = rowText({ ...row, replayed: true }, true);
     const lines = text.split('\n');
     expect(lines[0]).toBe('#1 matmul (baseline) [replayed]');
-    expect(lines[1]).toBe('median 1.235 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples');
+    expect(lines[1]).toBe('median 1.23 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples');
     expect(lines[2]).toMatch(/^cpu · CPU: x · \d\d:04:05$/);
     expect(lines.slice(3)).toEqual(['⚠ noisy']);
   });
@@ -73,7 +93,7 @@ describe('rowText', () => {
     const plain = { ...row, created: 'unknown', warnings: [] };
     expect(rowText(plain, false).split('\n')).toEqual([
       '#1 matmul',
-      'median 1.235 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples',
+      'median 1.23 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples',
       'cpu · CPU: x'
     ]);
   });
