@@ -12,7 +12,7 @@ The static picture (untrusted notebooks, GitHub) draws the coarse level as recta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,9 @@ from perflab.analysis.job_activity import ROWS, JobActivity
 from perflab.model.units import format_ns
 from perflab.render.html import static_text
 from perflab.render.timeline import Timeline
+
+if TYPE_CHECKING:
+    from bokeh.plotting import figure as Figure
 
 LEVEL_STEP = 4
 COARSEST_BINS = 64
@@ -68,7 +71,7 @@ def job_overview(activity: JobActivity, *, title: str | None = None, width: int 
     return Timeline(column(*panels, sizing_mode="stretch_width"), overview_text(activity))
 
 
-def _panel(activity: JobActivity, row: int, width: int, title: str | None) -> Any:
+def _panel(activity: JobActivity, row: int, width: int, title: str | None) -> Figure:
     from bokeh.models import (
         ColumnDataSource,
         CustomJS,
@@ -142,7 +145,7 @@ def _panel(activity: JobActivity, row: int, width: int, title: str | None) -> An
 
 
 def _static_cells(
-    fig: Any, activity: JobActivity, row: int, span_ms: float, palette: list[str]
+    fig: Figure, activity: JobActivity, row: int, span_ms: float, palette: list[str]
 ) -> None:
     """Rectangles of a coarse level, neighbours of the same shade joined: the static
     picture's drawing (the page draws the images over them)."""

@@ -43,7 +43,7 @@ def occupancy_html(kernel: KernelArtifacts, block: int, dynamic_shared: int | No
 
 def occupancy_slider(
     result: CompileResult, kernel: str | None = None, *, dynamic_shared: int | None = None
-) -> Any:
+) -> Any:  # an ipywidgets VBox (ipywidgets has no types)
     """A slider over block sizes (one warp a step, up to 1024 threads) above the occupancy
     of ``kernel`` (default: the first) at the chosen size."""
     widgets = import_extra("ipywidgets", "the occupancy slider")
@@ -63,8 +63,8 @@ def occupancy_slider(
     )
     shown = widgets.HTML(value=occupancy_html(chosen, slider.value, dynamic_shared))
 
-    def update(change: dict[str, Any]) -> None:
-        shown.value = occupancy_html(chosen, int(change["new"]), dynamic_shared)
+    def update(_change: object) -> None:  # the slider's value is already the new one
+        shown.value = occupancy_html(chosen, int(slider.value), dynamic_shared)
 
     slider.observe(update, names="value")
     title = widgets.HTML(value=wrap(f"<b>{esc(chosen.name)}</b> [{esc(chosen.arch)}]"))

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perflab.analysis.insights import Insight, KernelDiff
 from perflab.analysis.kernel_report import KernelReport, kernel_reports
@@ -29,6 +29,9 @@ from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts, SassLine
 from perflab.model.units import format_bytes
 from perflab.render.html import esc, static_text, svg_image, table, text_table, wrap
+
+if TYPE_CHECKING:
+    from perflab.render.timeline import PrettyPrinter
 
 PANES = ("source", "ptx", "sass")
 STAGES = ("ttir", "ttgir", "llir")
@@ -669,13 +672,13 @@ class CompileView:
     result: CompileResult
     options: ViewOptions = field(default_factory=ViewOptions)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return compile_bundle(self.result, self.options)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
         p.text(compile_text(self.result, self.options))
 
-    def occupancy_slider(self) -> Any:
+    def occupancy_slider(self) -> Any:  # an ipywidgets VBox (ipywidgets has no types)
         """A block-size slider showing this kernel's occupancy as it moves (ipywidgets)."""
         from perflab.render.occupancy_widget import occupancy_slider
 
