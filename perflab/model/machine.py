@@ -13,14 +13,27 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
 from perflab.model.display import Shown
-from perflab.model.fields import MAX_INT, Fields
+from perflab.model.schema import (
+    Amount,
+    Count,
+    Invalid,
+    Options,
+    Signed,
+    Text,
+    TextMap,
+    Texts,
+    decode,
+    encode,
+    require_length,
+)
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
 
@@ -31,8 +44,13 @@ BENCH_KIND = "BenchResult"
 COLLECTIVES_KIND = "CollectiveResult"
 
 
-def _floats(values: Any) -> npt.NDArray[np.float64]:
+def _floats(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def _column(values: list[float | None]) -> npt.NDArray[np.float64]:
+    """A saved column: null (not measured) read as NaN."""
+    return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _finite_list(values: npt.NDArray[np.float64]) -> list[float | None]:
@@ -49,31 +67,18 @@ def _whole(value: float) -> float:
 class Level:
     """A plateau of a sweep: ``x`` from ``x_min`` to ``x_max`` at about ``value``."""
 
-    name: str
-    x_min: float
-    x_max: float
-    value: float
-    points: int
+    name: Text
+    x_min: Amount
+    x_max: Amount
+    value: Amount
+    points: Count
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "x_min": self.x_min,
-            "x_max": self.x_max,
-            "value": self.value,
-            "points": self.points,
-        }
+    def to_dict(self) -> dict[str, object]:
+        return encode(self)
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> Level:
-        f = Fields(doc, source, where)
-        return cls(
-            f.text("name"),
-            _num(f, "x_min"),
-            _num(f, "x_max"),
-            _num(f, "value"),
-            f.integer("points"),
-        )
+    def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> Level:
+        return decode(doc, cls, source, where)
 
 
 @dataclass
@@ -123,37 +128,59 @@ class Series:
             for lv in self.levels
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "x_unit": self.x_unit,
-            "y_unit": self.y_unit,
-            "x": _finite_list(self.x),
-            "y": _finite_list(self.y),
-            "extra": {k: _finite_list(v) for k, v in self.extra.items()},
-            "levels": [lv.to_dict() for lv in self.levels],
-        }
+    def to_dict(self) -> dict[str, object]:
+        return encode(self.document())
+
+    def document(self) -> SeriesDoc:
+        return SeriesDoc(
+            name=self.name,
+            x_unit=self.x_unit,
+            y_unit=self.y_unit,
+            x=_finite_list(self.x),
+            y=_finite_list(self.y),
+            extra={k: _finite_list(v) for k, v in self.extra.items()},
+            levels=list(self.levels),
+        )
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> Series:
+    def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> Series:
         """Checked: x finite and >= 0, y and extra columns >= 0 or null (not measured),
         every column as long as x."""
-        f = Fields(doc, source, where)
-        x = f.numbers("x")
-        extra = f.child("extra", f.mapping("extra"))
-        levels = f.objects("levels") if "levels" in f.doc else []
+        return cls.from_document(decode(doc, SeriesDoc, source, where))
+
+    @classmethod
+    def from_document(cls, doc: SeriesDoc) -> Series:
         return cls(
-            name=f.text("name"),
-            x=x,
-            y=f.numbers("y", nullable=True, size=x.size),
-            x_unit=f.text("x_unit", "bytes"),
-            y_unit=f.text("y_unit", "ns"),
-            extra={str(k): extra.numbers(k, nullable=True, size=x.size) for k in extra.doc},
-            levels=[
-                Level.from_dict(lv, source, f"{f.where}.levels[{i}]".lstrip("."))
-                for i, lv in enumerate(levels)
-            ],
+            name=doc.name,
+            x=_column(doc.x),
+            y=_column(doc.y),
+            x_unit=doc.x_unit,
+            y_unit=doc.y_unit,
+            extra={k: _column(v) for k, v in doc.extra.items()},
+            levels=doc.levels,
         )
+
+
+Column = list[Amount | None]  # null where a point was not measured
+
+
+class SeriesDoc(msgspec.Struct, kw_only=True):
+    """A saved Series: its columns as lists of numbers, as long as x."""
+
+    name: Text
+    x_unit: Text = "bytes"
+    y_unit: Text = "ns"
+    x: Column
+    y: Column
+    extra: dict[str, Column] = {}
+    levels: list[Level] = []
+
+    def validate(self) -> None:
+        if None in self.x:
+            raise Invalid(f"x[{self.x.index(None)}]", "must be a finite number, not null")
+        require_length("y", self.y, len(self.x))
+        for key, column in self.extra.items():
+            require_length(f"extra.{key}", column, len(self.x))
 
 
 @dataclass
@@ -165,32 +192,13 @@ class _Provenance:
     backend: str
     created: str = field(default_factory=now_iso)
     versions: dict[str, str] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     replayed_from: str | None = None
 
-    def provenance_dict(self) -> dict[str, Any]:
-        return {
-            "benchmark": self.benchmark,
-            "device": self.device,
-            "backend": self.backend,
-            "created": self.created,
-            "versions": dict(self.versions),
-            "options": dict(self.options),
-            "warnings": list(self.warnings),
-        }
-
-    @staticmethod
-    def provenance_kwargs(f: Fields) -> dict[str, Any]:
-        return {
-            "benchmark": f.text("benchmark"),
-            "device": f.text("device"),
-            "backend": f.text("backend"),
-            "created": f.text("created", ""),
-            "versions": f.text_map("versions"),
-            "options": f.mapping("options"),
-            "warnings": f.texts("warnings"),
-        }
+    def provenance(self) -> Provenance:
+        """The fields both saved kinds write first (``replayed_from`` is not saved)."""
+        return _provenance(self)
 
     def provenance_line(self) -> str:
         keep = ("torch", "triton", "cupy", "numpy", "driver")
@@ -201,19 +209,41 @@ class _Provenance:
         return base
 
 
-def _malformed(kind: str, path: str | os.PathLike[str], exc: Exception) -> SchemaError:
-    return SchemaError(f"malformed {kind}: {type(exc).__name__}: {exc}", source=str(path))
+class Provenance(TypedDict):
+    benchmark: str
+    device: str
+    backend: str
+    created: str
+    versions: dict[str, str]
+    options: dict[str, object]
+    warnings: list[str]
 
 
-def _num(f: Fields, key: str, low: float = 0.0) -> float:
-    value = f.number(key, low=low)
-    assert value is not None  # required: Fields raises when it is missing
-    return value
+class ProvenanceDoc(msgspec.Struct, kw_only=True):
+    """Where and when a saved result was measured: the first keys of both kinds."""
+
+    benchmark: Text
+    device: Text
+    backend: Text
+    created: Text = ""
+    versions: TextMap = {}
+    options: Options = {}
+    warnings: Texts = []
+
+    def provenance(self) -> Provenance:
+        return _provenance(self)
 
 
-def _items(f: Fields, key: str) -> list[tuple[str, Any]]:
-    """``(place, item)`` for each item of the list ``key`` (``rows[3]``...)."""
-    return [(f"{key}[{i}]", item) for i, item in enumerate(f.objects(key))]
+def _provenance(of: _Provenance | ProvenanceDoc) -> Provenance:
+    return Provenance(
+        benchmark=of.benchmark,
+        device=of.device,
+        backend=of.backend,
+        created=of.created,
+        versions=dict(of.versions),
+        options=dict(of.options),
+        warnings=list(of.warnings),
+    )
 
 
 @dataclass
@@ -229,16 +259,13 @@ class BenchResult(Shown, _Provenance):
         names = ", ".join(s.name for s in self.series)
         raise KeyError(f"no series {name!r} in {self.benchmark} (have: {names})")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.provenance_dict(), "series": [s.to_dict() for s in self.series]}
+    def to_dict(self) -> dict[str, object]:
+        return encode(BenchDoc(**self.provenance(), series=[s.document() for s in self.series]))
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>") -> BenchResult:
-        f = Fields(doc, source)
-        return cls(
-            **cls.provenance_kwargs(f),
-            series=[Series.from_dict(s, source, place) for place, s in _items(f, "series")],
-        )
+    def from_dict(cls, doc: object, source: str = "<dict>") -> BenchResult:
+        saved = decode(doc, BenchDoc, source)
+        return cls(**saved.provenance(), series=[Series.from_document(s) for s in saved.series])
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per point: series, x, y and extra columns."""
@@ -252,11 +279,7 @@ class BenchResult(Shown, _Provenance):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> BenchResult:
-        doc = load_json(BENCH_KIND, path)
-        try:
-            result = cls.from_dict(doc, str(path))
-        except ValueError as exc:  # e.g. a Series whose columns disagree
-            raise _malformed(BENCH_KIND, path, exc) from None
+        result = cls.from_dict(load_json(BENCH_KIND, path), str(path))
         result.replayed_from = str(path)
         return result
 
@@ -273,71 +296,53 @@ class AlphaBetaFit:
     def predict_s(self, nbytes: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return self.alpha_s + _floats(nbytes) / self.beta_Bps
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
+        return encode(self.document())
+
+    def document(self) -> AlphaBetaDoc:
         beta = self.beta_Bps / 1e9 if math.isfinite(self.beta_Bps) else None  # flat: no slope
-        return {
-            "alpha_us": self.alpha_s * 1e6,
-            "beta_GBps": beta,
-            "rel_rms": self.rel_rms,
-            "points": self.points,
-        }
+        return AlphaBetaDoc(self.alpha_s * 1e6, beta, self.rel_rms, self.points)
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> AlphaBetaFit:
-        f = Fields(doc, source, where)
-        beta = f.number("beta_GBps", optional=True, low=0.0)
-        return cls(
-            _num(f, "alpha_us", low=-1e300) * 1e-6,
-            math.inf if beta is None else beta * 1e9,
-            _num(f, "rel_rms"),
-            f.integer("points"),
-        )
+    def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> AlphaBetaFit:
+        return cls.from_document(decode(doc, AlphaBetaDoc, source, where))
+
+    @classmethod
+    def from_document(cls, doc: AlphaBetaDoc) -> AlphaBetaFit:
+        beta = math.inf if doc.beta_GBps is None else doc.beta_GBps * 1e9
+        return cls(doc.alpha_us * 1e-6, beta, doc.rel_rms, doc.points)
+
+
+class AlphaBetaDoc(msgspec.Struct):
+    """A saved AlphaBetaFit, in the units people read: us and GB/s (null: no slope)."""
+
+    alpha_us: Signed
+    beta_GBps: Amount | None
+    rel_rms: Amount
+    points: Count
 
 
 @dataclass
 class CollectiveRow:
     """One (op, size) point, with nccl-tests' definitions (see perflab.analysis.collectives)."""
 
-    op: str
-    bytes: int
-    world_size: int
-    backend: str
-    time_us: float
-    algbw_GBps: float
-    busbw_GBps: float
-    dtype: str = "float32"
-    iters: int = 0
+    op: Text
+    bytes: Count
+    world_size: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)]
+    backend: Text
+    time_us: Amount
+    algbw_GBps: Amount
+    busbw_GBps: Amount
+    dtype: Text = "float32"
+    iters: Count = 0
     verified: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "bytes": self.bytes,
-            "world_size": self.world_size,
-            "backend": self.backend,
-            "time_us": self.time_us,
-            "algbw_GBps": self.algbw_GBps,
-            "busbw_GBps": self.busbw_GBps,
-            "dtype": self.dtype,
-            "iters": self.iters,
-            "verified": self.verified,
-        }
+    def to_dict(self) -> dict[str, object]:
+        return encode(self)
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>", where: str = "") -> CollectiveRow:
-        f = Fields(doc, source, where)
-        return cls(
-            f.text("op"),
-            f.integer("bytes", high=MAX_INT),
-            f.integer("world_size", low=1, high=1 << 20),
-            f.text("backend"),
-            _num(f, "time_us"),
-            _num(f, "algbw_GBps"),
-            _num(f, "busbw_GBps"),
-            f.text("dtype", "float32"),
-            f.integer("iters", 0),
-            f.flag("verified", False),
-        )
+    def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> CollectiveRow:
+        return decode(doc, cls, source, where)
 
 
 @dataclass
@@ -347,22 +352,15 @@ class CollectiveResult(Shown, _Provenance):
     rows: list[CollectiveRow] = field(default_factory=list)
     fits: dict[str, AlphaBetaFit] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.provenance_dict(),
-            "rows": [r.to_dict() for r in self.rows],
-            "fits": {op: f.to_dict() for op, f in self.fits.items()},
-        }
+    def to_dict(self) -> dict[str, object]:
+        fits = {op: f.document() for op, f in self.fits.items()}
+        return encode(CollectivesDoc(**self.provenance(), rows=list(self.rows), fits=fits))
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "<dict>") -> CollectiveResult:
-        f = Fields(doc, source)
-        fits = f.mapping("fits")
-        return cls(
-            **cls.provenance_kwargs(f),
-            rows=[CollectiveRow.from_dict(r, source, place) for place, r in _items(f, "rows")],
-            fits={str(k): AlphaBetaFit.from_dict(v, source, f"fits.{k}") for k, v in fits.items()},
-        )
+    def from_dict(cls, doc: object, source: str = "<dict>") -> CollectiveResult:
+        saved = decode(doc, CollectivesDoc, source)
+        fits = {op: AlphaBetaFit.from_document(f) for op, f in saved.fits.items()}
+        return cls(**saved.provenance(), rows=saved.rows, fits=fits)
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
@@ -374,11 +372,7 @@ class CollectiveResult(Shown, _Provenance):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CollectiveResult:
-        doc = load_json(COLLECTIVES_KIND, path)
-        try:
-            result = cls.from_dict(doc, str(path))
-        except ValueError as exc:
-            raise _malformed(COLLECTIVES_KIND, path, exc) from None
+        result = cls.from_dict(load_json(COLLECTIVES_KIND, path), str(path))
         result.replayed_from = str(path)
         return result
 
@@ -397,7 +391,7 @@ class Topology(Shown):
     def link(self, a: str, b: str) -> str:
         return self.links[self.devices.index(a)][self.devices.index(b)]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "devices": list(self.devices),
             "links": [list(r) for r in self.links],
@@ -405,6 +399,19 @@ class Topology(Shown):
             "nccl_network": self.nccl_network,
             "source": self.source,
         }
+
+
+class BenchDoc(ProvenanceDoc, kw_only=True):
+    """A saved BenchResult: where it was measured, then its series."""
+
+    series: list[SeriesDoc]
+
+
+class CollectivesDoc(ProvenanceDoc, kw_only=True):
+    """A saved CollectiveResult: where it was measured, its rows and a fit per op."""
+
+    rows: list[CollectiveRow]
+    fits: dict[str, AlphaBetaDoc] = {}
 
 
 def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:

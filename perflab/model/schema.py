@@ -70,7 +70,7 @@ def check(doc: object, kind: type[T], where: str = "") -> T:
     try:
         value = msgspec.convert(doc, type=kind)
     except msgspec.ValidationError as exc:
-        place, reason = _translate(str(exc), doc)
+        place, reason = _translate(str(exc), doc, kind)
         raise FieldError(_join(where, place), reason) from None
     try:
         _validate_tree(value)
@@ -148,12 +148,16 @@ def _join(where: str, place: str) -> str:
 
 # -- msgspec's messages in perflab's words ---------------------------------------------------
 
+Step = str | int | None  # a field or key, a list index; None: a key msgspec did not name
+
 _AT = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
 _FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>[^`]*)`$")
 _EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?:, got `(?P<got>[^`]+)`|(?P<bound> .+))$")
 _WORDS = {
     "int": "a whole number",
     "float": "a finite number",
+    "float | null": "a finite number or null",
     "str": "text",
     "bool": "true or false",
     "object": "an object",
@@ -163,40 +167,83 @@ _WORDS = {
 }
 
 
-def _translate(message: str, doc: object) -> tuple[str, str]:
+def _translate(message: str, doc: object, kind: type) -> tuple[str, str]:
     """(place, reason) of a msgspec ValidationError: ``$.samples_ns[3]`` becomes
     ``samples_ns[3]``, "Expected `float` >= 0.0" "must be a finite number >= 0.0, not -1.0"."""
     found = _AT.match(message)
     assert found is not None  # the pattern matches any text
-    text, place = found["message"], (found["path"] or "").lstrip(".")
+    text = found["message"]
+    steps = _name_keys(_steps(found["path"] or ""), doc, kind)
     named = _FIELD.match(text)
     if named:
-        place = _join(place, named["name"])
-        is_missing = named["what"] == "missing required"
-        return place, "is missing" if is_missing else "is not a field perflab writes"
+        place = _render([*steps, named["name"]])
+        return place, "is missing" if named["what"] == "missing required" else "is not known"
     expected = _EXPECTED.match(text)
     if expected is None:
-        return place, text
+        return _render(steps), text
     want = _WORDS.get(expected["want"], expected["want"])
     if expected["got"]:
-        return place, f"must be {want}, not {_WORDS.get(expected['got'], expected['got'])}"
-    return place, f"must be {want}{expected['bound']}, not {_short(_value_at(doc, place))}"
+        return _render(steps), f"must be {want}, not {_WORDS.get(expected['got'], expected['got'])}"
+    value = _short(_value_at(doc, steps))
+    return _render(steps), f"must be {want}{expected['bound']}, not {value}"
 
 
-_STEP = re.compile(r"\.?([^.\[]+)|\[(\d+|\.\.\.)\]")
+def _steps(path: str) -> list[Step]:
+    return [name or (int(index) if index else None) for name, index, _ in _STEP.findall(path)]
 
 
-def _value_at(doc: object, place: str) -> object:
-    """The value at ``place`` in ``doc`` (``...`` where a path step names no key)."""
+def _render(steps: list[Step]) -> str:
+    text = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps)
+    return text.lstrip(".")
+
+
+def _name_keys(steps: list[Step], doc: object, kind: type) -> list[Step]:
+    """``steps`` with each key msgspec left unnamed (``$.extra[...]``) found: the first key
+    of that object which alone still fails there (msgspec checks keys in order)."""
+    steps = list(steps)
+    for n, step in enumerate(steps):
+        holder = _value_at(doc, steps[:n])
+        if step is not None or not isinstance(holder, dict):
+            continue
+        prefix = _render(steps[:n])
+        for key, value in holder.items():
+            try:
+                msgspec.convert(_replaced(doc, steps[:n], {key: value}), type=kind)
+            except msgspec.ValidationError as exc:
+                found = _AT.match(str(exc))
+                path = _render(_steps(found["path"] or "")) if found else ""
+                if path.startswith(f"{prefix}.") or (not prefix and path):
+                    steps[n] = str(key)
+                    break
+    return steps
+
+
+def _replaced(doc: object, steps: list[Step], value: object) -> object:
+    """A copy of ``doc`` (copied only along ``steps``) with ``value`` at ``steps``."""
+    if not steps:
+        return value
+    head, rest = steps[0], steps[1:]
+    if isinstance(doc, dict) and isinstance(head, str):
+        return {**doc, head: _replaced(doc[head], rest, value)}
+    if isinstance(doc, list) and isinstance(head, int):
+        return [*doc[:head], _replaced(doc[head], rest, value), *doc[head + 1 :]]
+    return doc
+
+
+def _value_at(doc: object, steps: list[Step]) -> object:
+    """The value at ``steps`` in ``doc`` (Ellipsis where a step leads nowhere)."""
     value = doc
-    for name, index in _STEP.findall(place):
-        if name and isinstance(value, dict) and name in value:
-            value = value[name]
-        elif index.isdigit() and isinstance(value, list) and int(index) < len(value):
-            value = value[int(index)]
-        else:
-            return Ellipsis
+    for step in steps:
+        value = _child(value, step)
     return value
+
+
+def _child(value: object, step: Step) -> object:
+    if isinstance(value, dict) and isinstance(step, str):
+        return value.get(step, Ellipsis)
+    if isinstance(value, list) and isinstance(step, int) and step < len(value):
+        return value[step]
+    return Ellipsis
 
 
 def _short(value: object) -> str:
