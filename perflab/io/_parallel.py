@@ -28,8 +28,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -72,7 +72,9 @@ class Claims:
         return self.directory / f"result-{k}.npz"
 
 
-def save_result(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
+def save_result(
+    path: Path, arrays: dict[str, npt.NDArray[np.generic]], meta: dict[str, object]
+) -> None:
     save_arrays(path, arrays, meta, compress=False)  # read back at once: not worth packing
 
 
@@ -84,7 +86,9 @@ _COLUMN_TYPES = frozenset({"|b1", "|i1", "<i4", "<i8", "<f8"})
 _ALIGN = 8
 
 
-def save_columns(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]) -> None:
+def save_columns(
+    path: Path, arrays: Mapping[str, npt.NDArray[np.generic]], meta: Mapping[str, object]
+) -> None:
     """1-D numeric arrays and a JSON ``meta``, written aside and renamed."""
     listed = [[name, a.dtype.str, len(a)] for name, a in arrays.items()]
     header = json.dumps({"arrays": listed, "meta": meta}, allow_nan=False).encode()
@@ -99,7 +103,7 @@ def save_columns(path: Path, arrays: dict[str, npt.NDArray[Any]], meta: dict[str
     tmp.replace(path)
 
 
-def load_columns(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+def load_columns(path: Path) -> tuple[dict[str, npt.NDArray[np.generic]], dict[str, object]]:
     """What :func:`save_columns` wrote, each array read into its own memory (so that each
     is freed on its own). InputError for anything else."""
     with open(path, "rb") as fh:
@@ -112,7 +116,7 @@ def load_columns(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any
         listed = doc.get("arrays") if isinstance(doc, dict) else None
         if not isinstance(listed, list) or not isinstance(doc.get("meta"), dict):
             raise InputError("not a columns file", source=str(path))
-        arrays: dict[str, npt.NDArray[Any]] = {}
+        arrays: dict[str, npt.NDArray[np.generic]] = {}
         for entry in listed:
             name, dtype, count = _column_entry(entry, path)
             values = np.empty(count, dtype)
@@ -126,22 +130,16 @@ def load_columns(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any
     return arrays, doc["meta"]
 
 
-def _column_entry(entry: Any, path: Path) -> tuple[str, str, int]:
-    ok = (
-        isinstance(entry, list)
-        and len(entry) == 3
-        and isinstance(entry[0], str)
-        and entry[1] in _COLUMN_TYPES
-        and type(entry[2]) is int
-        and entry[2] >= 0
-    )
-    if not ok:
-        raise InputError(f"not a column: {str(entry)[:60]}", source=str(path))
-    return entry[0], entry[1], entry[2]
+def _column_entry(entry: object, path: Path) -> tuple[str, str, int]:
+    if isinstance(entry, list) and len(entry) == 3:
+        name, dtype, count = entry
+        if isinstance(name, str) and dtype in _COLUMN_TYPES and type(count) is int and count >= 0:
+            return name, dtype, count
+    raise InputError(f"not a column: {str(entry)[:60]}", source=str(path))
 
 
 def start_helper(
-    module: str, job: dict[str, Any], log: Path, *, piped: bool = False
+    module: str, job: Mapping[str, object], log: Path, *, piped: bool = False
 ) -> subprocess.Popen[bytes] | None:
     """``python -m module JOB`` with this interpreter's module search path (``piped``: with
     pipes to its standard input and output); None when no Python can be started."""
@@ -186,7 +184,7 @@ class PipedHelper:
         os.set_blocking(self.said.fileno(), False)
 
     @classmethod
-    def start(cls, module: str, job: dict[str, Any], log: Path) -> PipedHelper | None:
+    def start(cls, module: str, job: Mapping[str, object], log: Path) -> PipedHelper | None:
         process = start_helper(module, job, log, piped=True)
         return cls(process) if process is not None else None
 

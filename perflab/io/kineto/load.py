@@ -22,8 +22,9 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, TypedDict
 
+import numpy as np
 import numpy.typing as npt
 
 from perflab._gc import gc_paused
@@ -40,6 +41,7 @@ from perflab.io.kineto.decode import (
     event_stream,
     reread,
 )
+from perflab.io.kineto.records import Records
 from perflab.model.trace import Trace
 
 PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
@@ -151,7 +153,19 @@ class _Given:
     length: int
 
 
-Exported = tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]  # see Columns.export
+Exported = tuple[dict[str, npt.NDArray[np.generic]], dict[str, object]]  # see Columns.export
+
+
+class LoadJob(TypedDict):
+    """What every helper of one load is told: the folder they share and how to read."""
+
+    dir: str
+    source: str
+    python: bool
+
+
+class HelperJob(LoadJob):
+    helper: int  # its number, which names its slots
 
 
 class _Team:
@@ -161,7 +175,7 @@ class _Team:
     written again only once the result of the chunk in it is saved."""
 
     def __init__(
-        self, helpers: dict[int, _parallel.PipedHelper], job: dict[str, Any], text_size: int
+        self, helpers: dict[int, _parallel.PipedHelper], job: LoadJob, text_size: int
     ) -> None:
         self.helpers = helpers  # by the number in their job
         self.job = job
@@ -291,7 +305,7 @@ class _InOrder:
         self.team = team
         self.waiting: deque[Exported | int] = deque()  # chunk numbers and exported columns
 
-    def add(self, events: list[Any]) -> None:
+    def add(self, events: Records) -> None:
         self.current.add(events)
 
     def chunk_given(self, k: int) -> None:
@@ -330,10 +344,10 @@ def _load_parallel(
     read by one stream after all (bad input, which that path explains)."""
     began = time.monotonic()
     with _tempdirs.owned_temp_dir(TEMP_PREFIX) as tmp, event_stream(path) as stream:
-        job = {"dir": tmp, "source": source, "python": python}
+        job: LoadJob = {"dir": tmp, "source": source, "python": python}
         started = {
             i: _parallel.PipedHelper.start(
-                _HELPER_MODULE, {**job, "helper": i}, Path(tmp, f"helper-{i}.log")
+                _HELPER_MODULE, HelperJob(**job, helper=i), Path(tmp, f"helper-{i}.log")
             )
             for i in range(helpers)
         }
@@ -362,7 +376,7 @@ def _load_parallel(
         return merged.base.finish(doc, lambda: reread(path))
 
 
-def chunk_columns(buf: bytearray, length: int, job: dict[str, Any]) -> Exported:
+def chunk_columns(buf: bytearray, length: int, job: LoadJob) -> Exported:
     """A chunk's events as exported columns (see Columns.export); its text is
     ``buf[1 : 1 + length]`` (see fast.chunk_events)."""
     columns = Columns(job["source"], job["python"])
@@ -375,7 +389,7 @@ def chunk_columns(buf: bytearray, length: int, job: dict[str, Any]) -> Exported:
 class _Server:
     """A helper's side: chunks read from its slots into one buffer, used again."""
 
-    def __init__(self, job: dict[str, Any]) -> None:
+    def __init__(self, job: HelperJob) -> None:
         self.job = job
         self.buf = bytearray()
 
@@ -390,7 +404,7 @@ class _Server:
         return k
 
 
-def run_helper(job: dict[str, Any], work: BinaryIO, said: BinaryIO) -> int:
+def run_helper(job: HelperJob, work: BinaryIO, said: BinaryIO) -> int:
     """A helper process (``python -m perflab.io.kineto.helper JOB``): READY on ``said``, then
     for every chunk given on ``work`` (a line ``k slot length``), its columns saved and k
     said. Its exit status: DATA_ERROR when a chunk does not decode (the caller's own
