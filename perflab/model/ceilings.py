@@ -16,15 +16,16 @@ H200"``, ``"CPU: AMD EPYC"``). Every number in the file was measured on that dev
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
-from perflab.errors import SchemaError
+import msgspec
+
 from perflab.model.display import Shown
-from perflab.model.fields import Fields
+from perflab.model.fields import MAX_FLOAT
+from perflab.model.schema import Text, TextMap, Texts, decode, encode
 from perflab.model.serialize import CACHE_ENV as CACHE_ENV
 from perflab.model.serialize import cache_dir, dump_json, load_json
 from perflab.model.timing import now_iso
@@ -46,7 +47,7 @@ class Ceilings(Shown):
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """What ``perflab ceilings --json`` prints: device, backend, flops, bandwidth."""
         return {
             "device": self.device,
@@ -55,40 +56,51 @@ class Ceilings(Shown):
             "bandwidth": dict(self.bandwidth),
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.summary(),
-            "date": self.date,
-            "versions": dict(self.versions),
-            "notes": list(self.notes),
-        }
+    def to_dict(self) -> dict[str, object]:
+        return encode(self.document())
+
+    def document(self) -> CeilingsDoc:
+        return CeilingsDoc(
+            device=self.device,
+            backend=self.backend,
+            flops=dict(self.flops),
+            bandwidth=dict(self.bandwidth),
+            date=self.date,
+            versions=dict(self.versions),
+            notes=list(self.notes),
+        )
 
     @classmethod
-    def from_dict(cls, doc: Any, source: str = "ceilings") -> Ceilings:
+    def from_dict(cls, doc: object, source: str = "ceilings") -> Ceilings:
         """Checked field by field: a bad one is a SchemaError naming the file and field."""
-        f = Fields(doc, source)
+        return cls.from_document(decode(doc, CeilingsDoc, source))
+
+    @classmethod
+    def from_document(cls, doc: CeilingsDoc) -> Ceilings:
         return cls(
-            device=f.text("device"),
-            backend=f.text("backend"),
-            flops=_rates(f.mapping("flops"), "flops", source),
-            bandwidth=_rates(f.mapping("bandwidth"), "bandwidth", source),
-            date=f.text("date", ""),
-            versions=f.text_map("versions"),
-            notes=f.texts("notes"),
+            doc.device, doc.backend, doc.flops, doc.bandwidth, doc.date, doc.versions, doc.notes
         )
 
 
-def _rates(values: Any, what: str, source: str) -> dict[str, float]:
-    if not isinstance(values, dict):
-        raise SchemaError(f"{what} must be an object of name: number", source=source)
-    out = {}
-    for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SchemaError(f"{what}[{key!r}] is not a number: {value!r}", source=source)
-        if not (math.isfinite(value) and value > 0):
-            raise SchemaError(f"{what}[{key!r}] must be positive, not {value!r}", source=source)
-        out[str(key)] = float(value)
-    return out
+Rate = Annotated[float, msgspec.Meta(gt=0, le=MAX_FLOAT)]  # measured: positive, finite
+
+
+class CeilingsDoc(msgspec.Struct, kw_only=True):
+    """One device's saved ceilings: GFLOP/s per dtype, GB/s per memory level."""
+
+    device: Text
+    backend: Text
+    flops: dict[str, Rate] = {}
+    bandwidth: dict[str, Rate] = {}
+    date: Text = ""
+    versions: TextMap = {}
+    notes: Texts = []
+
+
+class CeilingsFile(msgspec.Struct):
+    """The cache file: each measured device's ceilings under its name."""
+
+    devices: dict[str, CeilingsDoc]
 
 
 def cache_path() -> Path:
@@ -101,14 +113,8 @@ def all_ceilings(path: str | os.PathLike[str] | None = None) -> dict[str, Ceilin
     target = Path(path) if path is not None else cache_path()
     if not target.exists():
         return {}
-    doc = load_json(KIND, target)
-    devices = doc.get("devices")
-    if not isinstance(devices, dict):
-        raise SchemaError("no 'devices' object", source=str(target))
-    return {
-        str(name): Ceilings.from_dict(entry, f"{target} [{name}]")
-        for name, entry in devices.items()
-    }
+    saved = decode(load_json(KIND, target), CeilingsFile, str(target))
+    return {name: Ceilings.from_document(entry) for name, entry in saved.devices.items()}
 
 
 def load_ceilings(device_name: str, path: str | os.PathLike[str] | None = None) -> Ceilings | None:
@@ -124,6 +130,6 @@ def save_ceilings(ceilings: Ceilings, path: str | os.PathLike[str] | None = None
     """Store ``ceilings`` under its device name, keeping other devices' entries."""
     target = Path(path) if path is not None else cache_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    devices = {name: c.to_dict() for name, c in all_ceilings(target).items()}
-    devices[ceilings.device] = ceilings.to_dict()
-    return dump_json(KIND, {"devices": devices}, target)
+    devices = {name: c.document() for name, c in all_ceilings(target).items()}
+    devices[ceilings.device] = ceilings.document()
+    return dump_json(KIND, encode(CeilingsFile(devices)), target)
