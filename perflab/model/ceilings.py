@@ -19,16 +19,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
-
-import msgspec
+from typing import TYPE_CHECKING
 
 from perflab.model.display import Shown
-from perflab.model.fields import MAX_FLOAT
-from perflab.model.schema import Text, TextMap, Texts, decode, encode
 from perflab.model.serialize import CACHE_ENV as CACHE_ENV
 from perflab.model.serialize import cache_dir, dump_json, load_json
 from perflab.model.timing import now_iso
+
+if TYPE_CHECKING:
+    from perflab.model.saved import CeilingsDoc
 
 KIND = "Ceilings"
 FILE_NAME = "ceilings.json"
@@ -57,9 +56,13 @@ class Ceilings(Shown):
         }
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
         return encode(self.document())
 
     def document(self) -> CeilingsDoc:
+        from perflab.model.saved import CeilingsDoc
+
         return CeilingsDoc(
             device=self.device,
             backend=self.backend,
@@ -73,6 +76,9 @@ class Ceilings(Shown):
     @classmethod
     def from_dict(cls, doc: object, source: str = "ceilings") -> Ceilings:
         """Checked field by field: a bad one is a SchemaError naming the file and field."""
+        from perflab.model.saved import CeilingsDoc
+        from perflab.model.schema import decode
+
         return cls.from_document(decode(doc, CeilingsDoc, source))
 
     @classmethod
@@ -80,27 +86,6 @@ class Ceilings(Shown):
         return cls(
             doc.device, doc.backend, doc.flops, doc.bandwidth, doc.date, doc.versions, doc.notes
         )
-
-
-Rate = Annotated[float, msgspec.Meta(gt=0, le=MAX_FLOAT)]  # measured: positive, finite
-
-
-class CeilingsDoc(msgspec.Struct, kw_only=True):
-    """One device's saved ceilings: GFLOP/s per dtype, GB/s per memory level."""
-
-    device: Text
-    backend: Text
-    flops: dict[str, Rate] = {}
-    bandwidth: dict[str, Rate] = {}
-    date: Text = ""
-    versions: TextMap = {}
-    notes: Texts = []
-
-
-class CeilingsFile(msgspec.Struct):
-    """The cache file: each measured device's ceilings under its name."""
-
-    devices: dict[str, CeilingsDoc]
 
 
 def cache_path() -> Path:
@@ -113,6 +98,9 @@ def all_ceilings(path: str | os.PathLike[str] | None = None) -> dict[str, Ceilin
     target = Path(path) if path is not None else cache_path()
     if not target.exists():
         return {}
+    from perflab.model.saved import CeilingsFile
+    from perflab.model.schema import decode
+
     saved = decode(load_json(KIND, target), CeilingsFile, str(target))
     return {name: Ceilings.from_document(entry) for name, entry in saved.devices.items()}
 
@@ -128,6 +116,9 @@ def load_ceilings(device_name: str, path: str | os.PathLike[str] | None = None) 
 
 def save_ceilings(ceilings: Ceilings, path: str | os.PathLike[str] | None = None) -> Path:
     """Store ``ceilings`` under its device name, keeping other devices' entries."""
+    from perflab.model.saved import CeilingsFile
+    from perflab.model.schema import encode
+
     target = Path(path) if path is not None else cache_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     devices = {name: c.document() for name, c in all_ceilings(target).items()}

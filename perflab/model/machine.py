@@ -13,32 +13,26 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import SchemaError
 from perflab.model.display import Shown
-from perflab.model.schema import (
-    Amount,
-    Count,
-    Invalid,
-    Options,
-    Signed,
-    Text,
-    TextMap,
-    Texts,
-    decode,
-    encode,
-    require_length,
-)
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.timing import now_iso
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perflab.model.saved import (
+        AlphaBetaDoc,
+        CollectiveRowDoc,
+        LevelDoc,
+        ProvenanceDoc,
+        SeriesDoc,
+    )
 
 BENCH_KIND = "BenchResult"
 COLLECTIVES_KIND = "CollectiveResult"
@@ -67,18 +61,32 @@ def _whole(value: float) -> float:
 class Level:
     """A plateau of a sweep: ``x`` from ``x_min`` to ``x_max`` at about ``value``."""
 
-    name: Text
-    x_min: Amount
-    x_max: Amount
-    value: Amount
-    points: Count
+    name: str
+    x_min: float
+    x_max: float
+    value: float
+    points: int
 
     def to_dict(self) -> dict[str, object]:
-        return encode(self)
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> LevelDoc:
+        from perflab.model.saved import LevelDoc
+
+        return LevelDoc(self.name, self.x_min, self.x_max, self.value, self.points)
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> Level:
-        return decode(doc, cls, source, where)
+        from perflab.model.saved import LevelDoc
+        from perflab.model.schema import decode
+
+        return cls.from_document(decode(doc, LevelDoc, source, where))
+
+    @classmethod
+    def from_document(cls, doc: LevelDoc) -> Level:
+        return cls(doc.name, doc.x_min, doc.x_max, doc.value, doc.points)
 
 
 @dataclass
@@ -129,9 +137,13 @@ class Series:
         ]
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
         return encode(self.document())
 
     def document(self) -> SeriesDoc:
+        from perflab.model.saved import SeriesDoc
+
         return SeriesDoc(
             name=self.name,
             x_unit=self.x_unit,
@@ -139,13 +151,16 @@ class Series:
             x=_finite_list(self.x),
             y=_finite_list(self.y),
             extra={k: _finite_list(v) for k, v in self.extra.items()},
-            levels=list(self.levels),
+            levels=[lv.document() for lv in self.levels],
         )
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> Series:
         """Checked: x finite and >= 0, y and extra columns >= 0 or null (not measured),
         every column as long as x."""
+        from perflab.model.saved import SeriesDoc
+        from perflab.model.schema import decode
+
         return cls.from_document(decode(doc, SeriesDoc, source, where))
 
     @classmethod
@@ -157,30 +172,8 @@ class Series:
             x_unit=doc.x_unit,
             y_unit=doc.y_unit,
             extra={k: _column(v) for k, v in doc.extra.items()},
-            levels=doc.levels,
+            levels=[Level.from_document(lv) for lv in doc.levels],
         )
-
-
-Column = list[Amount | None]  # null where a point was not measured
-
-
-class SeriesDoc(msgspec.Struct, kw_only=True):
-    """A saved Series: its columns as lists of numbers, as long as x."""
-
-    name: Text
-    x_unit: Text = "bytes"
-    y_unit: Text = "ns"
-    x: Column
-    y: Column
-    extra: dict[str, Column] = {}
-    levels: list[Level] = []
-
-    def validate(self) -> None:
-        if None in self.x:
-            raise Invalid(f"x[{self.x.index(None)}]", "must be a finite number, not null")
-        require_length("y", self.y, len(self.x))
-        for key, column in self.extra.items():
-            require_length(f"extra.{key}", column, len(self.x))
 
 
 @dataclass
@@ -198,7 +191,7 @@ class _Provenance:
 
     def provenance(self) -> Provenance:
         """The fields both saved kinds write first (``replayed_from`` is not saved)."""
-        return _provenance(self)
+        return provenance_of(self)
 
     def provenance_line(self) -> str:
         keep = ("torch", "triton", "cupy", "numpy", "driver")
@@ -219,22 +212,7 @@ class Provenance(TypedDict):
     warnings: list[str]
 
 
-class ProvenanceDoc(msgspec.Struct, kw_only=True):
-    """Where and when a saved result was measured: the first keys of both kinds."""
-
-    benchmark: Text
-    device: Text
-    backend: Text
-    created: Text = ""
-    versions: TextMap = {}
-    options: Options = {}
-    warnings: Texts = []
-
-    def provenance(self) -> Provenance:
-        return _provenance(self)
-
-
-def _provenance(of: _Provenance | ProvenanceDoc) -> Provenance:
+def provenance_of(of: _Provenance | ProvenanceDoc) -> Provenance:
     return Provenance(
         benchmark=of.benchmark,
         device=of.device,
@@ -260,10 +238,16 @@ class BenchResult(Shown, _Provenance):
         raise KeyError(f"no series {name!r} in {self.benchmark} (have: {names})")
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.saved import BenchDoc
+        from perflab.model.schema import encode
+
         return encode(BenchDoc(**self.provenance(), series=[s.document() for s in self.series]))
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>") -> BenchResult:
+        from perflab.model.saved import BenchDoc
+        from perflab.model.schema import decode
+
         saved = decode(doc, BenchDoc, source)
         return cls(**saved.provenance(), series=[Series.from_document(s) for s in saved.series])
 
@@ -297,14 +281,21 @@ class AlphaBetaFit:
         return self.alpha_s + _floats(nbytes) / self.beta_Bps
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
         return encode(self.document())
 
     def document(self) -> AlphaBetaDoc:
+        from perflab.model.saved import AlphaBetaDoc
+
         beta = self.beta_Bps / 1e9 if math.isfinite(self.beta_Bps) else None  # flat: no slope
         return AlphaBetaDoc(self.alpha_s * 1e6, beta, self.rel_rms, self.points)
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> AlphaBetaFit:
+        from perflab.model.saved import AlphaBetaDoc
+        from perflab.model.schema import decode
+
         return cls.from_document(decode(doc, AlphaBetaDoc, source, where))
 
     @classmethod
@@ -313,36 +304,63 @@ class AlphaBetaFit:
         return cls(doc.alpha_us * 1e-6, beta, doc.rel_rms, doc.points)
 
 
-class AlphaBetaDoc(msgspec.Struct):
-    """A saved AlphaBetaFit, in the units people read: us and GB/s (null: no slope)."""
-
-    alpha_us: Signed
-    beta_GBps: Amount | None
-    rel_rms: Amount
-    points: Count
-
-
 @dataclass
 class CollectiveRow:
     """One (op, size) point, with nccl-tests' definitions (see perflab.analysis.collectives)."""
 
-    op: Text
-    bytes: Count
-    world_size: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)]
-    backend: Text
-    time_us: Amount
-    algbw_GBps: Amount
-    busbw_GBps: Amount
-    dtype: Text = "float32"
-    iters: Count = 0
+    op: str
+    bytes: int
+    world_size: int
+    backend: str
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    dtype: str = "float32"
+    iters: int = 0
     verified: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return encode(self)
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> CollectiveRowDoc:
+        from perflab.model.saved import CollectiveRowDoc
+
+        return CollectiveRowDoc(
+            op=self.op,
+            bytes=self.bytes,
+            world_size=self.world_size,
+            backend=self.backend,
+            time_us=self.time_us,
+            algbw_GBps=self.algbw_GBps,
+            busbw_GBps=self.busbw_GBps,
+            dtype=self.dtype,
+            iters=self.iters,
+            verified=self.verified,
+        )
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>", where: str = "") -> CollectiveRow:
-        return decode(doc, cls, source, where)
+        from perflab.model.saved import CollectiveRowDoc
+        from perflab.model.schema import decode
+
+        return cls.from_document(decode(doc, CollectiveRowDoc, source, where))
+
+    @classmethod
+    def from_document(cls, doc: CollectiveRowDoc) -> CollectiveRow:
+        return cls(
+            doc.op,
+            doc.bytes,
+            doc.world_size,
+            doc.backend,
+            doc.time_us,
+            doc.algbw_GBps,
+            doc.busbw_GBps,
+            doc.dtype,
+            doc.iters,
+            doc.verified,
+        )
 
 
 @dataclass
@@ -353,14 +371,22 @@ class CollectiveResult(Shown, _Provenance):
     fits: dict[str, AlphaBetaFit] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.saved import CollectivesDoc
+        from perflab.model.schema import encode
+
+        rows = [r.document() for r in self.rows]
         fits = {op: f.document() for op, f in self.fits.items()}
-        return encode(CollectivesDoc(**self.provenance(), rows=list(self.rows), fits=fits))
+        return encode(CollectivesDoc(**self.provenance(), rows=rows, fits=fits))
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>") -> CollectiveResult:
+        from perflab.model.saved import CollectivesDoc
+        from perflab.model.schema import decode
+
         saved = decode(doc, CollectivesDoc, source)
+        rows = [CollectiveRow.from_document(r) for r in saved.rows]
         fits = {op: AlphaBetaFit.from_document(f) for op, f in saved.fits.items()}
-        return cls(**saved.provenance(), rows=saved.rows, fits=fits)
+        return cls(**saved.provenance(), rows=rows, fits=fits)
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
@@ -399,19 +425,6 @@ class Topology(Shown):
             "nccl_network": self.nccl_network,
             "source": self.source,
         }
-
-
-class BenchDoc(ProvenanceDoc, kw_only=True):
-    """A saved BenchResult: where it was measured, then its series."""
-
-    series: list[SeriesDoc]
-
-
-class CollectivesDoc(ProvenanceDoc, kw_only=True):
-    """A saved CollectiveResult: where it was measured, its rows and a fit per op."""
-
-    rows: list[CollectiveRow]
-    fits: dict[str, AlphaBetaDoc] = {}
 
 
 def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.model.display import Shown
-from perflab.model.schema import FieldError, Text, check, encode
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perflab.model.saved import OpTableDoc
 
 
 @dataclass
@@ -77,9 +77,13 @@ class OpTable(Shown):
         )
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
         return encode(self.document())
 
     def document(self) -> OpTableDoc:
+        from perflab.model.saved import OpRow, OpTableDoc
+
         rows = zip(self.names, self.calls.tolist(), self.total_ns.tolist(), strict=True)
         return OpTableDoc(kind=self.kind, rows=[OpRow(n, c, t) for n, c, t in rows])
 
@@ -88,6 +92,9 @@ class OpTable(Shown):
         """The inverse of :meth:`to_dict`; a row that ``to_dict`` cannot have written (a
         name that is not text, counts that are not whole numbers >= 0 within int64) is a
         ValueError naming the row."""
+        from perflab.model.saved import OpTableDoc
+        from perflab.model.schema import FieldError, check
+
         try:
             return cls.from_document(check(doc, OpTableDoc))
         except FieldError as exc:
@@ -110,19 +117,3 @@ class OpTable(Shown):
                 "share": self.share,
             }
         )
-
-
-Int64Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # an int64 column's value
-
-
-class OpRow(msgspec.Struct):
-    name: Text
-    calls: Int64Count
-    total_ns: Int64Count
-
-
-class OpTableDoc(msgspec.Struct, kw_only=True):
-    """A saved OpTable: what its rows are and each row, longest first."""
-
-    kind: Text = "kernel"
-    rows: list[OpRow]

@@ -7,30 +7,20 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
 from perflab.model import stats
 from perflab.model.display import Shown
-from perflab.model.optable import OpTable, OpTableDoc
-from perflab.model.schema import (
-    Amount,
-    Amounts,
-    Invalid,
-    Options,
-    Text,
-    TextMap,
-    Texts,
-    decode,
-    encode,
-    require_length,
-)
+from perflab.model.optable import OpTable
 from perflab.model.serialize import dump_json, load_json
 from perflab.model.units import format_ns
+
+if TYPE_CHECKING:
+    from perflab.model.saved import TimingDoc
 
 KIND = "TimingResult"
 MAX_CALLS = 10_000_000  # calls per sample: the timing engine's own limit
@@ -238,10 +228,14 @@ class TimingResult(Shown):
 
     # --- persistence ------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
         return encode(self.document())
 
     def document(self) -> TimingDoc:
         """The saved form, with the summary a reader of the file sees first."""
+        from perflab.model.saved import TimingDoc
+
         lo, hi = self.ci95_ns
         summary = {
             "n": self.n,
@@ -277,6 +271,9 @@ class TimingResult(Shown):
     def from_dict(cls, doc: object, source: str = "<dict>") -> TimingResult:
         """Build from a saved document, checking every field (types, finiteness, ranges);
         a bad field is a SchemaError naming ``source`` and the field."""
+        from perflab.model.saved import TimingDoc
+        from perflab.model.schema import decode
+
         saved = decode(doc, TimingDoc, source)
         return cls(
             samples_ns=np.asarray(saved.samples_ns, dtype=np.float64),
@@ -319,44 +316,3 @@ class TimingResult(Shown):
 
     def __str__(self) -> str:
         return self.summary_line()
-
-
-class TimingDoc(msgspec.Struct, kw_only=True):
-    """A saved TimingResult, key by key in the order written. ``summary`` is what the
-    samples give (written for readers of the file, recomputed when loaded)."""
-
-    missing_first: ClassVar[tuple[str, ...]] = ("samples_ns",)
-
-    name: Text = "cell"
-    backend: Text
-    device: Text
-    number: Annotated[int, msgspec.Meta(ge=1, le=MAX_CALLS)] = 1
-    created: Text = ""
-    versions: TextMap = {}
-    options: Options = {}
-    warnings: Texts = []
-    samples_ns: Amounts
-    host_ns: Amounts | None = None
-    stop_reason: Text = ""
-    throttle: Options = {}
-    floor_ns: Amount | None = None
-    resolution_ns: Amount | None = None
-    summary: Options | None = None
-    kernels: OpTableDoc | None = None
-    flops: Amount | None = None
-    bytes: Amount | None = None
-
-    def validate(self) -> None:
-        """Samples a timer can report, as many host times as samples (when kept), and
-        timer steps that are measurable times (or unknown: saved before they were kept)."""
-        if len(self.samples_ns) == 0:
-            raise Invalid("samples_ns", "has no samples")
-        bad = first_unmeasurable(self.samples_ns)
-        if bad is not None:
-            raise Invalid(f"samples_ns[{bad}]", unmeasurable_text(self.samples_ns[bad]))
-        if self.host_ns is not None:
-            require_length("host_ns", self.host_ns, len(self.samples_ns))
-        for key in ("floor_ns", "resolution_ns"):
-            step = getattr(self, key)
-            if step is not None and first_unmeasurable([step]) is not None:
-                raise Invalid(key, unmeasurable_text(step))
