@@ -10,6 +10,7 @@ from perflab.analysis.idle_causes import CAUSES, HEURISTIC_NOTE, RULES, CauseTot
 from perflab.model.units import format_ns, format_us
 from perflab.render.html import esc, style, svg_image, table, text_table, wrap
 from perflab.render.svg import nice_ticks, text_element
+from perflab.render.svg_chart import TextProps
 from perflab.render.tables import frame_html, frame_text
 
 LONGEST = 10  # gaps shown with their evidence
@@ -130,7 +131,7 @@ def idle_svg(result: IdleCauses) -> str:
     return "\n".join([*out, "</svg>"])
 
 
-_RIGHT = {"align": "right", "baseline": "middle"}
+_RIGHT: TextProps = {"align": "right", "baseline": "middle"}
 
 
 def _runs(states: Sequence[int], x0: int, y: int) -> list[str]:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from perflab.render.svg_chart import Floats as Floats
 from perflab.render.svg_chart import GlyphColumns as GlyphColumns
 from perflab.render.svg_chart import Scale as Scale
 from perflab.render.svg_chart import Shapes as Shapes
+from perflab.render.svg_chart import TextProps as TextProps
 from perflab.render.svg_chart import axis_range as axis_range
 from perflab.render.svg_chart import axis_ticks as axis_ticks
 from perflab.render.svg_chart import current_look as current_look
@@ -56,10 +57,18 @@ from perflab.render.svg_chart import paint_attrs as paint_attrs
 from perflab.render.svg_chart import renderer_data as renderer_data
 from perflab.render.svg_chart import stroke_attrs as stroke_attrs
 from perflab.render.svg_chart import text_element as text_element
+from perflab.render.svg_timeline import Filled as Filled
 from perflab.render.svg_timeline import busy_outline as busy_outline
 from perflab.render.svg_timeline import collective_sources as collective_sources
 from perflab.render.svg_timeline import timeline_args as timeline_args
 from perflab.render.svg_timeline import timeline_sources as timeline_sources
+
+if TYPE_CHECKING:
+    from bokeh.model import Model
+    from bokeh.models import Axis, Plot
+    from bokeh.models.annotations import BoxAnnotation, Label, Legend, LegendItem, Span
+    from bokeh.models.glyph import Glyph
+    from bokeh.models.renderers import GlyphRenderer
 
 # --- one figure ----------------------------------------------------------------------------
 
@@ -75,14 +84,16 @@ class Box:
     ox: float
 
 
-def _glyph_renderers(fig: Any) -> Iterator[Any]:
+def _glyph_renderers(fig: Plot) -> Iterator[GlyphRenderer[Glyph]]:
+    from bokeh.models.renderers import GlyphRenderer
+
     for r in fig.renderers:
-        if type(r).__name__ == "GlyphRenderer" and r.visible and r.glyph is not None:
+        if isinstance(r, GlyphRenderer) and r.visible and r.glyph is not None:
             yield r
 
 
-def _data_of(fig: Any, filled: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    out = {}
+def _data_of(fig: Plot, filled: Filled) -> Filled:
+    out: Filled = {}
     for r in _glyph_renderers(fig):
         out[id(r)] = filled.get(id(r.data_source)) or renderer_data(r)
     return out
@@ -92,7 +103,7 @@ X_PROPS = ("x", "left", "right", "x0", "x1")
 Y_PROPS = ("y", "top", "bottom", "y0", "y1")
 
 
-def _data_values(fig: Any, data: dict[int, dict[str, Any]], props: Sequence[str]) -> list[Floats]:
+def _data_values(fig: Plot, data: Filled, props: Sequence[str]) -> list[Floats]:
     values = []
     for r in _glyph_renderers(fig):
         cols = GlyphColumns(r.glyph, data[id(r)])
@@ -105,7 +116,7 @@ def _data_values(fig: Any, data: dict[int, dict[str, Any]], props: Sequence[str]
     return values
 
 
-def _scales(fig: Any, frame: Box, data: dict[int, dict[str, Any]]) -> tuple[Scale, Scale]:
+def _scales(fig: Plot, frame: Box, data: Filled) -> tuple[Scale, Scale]:
     xlog = type(fig.x_scale).__name__ == "LogScale"
     ylog = type(fig.y_scale).__name__ == "LogScale"
     x0, x1 = axis_range(fig.x_range, _data_values(fig, data, X_PROPS), xlog)
@@ -115,36 +126,41 @@ def _scales(fig: Any, frame: Box, data: dict[int, dict[str, Any]]) -> tuple[Scal
     return sx, sy
 
 
-def _visible_axes(models: Sequence[Any]) -> list[Any]:
-    return [a for a in models if "Axis" in type(a).__name__ and a.visible]
+def _visible_axes(models: Sequence[object]) -> list[Axis]:
+    from bokeh.models import Axis
+
+    return [a for a in models if isinstance(a, Axis) and a.visible]
 
 
 def _axis_title(text: str, x: float, y: float, vertical: bool) -> str:
-    props: dict[str, Any] = {"align": "center", "size": "12px", "color": "#333333"}
-    props.update({"baseline": "middle", "angle": math.pi / 2} if vertical else {})
+    props: TextProps = {"align": "center", "size": "12px", "color": "#333333"}
+    if vertical:
+        props.update({"baseline": "middle", "angle": math.pi / 2})
     return text_element(x, y, text, props)
 
 
-def _axes(out: list[str], fig: Any, frame: Box, sx: Scale, sy: Scale) -> None:
+def _axes(out: list[str], fig: Plot, frame: Box, sx: Scale, sy: Scale) -> None:
     """Grid lines, tick labels and axis titles (bottom and left axes)."""
     bottom, right = frame.y + frame.h, frame.x + frame.w
     size = f"{current_look.get().tick_px:g}px"
-    tick_x = {"align": "center", "baseline": "top", "size": size}
-    tick_y = {"align": "right", "baseline": "middle", "size": size}
+    tick_x: TextProps = {"align": "center", "baseline": "top", "size": size}
+    tick_y: TextProps = {"align": "right", "baseline": "middle", "size": size}
     for axis in _visible_axes(fig.below):
         for t, label in axis_ticks(axis, sx.start, sx.end, sx.log):
             px = float(sx([t])[0])
             out.append(f'<path d="M{num(px)} {num(frame.y)}V{num(bottom)}" stroke="{GRID}"/>')
             out.append(text_element(px, bottom + 4, label, tick_x))
         if axis.axis_label:
-            out.append(_axis_title(axis.axis_label, frame.x + frame.w / 2, bottom + 40, False))
+            out.append(_axis_title(str(axis.axis_label), frame.x + frame.w / 2, bottom + 40, False))
     for axis in _visible_axes(fig.left):
         for t, label in axis_ticks(axis, sy.start, sy.end, sy.log):
             py = float(sy([t])[0])
             out.append(f'<path d="M{num(frame.x)} {num(py)}H{num(right)}" stroke="{GRID}"/>')
             out.append(text_element(frame.x - 4, py, shorten(label, Y_LABEL_CHARS), tick_y))
         if axis.axis_label:
-            out.append(_axis_title(axis.axis_label, frame.ox + 12, frame.y + frame.h / 2, True))
+            out.append(
+                _axis_title(str(axis.axis_label), frame.ox + 12, frame.y + frame.h / 2, True)
+            )
 
 
 def _rect(box: Box, paint: str) -> str:
@@ -152,12 +168,9 @@ def _rect(box: Box, paint: str) -> str:
     return f"<rect {where} {paint}/>"
 
 
-def frame_margin(fig: Any) -> tuple[float, float, float, float]:
+def frame_margin(fig: Plot) -> tuple[float, float, float, float]:
     """Left, top, right, bottom space around the plot area, as bokeh leaves roughly."""
-    has = {
-        side: any("Axis" in type(a).__name__ and a.visible for a in getattr(fig, side))
-        for side in ("left", "below")
-    }
+    has = {"left": bool(_visible_axes(fig.left)), "below": bool(_visible_axes(fig.below))}
     labels = [str(getattr(a, "major_label_overrides", {}) or "") for a in fig.left]
     left = 70.0 + (20.0 if any(len(s) > 60 for s in labels) else 0.0) if has["left"] else 10.0
     char_px = 6.5 * current_look.get().tick_px / PLAIN.tick_px
@@ -168,7 +181,7 @@ def frame_margin(fig: Any) -> tuple[float, float, float, float]:
     return left, top, right, bottom
 
 
-def _longest_y_label(fig: Any) -> int:
+def _longest_y_label(fig: Plot) -> int:
     longest = 0
     for axis in fig.left:
         for value in (getattr(axis, "major_label_overrides", {}) or {}).values():
@@ -176,37 +189,46 @@ def _longest_y_label(fig: Any) -> int:
     return longest
 
 
-def _outside_legends(fig: Any) -> list[Any]:
-    return [m for m in fig.right if type(m).__name__ == "Legend"]
+def _outside_legends(fig: Plot) -> list[Legend]:
+    from bokeh.models.annotations import Legend
+
+    return [m for m in fig.right if isinstance(m, Legend)]
 
 
-def _legend_entries(
-    fig: Any, legend: Any, data: dict[int, dict[str, Any]]
-) -> list[tuple[str, Any]]:
+def _legend_items(legend: Legend) -> list[LegendItem]:
+    """The legend's items (bokeh turns the tuples it is given into LegendItems)."""
+    from bokeh.models.annotations import LegendItem
+
+    return [item for item in legend.items if isinstance(item, LegendItem)]
+
+
+def _legend_entries(legend: Legend, data: Filled) -> list[tuple[str, GlyphRenderer[Glyph]]]:
     entries = []
-    for item in legend.items:
+    for item in _legend_items(legend):
         if not item.renderers:
             continue
         label = item.label
         field = getattr(label, "field", None)
         r = item.renderers[0]
         if field is not None:
-            for value in dict.fromkeys(str(v) for v in data.get(id(r), {}).get(field, [])):
+            column = data.get(id(r), {}).get(field, [])
+            values = column if isinstance(column, Iterable) else []
+            for value in dict.fromkeys(str(v) for v in values):
                 entries.append((value, r))
         else:
             entries.append((str(getattr(label, "value", label)), r))
     return entries
 
 
-def _legend_width(fig: Any) -> float:
+def _legend_width(fig: Plot) -> float:
     longest = 0
     for legend in fig.legend:
-        for item in legend.items:
+        for item in _legend_items(legend):
             longest = max(longest, len(str(getattr(item.label, "value", item.label) or "")))
     return 40.0 + 6.5 * min(longest, 60)
 
 
-def _swatch(r: Any, x: float, y: float) -> str:
+def _swatch(r: GlyphRenderer[Glyph], x: float, y: float) -> str:
     glyph = r.glyph
     cols = GlyphColumns(glyph, renderer_data(r))
     kind = type(glyph).__name__
@@ -220,12 +242,12 @@ def _swatch(r: Any, x: float, y: float) -> str:
     return f'<path d="M{num(x + 2)} {num(y - 5)}h14v10h-14Z" {paint_attrs(fill)}/>'
 
 
-def _legends(out: list[str], fig: Any, frame: Box, data: dict[int, dict[str, Any]]) -> None:
+def _legends(out: list[str], fig: Plot, frame: Box, data: Filled) -> None:
     outside = {id(m) for m in _outside_legends(fig)}
     for legend in fig.legend:
         if not legend.visible:
             continue
-        entries = _legend_entries(fig, legend, data)[:30]
+        entries = _legend_entries(legend, data)[:30]
         if not entries:
             continue
         width, height = _legend_width(fig), 18.0 * len(entries) + 8
@@ -244,30 +266,35 @@ def _legends(out: list[str], fig: Any, frame: Box, data: dict[int, dict[str, Any
             out.append(text_element(x + 30, row_y, label, {"baseline": "middle", "size": "11px"}))
 
 
-def _span(out: Shapes, m: Any, frame: Box, sx: Scale, sy: Scale) -> None:
+def _at(scale: Scale, value: object) -> float:
+    """Where a model's coordinate (a number, as the models drawn here hold) lands."""
+    return float(scale(np.asarray([value], dtype=np.float64))[0])
+
+
+def _span(out: Shapes, m: Span, frame: Box, sx: Scale, sy: Scale) -> None:
     if m.location is None:
         return
     if m.dimension == "height":
-        px = num(float(sx([m.location])[0]))
+        px = num(_at(sx, m.location))
         d = f"M{px} {num(frame.y)}V{num(frame.y + frame.h)}"
     else:
-        py = num(float(sy([m.location])[0]))
+        py = num(_at(sy, m.location))
         d = f"M{num(frame.x)} {py}H{num(frame.x + frame.w)}"
     out.add(f'<path d="{d}" {stroke_attrs(GlyphColumns(m, {}))}/>')
 
 
-def _label(out: Shapes, m: Any, sx: Scale, sy: Scale) -> None:
-    props = {
+def _label(out: Shapes, m: Label, sx: Scale, sy: Scale) -> None:
+    props: TextProps = {
         "align": m.text_align, "baseline": m.text_baseline, "size": m.text_font_size,
         "color": m.text_color, "angle": m.angle,
     }  # fmt: skip
-    px = float(sx([m.x])[0]) + (m.x_offset or 0)
-    py = float(sy([m.y])[0]) - (m.y_offset or 0)
+    px = _at(sx, m.x) + (m.x_offset or 0)
+    py = _at(sy, m.y) - (m.y_offset or 0)
     out.add(text_element(px, py, str(m.text), props))
 
 
-def _box_annotation(out: Shapes, m: Any, sx: Scale, sy: Scale) -> None:
-    def at(value: Any, edge: float) -> float:  # unset or a frame edge (a Node): that edge
+def _box_annotation(out: Shapes, m: BoxAnnotation, sx: Scale, sy: Scale) -> None:
+    def at(value: object, edge: float) -> float:  # unset or a frame edge (a Node): that edge
         return float(value) if isinstance(value, (int, float)) else edge
 
     left, right = at(m.left, sx.start), at(m.right, sx.end)
@@ -275,18 +302,19 @@ def _box_annotation(out: Shapes, m: Any, sx: Scale, sy: Scale) -> None:
     draw_boxes(out, GlyphColumns(m, {}), (sx([left]), sx([right]), sy([bottom]), sy([top])))
 
 
-def _annotations(out: Shapes, fig: Any, frame: Box, sx: Scale, sy: Scale) -> None:
+def _annotations(out: Shapes, fig: Plot, frame: Box, sx: Scale, sy: Scale) -> None:
+    from bokeh.models.annotations import BoxAnnotation, Label, LabelSet, Span
+
     for m in fig.center:
-        kind = type(m).__name__
         if not getattr(m, "visible", True):
             continue
-        if kind == "Span":
+        if isinstance(m, Span):
             _span(out, m, frame, sx, sy)
-        elif kind == "Label":
+        elif isinstance(m, Label):
             _label(out, m, sx, sy)
-        elif kind == "LabelSet":
+        elif isinstance(m, LabelSet):
             draw_text(out, GlyphColumns(m, _source_of(m)), sx, sy)
-        elif kind == "BoxAnnotation":
+        elif isinstance(m, BoxAnnotation):
             _box_annotation(out, m, sx, sy)
 
 
@@ -302,12 +330,12 @@ def share_budget(needs: Sequence[int], total: int) -> list[int]:
     return caps
 
 
-def _source_of(model: Any) -> dict[str, Any]:
+def _source_of(model: object) -> dict[str, object]:
     return dict(getattr(getattr(model, "source", None), "data", {}) or {})
 
 
 def figure_svg_parts(
-    fig: Any, x: float, y: float, filled: dict[int, dict[str, Any]], min_left: float = 0.0
+    fig: Plot, x: float, y: float, filled: Filled, min_left: float = 0.0
 ) -> list[str]:
     """SVG fragments of one bokeh figure placed at (x, y); its plot area starts at least
     ``min_left`` from its edge (so that stacked figures line up)."""
@@ -353,25 +381,30 @@ def figure_svg_parts(
 # --- layouts -------------------------------------------------------------------------------
 
 
-def _place(model: Any, x: float, y: float) -> tuple[list[tuple[Any, float, float]], float, float]:
+Placed = list[tuple["Plot", float, float]]  # figures and where they start
+
+
+def _place(model: object, x: float, y: float) -> tuple[Placed, float, float]:
     """Figures of ``model`` with their positions, and the size taken (columns stack down,
     rows across; other models such as Div take no space)."""
-    kind = type(model).__name__
-    if kind in ("Column", "Row"):
-        placed: list[tuple[Any, float, float]] = []
+    from bokeh.models import Column, Plot, Row
+
+    if isinstance(model, Column | Row):
+        down = isinstance(model, Column)
+        placed: Placed = []
         w = h = 0.0
         for child in model.children:
-            cx, cy = (x, y + h) if kind == "Column" else (x + w, y)
+            cx, cy = (x, y + h) if down else (x + w, y)
             items, cw, ch = _place(child, cx, cy)
             placed += items
-            w, h = (max(w, cw), h + ch) if kind == "Column" else (w + cw, max(h, ch))
+            w, h = (max(w, cw), h + ch) if down else (w + cw, max(h, ch))
         return placed, w, h
-    if hasattr(model, "renderers") and hasattr(model, "x_range"):
+    if isinstance(model, Plot):
         return [(model, x, y)], float(model.width or 600), float(model.height or 600)
     return [], 0.0, 0.0
 
 
-def layout_svg(layout: Any, title: str = "") -> str:
+def layout_svg(layout: Model, title: str = "") -> str:
     """An SVG document drawing every figure of bokeh ``layout`` (a figure, a column or a
     row of them); other models are left out."""
     placed, width, height = _place(layout, 0.0, 0.0)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import SupportsFloat, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -55,19 +55,20 @@ class GlyphColumns:
     """A renderer's data: each glyph property as an array, whether it names a column, holds
     a value or is left unset."""
 
-    def __init__(self, model: Any, data: dict[str, Any]):
+    def __init__(self, model: object, data: Mapping[str, object]):
         self.model = model
         self.data = data
-        lengths = [len(v) for v in data.values() if hasattr(v, "__len__")]
+        lengths = [len(v) for v in data.values() if isinstance(v, Sized)]
         self.n = max(lengths) if lengths else 1
 
-    def _raw(self, name: str) -> Any:
+    def _raw(self, name: str) -> list[object]:
         spec = getattr(self.model, name, None)
         field = getattr(spec, "field", None)
         if field is None and isinstance(spec, str) and spec in self.data:
             field = spec
         if field is not None:
-            return list(self.data.get(field, [None] * self.n))
+            column = self.data.get(field)
+            return list(column) if isinstance(column, Iterable) else [None] * self.n
         value = getattr(spec, "value", spec)
         return [value] * self.n
 
@@ -78,7 +79,7 @@ class GlyphColumns:
                 out[i] = float(v)
         return out
 
-    def seq(self, name: str) -> list[Any]:
+    def seq(self, name: str) -> list[object]:
         return list(self._raw(name))
 
     def style(self, kind: str) -> list[tuple[str, float]]:
@@ -91,7 +92,7 @@ class GlyphColumns:
         ]
 
 
-def _color(value: Any) -> str:
+def _color(value: object) -> str:
     if value is None:
         return "none"
     if isinstance(value, (tuple, list)) and len(value) in (3, 4):
@@ -105,7 +106,7 @@ def _color(value: Any) -> str:
     )
 
 
-def renderer_data(renderer: Any) -> dict[str, Any]:
+def renderer_data(renderer: object) -> dict[str, object]:
     source = getattr(renderer, "data_source", None)
     return dict(getattr(source, "data", {}) or {})
 
@@ -123,12 +124,12 @@ class Scale:
     lo_px: float
     hi_px: float
 
-    def _t(self, v: Any) -> Any:
+    def _t(self, v: Floats) -> Floats:
         return np.log10(np.clip(v, 1e-300, None)) if self.log else v
 
-    def __call__(self, values: Any) -> Floats:
+    def __call__(self, values: npt.ArrayLike) -> Floats:
         v = np.asarray(values, dtype=np.float64)
-        s, e = self._t(self.start), self._t(self.end)
+        s, e = (float(end) for end in self._t(np.array([self.start, self.end])))
         span = (e - s) or 1.0
         return np.asarray(self.lo_px + (self._t(v) - s) / span * (self.hi_px - self.lo_px))
 
@@ -146,14 +147,14 @@ def _extent(values: Sequence[Floats], log: bool) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def _bound(value: Any, log: bool) -> float | None:
+def _bound(value: object, log: bool) -> float | None:
     """A range end set by the figure, or None (unset, NaN, or not positive on a log axis)."""
     if isinstance(value, (int, float)) and math.isfinite(value) and (not log or value > 0):
         return float(value)
     return None
 
 
-def axis_range(rng: Any, data: Sequence[Floats], log: bool) -> tuple[float, float]:
+def axis_range(rng: object, data: Sequence[Floats], log: bool) -> tuple[float, float]:
     """The figure's range where it sets one, else (a data range) the data's extent."""
     start, end = _bound(getattr(rng, "start", None), log), _bound(getattr(rng, "end", None), log)
     if start is None or end is None:
@@ -190,7 +191,7 @@ def tick_label(value: float) -> str:
     return f"{value:.0e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
 
 
-def axis_ticks(axis: Any, lo: float, hi: float, log: bool) -> list[tuple[float, str]]:
+def axis_ticks(axis: object, lo: float, hi: float, log: bool) -> list[tuple[float, str]]:
     ticker = getattr(axis, "ticker", None)
     fixed = getattr(ticker, "ticks", None)
     ticks = [float(t) for t in fixed] if fixed else nice_ticks(lo, hi, log)
@@ -204,7 +205,9 @@ def axis_ticks(axis: Any, lo: float, hi: float, log: bool) -> list[tuple[float, 
     return out
 
 
-def _same_tick(key: Any, tick: float) -> bool:
+def _same_tick(key: object, tick: float) -> bool:
+    if not isinstance(key, SupportsFloat | str):
+        return False
     try:
         return math.isclose(float(key), tick, rel_tol=1e-9, abs_tol=1e-12)
     except (TypeError, ValueError):
@@ -423,7 +426,17 @@ def _scatter(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale, kind: str) -> N
         out.add(f'<path d="{d}" {paint_attrs(fill, lines[i], 1)}/>')
 
 
-def text_element(x: float, y: float, text: str, props: dict[str, Any]) -> str:
+class TextProps(TypedDict, total=False):
+    """How :func:`text_element` sets a text (bokeh's names; a size may be a bokeh value)."""
+
+    align: str
+    baseline: str
+    size: object
+    color: object
+    angle: float
+
+
+def text_element(x: float, y: float, text: str, props: TextProps) -> str:
     anchor = {"left": "start", "center": "middle", "right": "end"}.get(
         props.get("align", "left"), "start"
     )
@@ -440,7 +453,7 @@ def text_element(x: float, y: float, text: str, props: dict[str, Any]) -> str:
     )
 
 
-def _font_px(size: Any) -> float:
+def _font_px(size: object) -> float:
     text = str(getattr(size, "value", size) or "12px")
     m = re.fullmatch(r"\s*([0-9.]+)\s*(px|pt|em)?\s*", text)
     if not m:
@@ -455,7 +468,7 @@ def draw_text(out: Shapes, c: GlyphColumns, sx: Scale, sy: Scale) -> None:
     texts, colors = c.seq("text"), c.style("text")
     angles = c.num("angle", 0.0)
     for i in np.flatnonzero(np.isfinite(x) & np.isfinite(y)).tolist()[: out.room]:
-        props = {
+        props: TextProps = {
             "align": getattr(c.model, "text_align", "left"),
             "baseline": getattr(c.model, "text_baseline", "bottom"),
             "size": getattr(c.model, "text_font_size", "12px"),
@@ -479,7 +492,9 @@ DRAW = {
 }
 
 
-def draw_glyph(out: Shapes, glyph: Any, data: dict[str, Any], sx: Scale, sy: Scale) -> None:
+def draw_glyph(
+    out: Shapes, glyph: object, data: Mapping[str, object], sx: Scale, sy: Scale
+) -> None:
     kind = type(glyph).__name__
     cols = GlyphColumns(glyph, data)
     if kind in DRAW:

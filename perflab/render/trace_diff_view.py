@@ -21,6 +21,7 @@ from perflab.render.html import (
     wrap,
 )
 from perflab.render.svg import text_element
+from perflab.render.svg_chart import TextProps
 
 ROWS = 25  # rows of each table
 SORTABLE = "perflab-sortable"  # static/sortable-table.js sorts these by a clicked header
@@ -271,7 +272,7 @@ def diff_svg(d: TraceDiff, rows: int = PICTURE_ROWS) -> str:
     return "".join(out)
 
 
-def _label_props(align: str, size: str) -> dict[str, str]:
+def _label_props(align: str, size: str) -> TextProps:
     return {"align": align, "baseline": "middle", "size": size, "color": "#333333"}
 
 
