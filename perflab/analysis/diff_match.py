@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -168,7 +167,7 @@ def _kind_names(groups: Sequence[Group], size: int) -> list[str]:
     return [KIND_NAMES[k] for k in kinds.tolist()]
 
 
-def _status(c_count: I64, t_count: I64, c_ns: F64, t_ns: F64) -> npt.NDArray[Any]:
+def _status(c_count: I64, t_count: I64, c_ns: F64, t_ns: F64) -> npt.NDArray[np.object_]:
     new, gone = (c_count == 0) & (t_count > 0), (t_count == 0) & (c_count > 0)
     same = (c_count == t_count) & (c_ns == t_ns)
     return np.select([new, gone, same], ["new", "gone", "unchanged"], "changed").astype(object)

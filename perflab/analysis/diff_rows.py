@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,7 @@ class Side:
     steps: list[int]
     step_ns: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "steps": self.steps,
@@ -68,13 +68,13 @@ class DiffRows:
     def per_step(self) -> bool:
         return bool(self.control_steps.shape[1] > 0 and self.test_steps.shape[1] > 0)
 
-    def records(self, top: int | None = None) -> list[dict[str, Any]]:
+    def records(self, top: int | None = None) -> list[dict[str, object]]:
         """The rows as JSON-able dicts (the first ``top`` when given)."""
         shown = range(len(self) if top is None else min(top, len(self)))
         return [self._record(i) for i in shown]
 
-    def _record(self, i: int) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def _record(self, i: int) -> dict[str, object]:
+        out: dict[str, object] = {
             "name": self.names[i],
             "kind": self.kinds[i],
             "category": self.categories[i],
@@ -125,7 +125,7 @@ class Split:
     def change_ns(self) -> float:
         return self.test_ns - self.control_ns
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, **change_dict(self.control_ns, self.test_ns)}
 
 

@@ -60,7 +60,7 @@ GPU's bins in :mod:`perflab.analysis.idle_strip`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -91,7 +91,7 @@ from perflab.analysis.steps import (
     work_steps,
 )
 from perflab.analysis.trace_intervals import exact_sum
-from perflab.analysis.trace_stats import US, Frame
+from perflab.analysis.trace_stats import US, Column, Frame
 from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.trace import Trace
@@ -198,7 +198,7 @@ class IdleCauses(Shown):
         """What the verdict on gap ``gap`` rests on, most telling first."""
         return explain(self, gap)
 
-    def gap_dict(self, gap: int) -> dict[str, Any]:
+    def gap_dict(self, gap: int) -> dict[str, object]:
         g = self.gaps
         return {
             "device": self.device_labels[int(g.device[gap])],
@@ -210,7 +210,7 @@ class IdleCauses(Shown):
             "evidence": [e.to_dict() for e in self.evidence(gap)],
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """``{"gaps": [...], "by_cause": {...}, "rules": {...}, ...}``: every gap with its
         device, start (ns, the trace's clock), duration, cause and evidence."""
         return {
@@ -307,7 +307,7 @@ def _step_frame(split: StepSplit, labels: dict[int, str]) -> Frame:
     """The per-step table: span, busy and idle time per cause of each step on each GPU."""
     span = split.end - split.start
     idle = split.idle.sum(axis=0)
-    cols: dict[str, list[Any]] = {
+    cols: dict[str, Column] = {
         "step": split.step.tolist(),
         "device": [labels[d] for d in split.device.tolist()],
         "span_us": (span / 1e3).tolist(),

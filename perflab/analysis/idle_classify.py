@@ -6,8 +6,8 @@ events that serve as evidence. All vectorised: a few sorts of the trace's rows.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -86,7 +86,7 @@ class GapColumns:
     def __len__(self) -> int:
         return len(self.start)
 
-    def take(self, rows: npt.NDArray[Any]) -> GapColumns:
+    def take(self, rows: npt.NDArray[np.integer]) -> GapColumns:
         n = len(self)  # columns not filled in yet (empty) stay empty
         return GapColumns(**{k: v[rows] if len(v) == n else v for k, v in vars(self).items()})
 
@@ -133,7 +133,7 @@ def find_gaps(trace: Trace, min_ns: int = 0, window: tuple[int, int] | None = No
     return GapColumns(*cols)
 
 
-def _named(trace: Trace, rows: I64, test: Any) -> I64:
+def _named(trace: Trace, rows: I64, test: Callable[[str], object]) -> I64:
     """The rows among ``rows`` whose name passes ``test``, decided once per distinct name."""
     if len(rows) == 0:
         return rows
@@ -216,7 +216,7 @@ def _last_before(rows: I64, trace: Trace, thread: I64, t: I64, by_end: bool = Tr
     return _rows_of(rows, found)
 
 
-def _pick(values: npt.NDArray[Any], rows: I64, fill: int = -1) -> I64:
+def _pick(values: npt.NDArray[np.integer], rows: I64, fill: int = -1) -> I64:
     """``values[rows]`` where rows >= 0, ``fill`` elsewhere."""
     return np.where(rows >= 0, values[np.maximum(rows, 0)], fill)
 

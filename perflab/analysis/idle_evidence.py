@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflab.analysis.copies import host_memory
 from perflab.analysis.idle_classify import (
@@ -44,7 +44,7 @@ class Evidence:
     start_ns: int | None = None
     dur_ns: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "role": self.role,
             "name": self.name,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from perflab.analysis.insights import Insight, KernelDiff, diff_kernels, kernel_insights
 from perflab.analysis.occupancy import Occupancy, kernel_occupancy
@@ -43,7 +42,7 @@ class KernelReport:
     spills: Spills | None = None  # None when ptxas reported no spills
     opcodes: Mapping[str, OpcodeInfo] = field(default_factory=dict)  # mnemonic -> help
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as JSON: occupancy (with its limiter), instruction mix, insights,
         spills with their cause, the schedule's totals and the register peak."""
         occupancy = self.occupancy.to_dict() if self.occupancy is not None else None

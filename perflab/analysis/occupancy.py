@@ -5,7 +5,6 @@ limiting factor named."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from perflab.errors import InputError
 from perflab.model.arch import SMLimits, limits_for
@@ -43,7 +42,7 @@ class Occupancy:
             f"warps per SM, limited by {' and '.join(self.limiting)}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
         doc["limiting"] = list(self.limiting)
         doc["occupancy"] = self.occupancy

@@ -18,7 +18,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from perflab.model.arch import KB
 from perflab.model.kernel import KernelArtifacts, SassLine
@@ -52,7 +51,7 @@ class Pressure:
     peak_lines: tuple[int, ...]  # the user's source lines of the peak instructions
     allocated: int  # registers per thread ptxas allocated
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "peak": self.peak,
             "peak_offsets": list(self.peak_offsets),
@@ -69,7 +68,7 @@ class Spill:
     line: int | None
     live: int | None  # general registers live at it
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -93,7 +92,7 @@ class Spills:
             rows.append((line, stores[line], loads[line], max(lives, default=None)))
         return sorted(rows, key=lambda r: (-(r[1] + r[2]), r[0] is None, r[0] or 0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "cause": self.cause,
             "heuristic": self.heuristic,

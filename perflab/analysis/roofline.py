@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, DeviceSpec
+
+if TYPE_CHECKING:
+    from perflab.model.ceilings import Ceilings
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class Roof:
         )
 
     @classmethod
-    def from_ceilings(cls, device: str, ceilings: Any, source: str = "measured") -> Roof:
+    def from_ceilings(cls, device: str, ceilings: Ceilings, source: str = "measured") -> Roof:
         """From a measured-ceilings object with ``flops`` {dtype: GFLOP/s} and
         ``bandwidth`` {level: GB/s} (``perflab.model.ceilings.Ceilings``)."""
         compute = {str(k): float(v) * 1e9 for k, v in dict(ceilings.flops).items() if v}
@@ -71,7 +74,7 @@ class Roof:
             )
         return level, self.memory[level]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "device": self.device,
             "compute_flops": dict(self.compute),
@@ -91,7 +94,7 @@ class Point:
     seconds: float
     level: str | None = None  # memory level the bytes were counted at; None: device memory
     dtype: str | None = None  # compute ceiling that applies; None: the highest
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for label, value in (("flops", self.flops), ("bytes", self.bytes)):
@@ -160,7 +163,7 @@ class RooflineVerdict:
             f"{100 * self.fraction:.1f}% of the ceiling, {self.headroom:.3g}x headroom"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         p = self.point
         return {
             "name": p.name,

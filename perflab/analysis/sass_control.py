@@ -36,7 +36,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from perflab.analysis.opcodes import latency_of
 from perflab.errors import InputError
@@ -167,7 +166,7 @@ class BasicBlock:
     long_waits: int  # waits on barriers set by long-latency instructions (global memory...)
     lines: tuple[int, ...]  # the user's source lines its instructions come from
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "lines": list(self.lines)}
 
 
@@ -188,7 +187,7 @@ class Schedule:
     def long_waits(self) -> int:
         return sum(b.long_waits for b in self.blocks)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "stall_cycles": self.stall_cycles,
             "long_latency_waits": self.long_waits,

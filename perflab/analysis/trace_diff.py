@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -114,7 +114,7 @@ class TraceDiff(Shown):
         """The GPUs' idle time of the control and of the test (every cause)."""
         return _summed(self.idle_by_cause)
 
-    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+    def to_dict(self, top: int | None = None) -> dict[str, object]:
         """Everything as JSON-able data; ``top``: only the largest ``top`` rows of each list."""
         return {
             "kind": "trace_diff",

@@ -6,15 +6,13 @@ vectorised (sort + cumulative max), so a million intervals take milliseconds.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
 I64 = npt.NDArray[np.int64]
 
 
-def merge(start: npt.NDArray[Any], end: npt.NDArray[Any]) -> tuple[I64, I64]:
+def merge(start: npt.NDArray[np.integer], end: npt.NDArray[np.integer]) -> tuple[I64, I64]:
     """The union of intervals as disjoint, sorted ``(starts, ends)``; touching intervals
     (one ends where the next starts) are joined."""
     if len(start) == 0:
@@ -32,12 +30,12 @@ def merge(start: npt.NDArray[Any], end: npt.NDArray[Any]) -> tuple[I64, I64]:
     return s[new_block], e[last_of_block]
 
 
-def union_length(start: npt.NDArray[Any], end: npt.NDArray[Any]) -> int:
+def union_length(start: npt.NDArray[np.integer], end: npt.NDArray[np.integer]) -> int:
     s, e = merge(start, end)
     return exact_sum(e - s)
 
 
-def exact_sum(values: npt.NDArray[Any]) -> int:
+def exact_sum(values: npt.NDArray[np.integer]) -> int:
     """The exact sum of int64 values as a Python int: numpy's int64 sum wraps silently.
     Each value is split into a high and a low 32-bit half, whose int64 sums cannot wrap for
     fewer than 2**31 values; the halves are joined in Python's unbounded integers."""
@@ -49,7 +47,7 @@ def exact_sum(values: npt.NDArray[Any]) -> int:
     return (high << 32) + low
 
 
-def coverage(starts: I64, ends: I64, t: npt.NDArray[Any]) -> I64:
+def coverage(starts: I64, ends: I64, t: npt.NDArray[np.integer]) -> I64:
     """For disjoint sorted intervals: total covered length before each time in ``t``."""
     if len(starts) == 0:
         return np.zeros(len(t), np.int64)
@@ -70,7 +68,7 @@ def intersection_length(a: tuple[I64, I64], b: tuple[I64, I64]) -> int:
 
 
 def overlap_per_interval(
-    start: npt.NDArray[Any], end: npt.NDArray[Any], other: tuple[I64, I64]
+    start: npt.NDArray[np.integer], end: npt.NDArray[np.integer], other: tuple[I64, I64]
 ) -> I64:
     """For each interval ``[start, end)``: how much of it ``other`` (merged) covers."""
     return coverage(*other, end) - coverage(*other, start)

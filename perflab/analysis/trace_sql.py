@@ -113,19 +113,19 @@ class SqlResult(Shown):
     converts with ``to_pandas()`` / ``to_dict()``."""
 
     query: str
-    columns: dict[str, npt.NDArray[Any]]
+    columns: dict[str, npt.NDArray[np.generic]]
     types: dict[str, str]
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
-    def rows(self, limit: int | None = None) -> list[list[Any]]:
+    def rows(self, limit: int | None = None) -> list[list[object]]:
         """The rows as lists of plain Python values (``None`` for NULL and NaN)."""
         n = len(self) if limit is None else min(limit, len(self))
         cols = [_plain(v[:n].tolist()) for v in self.columns.values()]
         return [list(r) for r in zip(*cols, strict=True)] if cols else []
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"columns": list(self.columns), "types": self.types, "rows": self.rows()}
 
     def to_pandas(self) -> pd.DataFrame:
@@ -134,11 +134,11 @@ class SqlResult(Shown):
         return pd.DataFrame(self.columns)
 
 
-def _plain(values: list[Any]) -> list[Any]:
+def _plain(values: list[object]) -> list[object]:
     return [None if isinstance(v, float) and not math.isfinite(v) else v for v in values]
 
 
-def _column(values: Any) -> npt.NDArray[Any]:
+def _column(values: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
     """A fetched column as a plain array: masked entries (NULL) become None, or NaN in a
     float column."""
     if not isinstance(values, np.ma.MaskedArray):
@@ -152,21 +152,21 @@ def _column(values: Any) -> npt.NDArray[Any]:
     return np.asarray(out)
 
 
-def _codes(names: tuple[str, ...]) -> dict[str, npt.NDArray[Any]]:
+def _codes(names: tuple[str, ...]) -> dict[str, npt.NDArray[np.generic]]:
     return {
         "code": np.arange(len(names), dtype=np.int64),
         "text": np.array(names, dtype=object),
     }
 
 
-def _categories(trace: Trace) -> dict[str, npt.NDArray[Any]]:
+def _categories(trace: Trace) -> dict[str, npt.NDArray[np.generic]]:
     """The kernel category of every name that GPU work carries (names matched once each)."""
     ids = distinct(trace.name[trace.mask(*GPU_WORK_KINDS)]).astype(np.int64)
     labels = categorize([trace.strings[i] for i in ids.tolist()])
     return {"id": ids, "category": np.array(labels, dtype=object)}
 
 
-def _register(con: Any, trace: Trace) -> None:
+def _register(con: Any, trace: Trace) -> None:  # a duckdb connection (no usable types)
     """The trace's arrays (as they are: DuckDB scans numpy in place) and the views."""
     events = {"row": np.arange(len(trace), dtype=np.int64), **trace.events.columns}
     tracks = {"track": np.arange(len(trace.tracks), dtype=np.int32), **trace.tracks.columns}

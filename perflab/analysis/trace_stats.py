@@ -5,8 +5,9 @@ statistics, kernel tables, MFU and achieved bandwidth. Pure and vectorised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, SupportsFloat, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 # the causes of idle gaps (perflab.analysis.idle_causes has their rules)
 GAP_CAUSES = CAUSES
+# a Frame's column: numbers or texts, as a list or a numpy array
+Column = Sequence[SupportsFloat | str] | npt.NDArray[np.generic]
 
 
 # What a Frame column holds, for its text/HTML views (its data stay plain numbers)
@@ -39,7 +42,7 @@ class Frame(Shown):
     fractions (:data:`SHARE`): the text and HTML views show them as the trace summary does;
     ``origin_ns`` is the trace start that :data:`SINCE_START` counts from."""
 
-    columns: dict[str, Any]
+    columns: Mapping[str, Column]
     units: dict[str, str] = field(default_factory=dict)
     origin_ns: int = 0
     title: str = ""
@@ -47,7 +50,7 @@ class Frame(Shown):
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
-    def to_dict(self) -> dict[str, list[Any]]:
+    def to_dict(self) -> dict[str, list[object]]:
         return {k: np.asarray(v).tolist() for k, v in self.columns.items()}
 
     def to_pandas(self) -> pd.DataFrame:
@@ -76,7 +79,26 @@ def launch_start(trace: Trace) -> npt.NDArray[np.int64]:
     return np.where(links >= 0, trace.start_ns[links], -1)
 
 
-def launch_stats(trace: Trace) -> dict[str, Any]:
+class LaunchDelays(TypedDict):
+    """Percentiles and mean of the launch-to-start delay, in us."""
+
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+
+
+class LaunchStats(TypedDict):
+    """What :func:`launch_stats` counts."""
+
+    kernels: int
+    linked: int
+    delay_us: LaunchDelays
+    shorter_than_launch: int
+    launch_total_us: float
+
+
+def launch_stats(trace: Trace) -> LaunchStats:
     """Launch-to-start delay of kernels (kernel start - start of its launch call) and how many
     kernels run for less time than their launch call took."""
     is_kernel = trace.kind == EventKind.KERNEL
@@ -108,7 +130,9 @@ def stream_utilisation(trace: Trace) -> Frame:
     tracks = trace.tracks
     start, end = trace.start_ns, trace.end_ns
     _, dev_of_track = device_pairs(trace)
-    cols: dict[str, list[Any]] = {k: [] for k in ("track", "label", "busy_us", "share")}
+    cols: dict[str, list[SupportsFloat | str]] = {
+        k: [] for k in ("track", "label", "busy_us", "share")
+    }
     for t in np.flatnonzero(tracks["kind"] == TrackKind.GPU).tolist():
         on = work & (trace.track == t)
         if not on.any():
@@ -134,7 +158,7 @@ def idle_gaps(trace: Trace, min_ns: int = 0) -> Frame:
     found = idle_causes(trace, min_ns)
     g = found.gaps
     names = found.trace.strings
-    cols: dict[str, list[Any]] = {
+    cols: dict[str, Column] = {
         "device": [found.device_labels[d] for d in g.device.tolist()],
         "start_ns": g.start.tolist(),
         "dur_ns": (g.end - g.start).tolist(),
@@ -184,7 +208,7 @@ def kernel_table(trace: Trace) -> OpTable:
 
 
 def _by_name(
-    trace: Trace, rows: npt.NDArray[Any], dur: npt.NDArray[np.int64], kind: str
+    trace: Trace, rows: npt.NDArray[np.integer], dur: npt.NDArray[np.int64], kind: str
 ) -> OpTable:
     ids = trace.name[rows]
     calls = np.bincount(ids, minlength=len(trace.strings))

@@ -25,7 +25,7 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
 
 
-def _us(ns: float | int | np.integer[Any]) -> float:
+def _us(ns: float | int | np.integer) -> float:
     return float(ns) / 1000.0
 
 
@@ -115,7 +115,7 @@ class TraceSummary(Shown):
     kept: int = 0  # of the entries read, those kept as events (not in the JSON document)
     not_kept: str = ""  # what the others were, where the format says
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The document of :data:`KEYS`: plain ints, floats and strings only."""
         return {key: _plain(getattr(self, key)) for key in KEYS}
 
@@ -129,7 +129,7 @@ class TraceSummary(Shown):
         return df
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, dict):
         return {k: asdict(v) for k, v in value.items()}
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value

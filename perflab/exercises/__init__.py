@@ -37,7 +37,7 @@ import pkgutil
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from perflab.errors import InputError
 from perflab.exercises.checks import Check, CheckKind, Values, resolve
@@ -115,7 +115,7 @@ class Spec:
     question: str | Callable[[Values], str]
     check: Check
     solution: str | Callable[[Values], str]
-    worked: Any = None
+    worked: object = None
     given: Mapping[str, str] = field(default_factory=dict)
     measured: Mapping[str, str] = field(default_factory=dict)
     answer_as: str = ""  # how to write the answer, e.g. "a fraction such as 0.3"
@@ -137,7 +137,7 @@ class Spec:
     def kind(self) -> CheckKind:
         return self.check.kind
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "id": self.id,
             "notebook": self.notebook,
@@ -202,11 +202,11 @@ class Exercise(Shown):
     def __init__(self, spec: Spec, given: Values) -> None:
         self.spec = spec
         self.given = dict(given)
-        self.measured: dict[str, Any] = {}
+        self.measured: dict[str, object] = {}
         self.tries = 0  # answers judged
         self.misses = 0  # of them wrong: the third shows the accepted answer
-        self.recorded: Any = None  # a prediction, read; judged when the measurement comes
-        self._judged: tuple[Any, dict[str, Any], Verdict] | None = None
+        self.recorded: object = None  # a prediction, read; judged when the measurement comes
+        self._judged: tuple[object, dict[str, object], Verdict] | None = None
 
     @property
     def key(self) -> str:
@@ -221,7 +221,7 @@ class Exercise(Shown):
         return resolve(self.spec.question, self.given)
 
     @property
-    def _values(self) -> dict[str, Any]:
+    def _values(self) -> dict[str, object]:
         return {**self.given, **self.measured}
 
     @property
@@ -266,7 +266,7 @@ class Exercise(Shown):
         self._judged = (self.recorded, dict(self.measured), verdict)
         return verdict
 
-    def _judge(self, read: Any, reveal: bool) -> Verdict:
+    def _judge(self, read: object, reveal: bool) -> Verdict:
         values = self._values
         ok, reason = self.spec.check.judge(read, values)
         self.tries += 1

@@ -9,7 +9,8 @@ direction and a hint, never the accepted answer: that is :meth:`Check.accepted`,
 exercise shows only when the reader asks for it or after three tries.
 
 Any expected value may be a function of the exercise's values (``lambda v: v["busy_share"]``).
-This module imports only the standard library.
+Besides the standard library this module imports perflab.errors, and perflab.model.kernel
+only when a compiled-kernel rule reads an answer.
 """
 
 from __future__ import annotations
@@ -19,9 +20,22 @@ import numbers
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    Protocol,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Unpack,
+)
 
 from perflab.errors import InputError
+
+if TYPE_CHECKING:
+    from perflab.model.kernel import KernelArtifacts
 
 T = TypeVar("T")
 Values: TypeAlias = Mapping[str, Any]
@@ -237,7 +251,19 @@ class Number:
         return f"{format_number(expected, self.unit)} ± {format_number(tolerance, self.unit)}"
 
 
-def number(expected: Given[float], **options: Any) -> Number:
+class _NumberOptions(TypedDict, total=False):
+    """The keywords of :func:`number`: :class:`Number`'s fields."""
+
+    unit: str
+    rel: float | None
+    abs: float | None
+    factor: float | None
+    low: str
+    high: str
+    right: str
+
+
+def number(expected: Given[float], **options: Unpack[_NumberOptions]) -> Number:
     """:class:`Number` (the rules' usual spelling)."""
     return Number(expected, **options)
 
@@ -330,10 +356,21 @@ class Choice:
         return self.shown(frozenset(self._wanted(values)))
 
 
-def choice(correct: Given[str | Collection[str]], options: Sequence[str], **kw: Any) -> Choice:
+class _ChoiceOptions(TypedDict, total=False):
+    """The keywords of :func:`choice`: :class:`Choice`'s fields."""
+
+    why: Mapping[str, str]
+    missed: str
+    many: bool
+    right: str
+
+
+def choice(
+    correct: Given[str | Collection[str]], options: Sequence[str], **kw: Unpack[_ChoiceOptions]
+) -> Choice:
     """:class:`Choice`; a collection of right options makes it a set question."""
-    many = kw.pop("many", not callable(correct) and not isinstance(correct, str))
-    return Choice(correct, options, many=many, **kw)
+    kw.setdefault("many", not callable(correct) and not isinstance(correct, str))
+    return Choice(correct, options, **kw)
 
 
 @dataclass(frozen=True)
@@ -397,8 +434,20 @@ class Ranges:
         return f"{self.labels[band]} (the measurement is {span})"
 
 
+class _RangesOptions(TypedDict, total=False):
+    """The keywords of :func:`ranges`: :class:`Ranges`'s fields."""
+
+    low: str
+    high: str
+    right: str
+    unit: str
+
+
 def ranges(
-    value: Given[float], bounds: Sequence[float], labels: Sequence[str], **kw: Any
+    value: Given[float],
+    bounds: Sequence[float],
+    labels: Sequence[str],
+    **kw: Unpack[_RangesOptions],
 ) -> Ranges:
     """:class:`Ranges`."""
     return Ranges(value, bounds, labels, **kw)
@@ -414,7 +463,7 @@ class KernelCheck:
     compile options, e.g. ``num_stages=4``) or a ``KernelArtifacts`` (no flags). ``goal``
     says in words what passes; ``wrong`` is the hint for a kernel that does not."""
 
-    test: Callable[[Any, Sequence[str]], bool]
+    test: Callable[[KernelArtifacts, Sequence[str]], bool]
     goal: str
     right: str
     wrong: str
@@ -424,20 +473,22 @@ class KernelCheck:
     def __post_init__(self) -> None:
         _require_hints("kernel_check()", wrong=self.wrong)
 
-    def read(self, answer: object) -> tuple[Any, list[str]]:
-        if hasattr(answer, "kernels") and hasattr(answer, "kernel"):
-            return answer.kernel(self.name), list(getattr(answer, "flags", []))
-        if hasattr(answer, "resources") and hasattr(answer, "sass_lines"):
+    def read(self, answer: object) -> tuple[KernelArtifacts, list[str]]:
+        from perflab.model.kernel import CompileResult, KernelArtifacts
+
+        if isinstance(answer, CompileResult):
+            return answer.kernel(self.name), list(answer.flags)
+        if isinstance(answer, KernelArtifacts):
             return answer, []
         raise TypeError(
             f"expected a compiled kernel (perflab.compile_cuda(...), perflab.compile_triton(...) "
             f"or %%ptx -v NAME), got {type(answer).__name__}"
         )
 
-    def shown(self, read: tuple[Any, list[str]]) -> str:
-        return f"kernel {getattr(read[0], 'name', '?')}"
+    def shown(self, read: tuple[KernelArtifacts, list[str]]) -> str:
+        return f"kernel {read[0].name}"
 
-    def judge(self, read: tuple[Any, list[str]], values: Values) -> tuple[bool, str]:
+    def judge(self, read: tuple[KernelArtifacts, list[str]], values: Values) -> tuple[bool, str]:
         ok = bool(self.test(*read))
         return ok, self.right if ok else self.wrong
 
@@ -445,6 +496,17 @@ class KernelCheck:
         return self.goal
 
 
-def kernel_check(test: Callable[[Any, Sequence[str]], bool], **kw: Any) -> KernelCheck:
+class _KernelOptions(TypedDict):
+    """The keywords of :func:`kernel_check`: :class:`KernelCheck`'s fields."""
+
+    goal: str
+    right: str
+    wrong: str
+    name: NotRequired[str | None]
+
+
+def kernel_check(
+    test: Callable[[KernelArtifacts, Sequence[str]], bool], **kw: Unpack[_KernelOptions]
+) -> KernelCheck:
     """:class:`KernelCheck`."""
     return KernelCheck(test, **kw)

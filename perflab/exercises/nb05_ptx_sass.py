@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.exercises import Spec
 from perflab.exercises.checks import choice, kernel_check
 
+if TYPE_CHECKING:
+    from perflab.model.kernel import KernelArtifacts
+
 NOTEBOOK = "05-reading-ptx-and-sass"
 
 
-def _heavy_without_spills(kernel: Any, flags: Sequence[str]) -> bool:
+def _heavy_without_spills(kernel: KernelArtifacts, flags: Sequence[str]) -> bool:
     return bool(
         kernel.name.startswith("heavy")
         and kernel.arch.startswith("sm_90")

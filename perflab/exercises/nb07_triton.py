@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perflab.exercises import Spec
-from perflab.exercises.checks import choice, kernel_check, number
+from perflab.exercises.checks import Values, choice, kernel_check, number
+
+if TYPE_CHECKING:
+    from perflab.model.kernel import KernelArtifacts
 
 NOTEBOOK = "07-triton-from-python-to-sass"
 TWO_BLOCKS_BYTES = 113 * 1024  # half of an H100/H200 SM's 228 KiB, less a block's reserve
@@ -18,7 +21,7 @@ def _stages(flags: Sequence[str]) -> int:
     return found[0] if found else 0
 
 
-def _deep_and_fits_twice(kernel: Any, flags: Sequence[str]) -> bool:
+def _deep_and_fits_twice(kernel: KernelArtifacts, flags: Sequence[str]) -> bool:
     return bool(
         _stages(flags) >= 4
         and kernel.instruction_mix.get("HGMMA", 0) > 0
@@ -27,7 +30,7 @@ def _deep_and_fits_twice(kernel: Any, flags: Sequence[str]) -> bool:
     )
 
 
-def _direction(values: Any) -> str:
+def _direction(values: Values) -> str:
     four, eight = values["regs_4_warps"], values["regs_8_warps"]
     return "down" if eight < four else "up" if eight > four else "same"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from perflab.exercises import Spec
 from perflab.exercises.checks import Values, choice, number
 
@@ -171,7 +169,7 @@ EXERCISES = (
     ),
 )
 
-EXAMPLES: dict[str, dict[str, Any]] = {
+EXAMPLES: dict[str, dict[str, object]] = {
     "score-bytes": {"batch": 8, "heads": 32, "n": 8192, "bytes_per_score": 4},
     "naive-bound": {
         "naive_intensity": {"512": 51.2, "4096": 62.1, "1048576": 63.99},

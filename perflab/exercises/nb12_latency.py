@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from perflab.exercises import Spec
-from perflab.exercises.checks import choice, number
+from perflab.exercises.checks import Values, choice, number
 
 NOTEBOOK = "12-low-latency-inference"
 SLO_TIMES_MEDIAN = 1.5
 
 
-def _percentiles_met(values: Any) -> str:
+def _percentiles_met(values: Values) -> str:
     slo = SLO_TIMES_MEDIAN * values["p50_us"]
     met = (values["p99_us"] <= slo, values["p999_us"] <= slo)
     return {(True, True): "both", (True, False): "p99 only"}.get(met, "neither")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from perflab.exercises import Spec
-from perflab.exercises.checks import choice, number, ranges
+from perflab.exercises.checks import Values, choice, number, ranges
 
 NOTEBOOK = "15-nsight-reports"
 
 
-def _nearer_peak(values: Any) -> str:
+def _nearer_peak(values: Values) -> str:
     return "memory" if values["memory_pct"] > values["compute_pct"] else "compute"
 
 
