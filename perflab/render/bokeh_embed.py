@@ -21,7 +21,7 @@ bokeh is imported inside the functions.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING
 
 from perflab.render.html import static_text, svg_image, wrap
@@ -63,8 +63,8 @@ class RuntimeOnce:
         if metadata is None:
             return True
         cell = metadata.get("cellId")
-        deleted = metadata.get("deletedCells")
-        gone = isinstance(deleted, list | tuple) and self.cell is not None and self.cell in deleted
+        deleted = metadata.get("deletedCells") or []
+        gone = isinstance(deleted, Container) and self.cell is not None and self.cell in deleted
         again = cell is not None and cell == self.cell
         if not self.sent or again or gone:
             self.sent, self.cell = True, cell if isinstance(cell, str) else None
