@@ -7,17 +7,26 @@ only wants PTX or resources never runs the disassembler.
 
 from __future__ import annotations
 
-import base64
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from perflab.errors import InputError, SchemaError
+from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.serialize import dump_json, load_json
+
+if TYPE_CHECKING:
+    from perflab.model.saved import (
+        ControlDoc,
+        DiagnosticDoc,
+        KernelDoc,
+        LiveDoc,
+        ResourcesDoc,
+        SassLineDoc,
+    )
 
 KIND = "compile"
 
@@ -44,26 +53,31 @@ class Resources:
     def spills(self) -> bool:
         return self.spill_stores > 0 or self.spill_loads > 0
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self)
+
+    def document(self) -> ResourcesDoc:
+        from perflab.model.saved import ResourcesDoc
+
+        return ResourcesDoc(**_counts(self, Resources))
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Resources:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: int(v) for k, v in doc.items() if k in names})
+    def from_dict(cls, doc: object) -> Resources:
+        from perflab.model.saved import ResourcesDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, ResourcesDoc))
+
+    @classmethod
+    def from_document(cls, doc: ResourcesDoc) -> Resources:
+        return cls(**_counts(doc, cls))
 
 
-# Bounds of the values a saved SASS line may carry (a file outside them is refused).
-CONTROL_BOUNDS = {"stall": 15, "wait_mask": 0x3F, "reuse": 0xF}
-BARRIER_MAX = 6  # a 3-bit field: 0-5 are the six scoreboards, 7 (none) is stored as None
-LIVE_MAX = 255  # registers of one kind per thread
-
-
-def _bounded(doc: dict[str, Any], key: str, top: int) -> int:
-    value = doc[key]
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
-        raise ValueError(f"{key} must be an integer 0..{top}, not {value!r}")
-    return value
+def _counts(of: object, kind: type[Resources | LiveRegisters]) -> dict[str, int]:
+    """The counts of a Resources or LiveRegisters (or of its saved form), by name."""
+    return {f.name: int(getattr(of, f.name)) for f in fields(kind)}
 
 
 @dataclass(frozen=True)
@@ -101,32 +115,35 @@ class Control:
             f"R{_barrier(self.read_barrier)} w:0b{self.wait_mask:06b} reuse:{reuse}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stall": self.stall,
-            "yield": self.yields,
-            "write_barrier": self.write_barrier,
-            "read_barrier": self.read_barrier,
-            "wait_mask": self.wait_mask,
-            "reuse": self.reuse,
-        }
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> ControlDoc:
+        from perflab.model.saved import ControlDoc
+
+        return ControlDoc(
+            stall=self.stall,
+            yields=self.yields,
+            write_barrier=self.write_barrier,
+            read_barrier=self.read_barrier,
+            wait_mask=self.wait_mask,
+            reuse=self.reuse,
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Control:
-        """The saved form, every field range-checked (ValueError otherwise)."""
-        if not isinstance(doc, dict) or not isinstance(doc.get("yield"), bool):
-            raise ValueError(f"control must be a dict with a boolean 'yield', not {doc!r}")
-        barriers = []
-        for key in ("write_barrier", "read_barrier"):
-            barriers.append(None if doc.get(key) is None else _bounded(doc, key, BARRIER_MAX))
-        return cls(
-            _bounded(doc, "stall", CONTROL_BOUNDS["stall"]),
-            doc["yield"],
-            barriers[0],
-            barriers[1],
-            _bounded(doc, "wait_mask", CONTROL_BOUNDS["wait_mask"]),
-            _bounded(doc, "reuse", CONTROL_BOUNDS["reuse"]),
-        )
+    def from_dict(cls, doc: object) -> Control:
+        """The saved form, every field range-checked (a ValueError names the field)."""
+        from perflab.model.saved import ControlDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, ControlDoc))
+
+    @classmethod
+    def from_document(cls, doc: ControlDoc) -> Control:
+        barriers = doc.write_barrier, doc.read_barrier
+        return cls(doc.stall, doc.yields, *barriers, doc.wait_mask, doc.reuse)
 
 
 def _barrier(value: int | None) -> str:
@@ -143,18 +160,26 @@ class LiveRegisters:
     ugpr: int = 0
     upred: int = 0
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self)
+
+    def document(self) -> LiveDoc:
+        from perflab.model.saved import LiveDoc
+
+        return LiveDoc(**_counts(self, LiveRegisters))
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> LiveRegisters:
-        if not isinstance(doc, dict):
-            raise ValueError(f"live_registers must be a dict, not {doc!r}")
-        names = [f.name for f in fields(cls)]
-        unknown = set(doc) - set(names)
-        if unknown:
-            raise ValueError(f"live_registers: unknown fields {sorted(unknown)}")
-        return cls(**{k: _bounded(doc, k, LIVE_MAX) for k in names if k in doc})
+    def from_dict(cls, doc: object) -> LiveRegisters:
+        from perflab.model.saved import LiveDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, LiveDoc))
+
+    @classmethod
+    def from_document(cls, doc: LiveDoc) -> LiveRegisters:
+        return cls(**_counts(doc, cls))
 
 
 SPILL_MARK = '(*"SpillRefill"*)'  # how nvdisasm marks the local-memory traffic of spills
@@ -193,30 +218,37 @@ class SassLine:
         """A store or load that nvdisasm marks as spill traffic."""
         return SPILL_MARK in self.text
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "offset": self.offset,
-            "text": self.text,
-            "opcode": self.opcode,
-            "line": self.line,
-            "ptx_line": self.ptx_line,
-            "control": None if self.control is None else self.control.to_dict(),
-            "live_registers": None if self.live is None else self.live.to_dict(),
-        }
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> SassLineDoc:
+        from perflab.model.saved import SassLineDoc
+
+        return SassLineDoc(
+            offset=self.offset,
+            text=self.text,
+            opcode=self.opcode,
+            line=self.line,
+            ptx_line=self.ptx_line,
+            control=None if self.control is None else self.control.document(),
+            live=None if self.live is None else self.live.document(),
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> SassLine:
+    def from_dict(cls, doc: object) -> SassLine:
         """The saved form; ``control`` and ``live_registers`` may be absent (older files)."""
-        control, live = doc.get("control"), doc.get("live_registers")
-        return cls(
-            doc.get("offset"),
-            str(doc["text"]),
-            str(doc.get("opcode", "")),
-            doc.get("line"),
-            doc.get("ptx_line"),
-            None if control is None else Control.from_dict(control),
-            None if live is None else LiveRegisters.from_dict(live),
-        )
+        from perflab.model.saved import SassLineDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, SassLineDoc))
+
+    @classmethod
+    def from_document(cls, doc: SassLineDoc) -> SassLine:
+        control = None if doc.control is None else Control.from_document(doc.control)
+        live = None if doc.live is None else LiveRegisters.from_document(doc.live)
+        return cls(doc.offset, doc.text, doc.opcode, doc.line, doc.ptx_line, control, live)
 
 
 @dataclass(frozen=True)
@@ -232,12 +264,28 @@ class Diagnostic:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         return f"{where}: {self.severity}: {self.message}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self)
+
+    def document(self) -> DiagnosticDoc:
+        from perflab.model.saved import DiagnosticDoc
+
+        return DiagnosticDoc(
+            file=self.file, line=self.line, severity=self.severity, message=self.message
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Diagnostic:
-        return cls(str(doc["file"]), doc.get("line"), str(doc["severity"]), str(doc["message"]))
+    def from_dict(cls, doc: object) -> Diagnostic:
+        from perflab.model.saved import DiagnosticDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, DiagnosticDoc))
+
+    @classmethod
+    def from_document(cls, doc: DiagnosticDoc) -> Diagnostic:
+        return cls(doc.file, doc.line, doc.severity, doc.message)
 
 
 SassLoader = Callable[[], list[SassLine]]
@@ -303,33 +351,46 @@ class KernelArtifacts:
     def instruction_count(self) -> int:
         return len(self._instructions())
 
-    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "name": self.name,
-            "mangled": self.mangled,
-            "arch": self.arch,
-            "ptx_span": list(self.ptx_span),
-            "ptx_lines_source": self.ptx_lines_source,
-            "resources": self.resources.to_dict(),
-        }
-        if sass:
-            doc["sass_lines"] = [s.to_dict() for s in self.sass_lines]
-        return doc
+    def to_dict(self, *, sass: bool = True) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self.document(sass=sass))
+
+    def document(self, *, sass: bool = True) -> KernelDoc:
+        from msgspec import UNSET
+
+        from perflab.model.saved import KernelDoc
+
+        return KernelDoc(
+            name=self.name,
+            mangled=self.mangled,
+            arch=self.arch,
+            ptx_span=self.ptx_span,
+            ptx_lines_source=self.ptx_lines_source,
+            resources=self.resources.document(),
+            sass_lines=[s.document() for s in self.sass_lines] if sass else UNSET,
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any], module_ptx: str) -> KernelArtifacts:
-        first, last = (int(v) for v in doc["ptx_span"])
+    def from_dict(cls, doc: object, module_ptx: str) -> KernelArtifacts:
+        from perflab.model.saved import KernelDoc
+        from perflab.model.schema import check
+
+        return cls.from_document(check(doc, KernelDoc), module_ptx)
+
+    @classmethod
+    def from_document(cls, doc: KernelDoc, module_ptx: str) -> KernelArtifacts:
         kernel = cls(
-            name=str(doc["name"]),
-            mangled=str(doc["mangled"]),
-            arch=str(doc["arch"]),
+            name=doc.name,
+            mangled=doc.mangled,
+            arch=doc.arch,
             module_ptx=module_ptx,
-            ptx_span=(first, last),
-            ptx_lines_source=[None if v is None else int(v) for v in doc["ptx_lines_source"]],
-            resources=Resources.from_dict(doc["resources"]),
+            ptx_span=doc.ptx_span,
+            ptx_lines_source=doc.ptx_lines_source,
+            resources=Resources.from_document(doc.resources),
         )
-        if "sass_lines" in doc:
-            kernel._sass_lines = [SassLine.from_dict(s) for s in doc["sass_lines"]]
+        if isinstance(doc.sass_lines, list):
+            kernel._sass_lines = [SassLine.from_document(s) for s in doc.sass_lines]
         return kernel
 
 
@@ -373,47 +434,52 @@ class CompileResult(Shown):
         known = ", ".join(k.name for k in self.kernels)
         raise InputError(f"no kernel named {name!r} (kernels: {known})")
 
-    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, sass: bool = True) -> dict[str, object]:
         """JSON-ready; ``sass=False`` leaves SASS out (it can be rebuilt from the cubin)."""
-        return {
-            "lang": self.lang,
-            "arch": self.arch,
-            "source": self.source,
-            "source_name": self.source_name,
-            "source_path": self.source_path,
-            "flags": self.flags,
-            "ptx": self.ptx,
-            "cubin_b64": base64.b64encode(self.cubin).decode("ascii"),
-            "stages": self.stages,
-            "log": self.log,
-            "warnings": [w.to_dict() for w in self.warnings],
-            "versions": self.versions,
-            "compile_s": self.compile_s,
-            "kernels": [k.to_dict(sass=sass) for k in self.kernels],
-        }
+        from perflab.model.saved import CompileDoc
+        from perflab.model.schema import encode
+
+        return encode(
+            CompileDoc(
+                lang=self.lang,
+                arch=self.arch,
+                source=self.source,
+                source_name=self.source_name,
+                source_path=self.source_path,
+                flags=self.flags,
+                ptx=self.ptx,
+                cubin=self.cubin,
+                stages=self.stages,
+                log=self.log,
+                warnings=[w.document() for w in self.warnings],
+                versions=self.versions,
+                compile_s=self.compile_s,
+                kernels=[k.document(sass=sass) for k in self.kernels],
+            )
+        )
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "<dict>") -> CompileResult:
-        try:
-            ptx = str(doc["ptx"])
-            return cls(
-                lang=str(doc["lang"]),
-                arch=str(doc["arch"]),
-                source=str(doc["source"]),
-                source_name=str(doc["source_name"]),
-                kernels=[KernelArtifacts.from_dict(k, ptx) for k in doc["kernels"]],
-                ptx=ptx,
-                cubin=base64.b64decode(doc.get("cubin_b64", ""), validate=True),
-                source_path=str(doc.get("source_path", "")),
-                flags=[str(f) for f in doc.get("flags", [])],
-                stages={str(k): str(v) for k, v in doc.get("stages", {}).items()},
-                log=str(doc.get("log", "")),
-                warnings=[Diagnostic.from_dict(w) for w in doc.get("warnings", [])],
-                versions={str(k): str(v) for k, v in doc.get("versions", {}).items()},
-                compile_s=float(doc.get("compile_s", 0.0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"malformed compile result: {exc!r}", source=source) from None
+    def from_dict(cls, doc: object, source: str = "<dict>") -> CompileResult:
+        from perflab.model.saved import CompileDoc
+        from perflab.model.schema import decode
+
+        saved = decode(doc, CompileDoc, source, what="compile result")
+        return cls(
+            lang=saved.lang,
+            arch=saved.arch,
+            source=saved.source,
+            source_name=saved.source_name,
+            kernels=[KernelArtifacts.from_document(k, saved.ptx) for k in saved.kernels],
+            ptx=saved.ptx,
+            cubin=saved.cubin,
+            source_path=saved.source_path,
+            flags=saved.flags,
+            stages=saved.stages,
+            log=saved.log,
+            warnings=[Diagnostic.from_document(w) for w in saved.warnings],
+            versions=saved.versions,
+            compile_s=saved.compile_s,
+        )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         return dump_json(KIND, self.to_dict(), path)

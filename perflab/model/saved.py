@@ -187,3 +187,95 @@ class CeilingsFile(msgspec.Struct):
     """The cache file: each measured device's ceilings under its name."""
 
     devices: dict[str, CeilingsDoc]
+
+
+# -- compiled kernels ----------------------------------------------------------------------
+
+
+def _upto(top: int) -> object:
+    return msgspec.Meta(ge=0, le=top)
+
+
+Stall = Annotated[int, _upto(15)]  # cycles
+Barrier = Annotated[int, _upto(5)]  # one of the six scoreboards (7, none, is saved as null)
+WaitMask = Annotated[int, _upto(0x3F)]  # bit b: wait for barrier b
+ReuseMask = Annotated[int, _upto(0xF)]  # bit i: operand i kept in the reuse cache
+Live = Annotated[int, _upto(255)]  # registers of one kind per thread
+
+
+class ResourcesDoc(msgspec.Struct, kw_only=True):
+    registers: Count = 0
+    spill_stores: Count = 0
+    spill_loads: Count = 0
+    shared_static: Count = 0
+    shared_dynamic: Count = 0
+    stack: Count = 0
+    constant: Count = 0
+    barriers: Count = 0
+
+
+class ControlDoc(msgspec.Struct, kw_only=True):
+    stall: Stall
+    yields: bool = msgspec.field(name="yield")
+    write_barrier: Barrier | None = None
+    read_barrier: Barrier | None = None
+    wait_mask: WaitMask
+    reuse: ReuseMask
+
+
+class LiveDoc(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    gpr: Live = 0
+    pred: Live = 0
+    ugpr: Live = 0
+    upred: Live = 0
+
+
+class SassLineDoc(msgspec.Struct, kw_only=True):
+    """One saved SASS line; ``control`` and ``live_registers`` are absent in older files."""
+
+    offset: Count | None = None
+    text: Text
+    opcode: Text = ""
+    line: Count | None = None
+    ptx_line: Count | None = None
+    control: ControlDoc | None = None
+    live: LiveDoc | None = msgspec.field(name="live_registers", default=None)
+
+
+class DiagnosticDoc(msgspec.Struct, kw_only=True):
+    file: Text
+    line: Count | None = None
+    severity: Text
+    message: Text
+
+
+class KernelDoc(msgspec.Struct, kw_only=True):
+    """One saved kernel; ``sass_lines`` is left out where it can be rebuilt from the cubin."""
+
+    name: Text
+    mangled: Text
+    arch: Text
+    ptx_span: tuple[Count, Count]
+    ptx_lines_source: list[Count | None]
+    resources: ResourcesDoc
+    sass_lines: list[SassLineDoc] | msgspec.UnsetType = msgspec.UNSET
+
+
+class CompileDoc(msgspec.Struct, kw_only=True):
+    """A saved CompileResult. Source, PTX, log and stages are whole files: only the file
+    size bounds them."""
+
+    lang: Text
+    arch: Text
+    source: str
+    source_name: Text
+    source_path: Text = ""
+    flags: Texts = []
+    ptx: str
+    cubin: bytes = msgspec.field(name="cubin_b64", default=b"")
+    stages: dict[str, str] = {}
+    log: str = ""
+    warnings: list[DiagnosticDoc] = []
+    versions: TextMap = {}
+    compile_s: Amount = 0.0
+    kernels: list[KernelDoc]

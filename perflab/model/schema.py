@@ -79,13 +79,15 @@ def check(doc: object, kind: type[T], where: str = "") -> T:
     return value
 
 
-def decode(doc: object, kind: type[T], source: str, where: str = "") -> T:
-    """:func:`check`, with each failure a SchemaError naming ``source`` and the field."""
+def decode(doc: object, kind: type[T], source: str, where: str = "", what: str = "") -> T:
+    """:func:`check`, with each failure a SchemaError naming ``source`` and the field (and
+    saying ``malformed <what>`` first when ``what`` is given)."""
     try:
         return check(doc, kind, where)
     except FieldError as exc:
         position = f"field {exc.place}" if exc.place else None
-        raise SchemaError(exc.reason, source=source, position=position) from None
+        reason = f"malformed {what}: {exc.reason}" if what else exc.reason
+        raise SchemaError(reason, source=source, position=position) from None
 
 
 def encode(value: object) -> dict[str, object]:
