@@ -289,7 +289,7 @@ def diff_kernels(
 ) -> KernelDiff:
     import difflib
 
-    b, a = before.resources.to_dict(), after.resources.to_dict()
+    b, a = vars(before.resources), vars(after.resources)  # the counts, field by field
     resources = {k: (b[k], a[k]) for k in b if b[k] != a[k]}
     mb, ma = before.instruction_mix, after.instruction_mix
     mix = {

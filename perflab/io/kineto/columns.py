@@ -15,11 +15,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,7 @@ from perflab.io._common import StringTable, events_table, renumber, sort_order
 from perflab.io.kineto.decode import Doc
 from perflab.io.kineto.keys import EVENT_KEY, NAME_EVENTS, SKIPPED_CATEGORIES, event_key_table
 from perflab.io.kineto.meta import gpu_word, trace_meta
-from perflab.io.kineto.parts import ColumnParts, KeyTable, return_freed_memory
+from perflab.io.kineto.parts import ColumnParts, KeyTable, S, return_freed_memory
 from perflab.io.kineto.records import (
     EXACT_FLOW_TYPES,
     EXACT_TYPES,
@@ -67,6 +67,8 @@ from perflab.model.trace import (
     Trace,
     kind_mask,
 )
+
+T = TypeVar("T")
 
 # return_freed_memory lives in .parts; load.py imports it from here
 __all__ = ["Columns", "build", "return_freed_memory"]
@@ -117,7 +119,7 @@ class Columns:
         self.maybe_flows = 0
         self.parts = ColumnParts()
         # thread_name / process_name -> {(pid, tid) as written: name}
-        self.names: dict[str, dict[tuple[Any, Any], str]] = {k: {} for k in NAME_EVENTS}
+        self.names: dict[str, dict[tuple[Hashable, Hashable], str]] = {k: {} for k in NAME_EVENTS}
 
     def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         """The columns read so far and what their ids stand for (JSON-able), for ``absorb``.
@@ -197,8 +199,8 @@ class Columns:
             start_ns=start_ns,
             dur_ns=dur_ns,
             # one plain pass per field: a structured fromiter of pairs measured slower
-            correlation=_numbers(args, "correlation"),
-            external_id=_numbers(args, "external_id"),
+            correlation=_numbers(args, "correlation", np.int64),
+            external_id=_numbers(args, "external_id", np.int64),
             **self._gpu_lanes(args, table["gpu_cat"][code]),
         )
         self.kept += len(kept)
@@ -270,14 +272,17 @@ class Columns:
         for name in ("device", "stream"):
             column = np.full(len(args), -1, dtype=np.int64)
             try:
-                column[rows] = _numbers(on_gpu, name)
+                column[rows] = _numbers(on_gpu, name, np.int64)
             except ValueError:  # ids given as hex text: parsed one by one
                 column[rows] = [lane_id(getattr(a, name), name) for a in on_gpu]
             lanes[name] = column
         return lanes
 
     def _check_times(
-        self, ts: npt.NDArray[np.float64], dur: npt.NDArray[np.float64], position: Any
+        self,
+        ts: npt.NDArray[np.float64],
+        dur: npt.NDArray[np.float64],
+        position: Callable[[int], int],
     ) -> None:
         """Every complete event needs a finite ts and a finite, non-negative dur, both
         inside the model's time window."""
@@ -313,18 +318,18 @@ class Columns:
             k_event=rows + base,
             k_grid=self.dims.ids.codes(map(_GRID, kernels), n),
             k_block=self.dims.ids.codes(map(_BLOCK, kernels), n),
-            k_registers=_numbers(kernels, "registers"),
-            k_shared_mem=_numbers(kernels, "shared_memory"),
+            k_registers=_numbers(kernels, "registers", np.int64),
+            k_shared_mem=_numbers(kernels, "shared_memory", np.int64),
             k_occupancy=_numbers(kernels, "occupancy", np.float64),
         )
         comm = list(map(_COMM_ARGS, kernels))
         if comm.count(_NO_COMM_ARGS) != n:  # NCCL kernels with collective metadata
             self._add_comm_args(rows + base, comm)
         rows = np.flatnonzero((kind == EventKind.MEMCPY) | (kind == EventKind.MEMSET))
-        self.parts.put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes"))
+        self.parts.put(m_event=rows + base, m_bytes=_numbers(_pick(args, rows), "bytes", np.int64))
         rows = np.flatnonzero(kind == EventKind.CPU_OP)
         ops = _pick(args, rows)
-        sequence = _numbers(ops, "sequence")
+        sequence = _numbers(ops, "sequence", np.int64)
         flops, dims, types = self._op_extras(ops)
         keep = (sequence >= 0) | np.isfinite(flops) | (dims >= 0) | (types >= 0)
         self.parts.put(
@@ -335,7 +340,7 @@ class Columns:
             o_input_types=types[keep],
         )
 
-    def _add_comm_args(self, rows: npt.NDArray[np.intp], comm: list[tuple[Any, Any]]) -> None:
+    def _add_comm_args(self, rows: npt.NDArray[np.intp], comm: list[tuple[object, object]]) -> None:
         """Process group and sequence number of the kernels that carry them."""
         keep = [c != _NO_COMM_ARGS for c in comm]
         kept = list(compress(comm, keep))
@@ -459,14 +464,14 @@ def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int
     return int(at[row])
 
 
-def _pick(records: list[Any], rows: npt.NDArray[np.intp]) -> Sequence[Any]:
+def _pick(records: list[T], rows: npt.NDArray[np.intp]) -> Sequence[T]:
     """``records[rows]`` for a list."""
     if len(rows) < 2:
         return [records[i] for i in rows.tolist()]
-    picked: tuple[Any, ...] = itemgetter(*rows.tolist())(records)
+    picked: tuple[T, ...] = itemgetter(*rows.tolist())(records)
     return picked
 
 
-def _numbers(records: Sequence[Any], name: str, dtype: Any = np.int64) -> npt.NDArray[Any]:
+def _numbers(records: Sequence[object], name: str, dtype: type[S]) -> npt.NDArray[S]:
     """Attribute ``name`` of every record, as one numpy column."""
     return np.fromiter(map(attrgetter(name), records), dtype, count=len(records))

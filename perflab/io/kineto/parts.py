@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -17,18 +17,21 @@ from perflab.io.kineto.values import Ids
 SMALL_PARTS = 256  # slices' column parts joined into one block (see ColumnParts.put)
 SMALL_PART_BYTES = 64 << 10  # parts this large are left as they are
 RETURN_FREED_BYTES = 4 << 20  # see return_freed_memory
+S = TypeVar("S", bound=np.generic)
 
 
 class KeyTable:
     """Numpy lookup columns over the ids of an :class:`Ids`, extended as keys arrive."""
 
     def __init__(
-        self, describe: Callable[[list[Any]], dict[str, list[Any]]], dtypes: dict[str, Any]
+        self,
+        describe: Callable[[list[Any]], dict[str, list[Any]]],
+        dtypes: Mapping[str, npt.DTypeLike],
     ) -> None:
         self.ids = Ids()
         self.describe = describe
         self.dtypes = dtypes
-        self.lists: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self.lists: dict[str, list[object]] = {name: [] for name in dtypes}
         self.arrays: dict[str, npt.NDArray[Any]] = {}
 
     def __getitem__(self, column: str) -> npt.NDArray[Any]:
@@ -49,10 +52,10 @@ class ColumnParts:
     one column and lets go of its parts."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[npt.NDArray[Any]]] = {}
+        self.parts: dict[str, list[npt.NDArray[np.generic]]] = {}
         self.small_parts: dict[str, int] = {}  # parts appended since the last join, per key
 
-    def put(self, **columns: npt.NDArray[Any]) -> None:
+    def put(self, **columns: npt.NDArray[np.generic]) -> None:
         for key, values in columns.items():
             parts = self.parts.setdefault(key, [])
             parts.append(values)
@@ -67,7 +70,7 @@ class ColumnParts:
                 small = 0
             self.small_parts[key] = small
 
-    def take(self, key: str, dtype: Any) -> npt.NDArray[Any]:
+    def take(self, key: str, dtype: type[S]) -> npt.NDArray[S]:
         parts = self.parts.pop(key, [])
         self.small_parts.pop(key, None)
         if not parts:
@@ -79,7 +82,7 @@ class ColumnParts:
             return_freed_memory()
         return column
 
-    def handover(self) -> dict[str, npt.NDArray[Any]]:
+    def handover(self) -> dict[str, npt.NDArray[np.generic]]:
         """Every column joined; these parts are let go of at once (see Columns.export)."""
         arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
         self.parts, self.small_parts = {}, {}

@@ -4,8 +4,7 @@ the tracks and each event's track, the kernel, memcpy/memset and CPU-op tables, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +23,12 @@ from perflab.model.trace import (
     unique_rows,
 )
 
+I64 = npt.NDArray[np.int64]
+
 
 def comm_meta(
     parts: ColumnParts, correlation: npt.NDArray[np.int64], groups: Sequence[str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``collective_args``: the NCCL kernels' process groups and sequence numbers, keyed
     by the kernels' correlation ids (see perflab.model.trace); absent when none has
     them. ``groups``: the process group names the ``c_group`` column's ids stand for."""
@@ -47,7 +48,7 @@ def comm_meta(
 
 
 def name_meta(
-    names: Mapping[str, Mapping[tuple[Any, Any], str]], text_ids: Ids
+    names: Mapping[str, Mapping[tuple[Hashable, Hashable], str]], text_ids: Ids
 ) -> dict[str, dict[str, str]]:
     """``thread_names`` ({"<pid>:<tid>": name}) and ``process_names`` ({"<pid>": name}),
     with pids and tids numbered as the tracks number them; absent when the trace names
@@ -149,10 +150,10 @@ def op_table(
 
 def _key_groups(
     code: npt.NDArray[np.int32],
-    device: npt.NDArray[np.int64],
-    stream: npt.NDArray[np.int64],
+    device: I64,
+    stream: I64,
     n_keys: int,
-) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+) -> tuple[I64, I64, I64, I64]:
     """Distinct (key, device, stream) combinations that occur: (group of every event, and
     per group its key, device and stream). Kineto gives every event of a key the same
     device and stream, which is checked in one vectorised pass; otherwise rows are sorted."""
