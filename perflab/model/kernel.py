@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perflab.errors import InputError
 from perflab.model.display import Shown
@@ -434,7 +434,7 @@ class CompileResult(Shown):
         known = ", ".join(k.name for k in self.kernels)
         raise InputError(f"no kernel named {name!r} (kernels: {known})")
 
-    def to_dict(self, *, sass: bool = True) -> dict[str, object]:
+    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:  # the CLI adds to its kernels
         """JSON-ready; ``sass=False`` leaves SASS out (it can be rebuilt from the cubin)."""
         from perflab.model.saved import CompileDoc
         from perflab.model.schema import encode

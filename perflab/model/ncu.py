@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflab.model.display import Shown
 
@@ -59,7 +59,7 @@ class NcuReport(Shown):
 
         return pd.DataFrame(_values(NcuRule, self.rules), columns=_names(NcuRule))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "kernels": self.kernels,
@@ -77,7 +77,9 @@ def _names(kind: type[NcuMetric | NcuRule]) -> list[str]:
     return [f.name for f in fields(kind)]
 
 
-def _values(kind: type[NcuMetric | NcuRule], items: list[Any]) -> list[tuple[Any, ...]]:
+def _values(
+    kind: type[NcuMetric | NcuRule], items: list[NcuMetric] | list[NcuRule]
+) -> list[tuple[object, ...]]:
     """Each item's fields, in order (the classes have slots, no ``__dict__``)."""
     get = attrgetter(*_names(kind))
     return [get(item) for item in items]

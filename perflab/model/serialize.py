@@ -20,9 +20,9 @@ import stat
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ def cache_dir() -> Path:
     return Path(base) if base else Path.home() / ".cache" / "perflab"
 
 
-def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+def dump_json(kind: str, payload: Mapping[str, object], path: str | os.PathLike[str]) -> Path:
     """Write ``payload`` under a ``kind``/``schema_version`` header, atomically
     (:func:`write_atomic`)."""
     doc = {"perflab": kind, "schema_version": SCHEMA_VERSION, **payload}
@@ -63,15 +63,15 @@ def dump_json(kind: str, payload: dict[str, Any], path: str | os.PathLike[str]) 
 
 def save_arrays(
     path: str | os.PathLike[str],
-    arrays: dict[str, npt.NDArray[Any]],
-    header: dict[str, Any],
+    arrays: Mapping[str, npt.NDArray[np.generic]],
+    header: Mapping[str, object],
     *,
     compress: bool = True,
 ) -> Path:
     """Numeric arrays and a JSON ``header`` in one ``.npz``, written aside and renamed
     (:func:`write_atomic`), so that a reader never sees half a file."""
     text = np.frombuffer(json.dumps(header, allow_nan=False).encode(), np.uint8)
-    save: Any = np.savez_compressed if compress else np.savez
+    save: Callable[..., None] = np.savez_compressed if compress else np.savez
     return write_atomic(path, lambda fh: save(fh, header=text, **arrays))
 
 
@@ -292,7 +292,7 @@ def load_arrays(
 
 def _read_member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, error: type[InputError]
-) -> npt.NDArray[Any]:
+) -> npt.NDArray[np.generic]:
     where = f"member {info.filename}"
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or info.flag_bits & 1:
         raise error("damaged file: unsupported compression", source=source, position=where)
@@ -381,11 +381,11 @@ class _NonFinite(ValueError):
     pass
 
 
-def _no_constant(token: str) -> Any:
+def _no_constant(token: str) -> NoReturn:
     raise _NonFinite(f"{token} is not a JSON number")
 
 
-def nesting_depth(doc: Any) -> int:
+def nesting_depth(doc: object) -> int:
     """How many lists/objects deep ``doc`` goes (without recursion: any depth is safe)."""
     deepest = 0
     stack = [(doc, 1)] if isinstance(doc, (list, dict)) else []
@@ -409,7 +409,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def check_header(kind: str, doc: Any, source: str) -> dict[str, Any]:
+def check_header(kind: str, doc: object, source: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("perflab") != kind:
         found = doc.get("perflab") if isinstance(doc, dict) else type(doc).__name__
         raise SchemaError(f"expected a perflab {kind} file, found {found!r}", source=source)
