@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from perflab.errors import ToolchainError
 
@@ -138,7 +137,7 @@ class _Terminating(BaseException):
         self.signum = signum
 
 
-_Handler = Callable[[int, FrameType | None], Any] | int
+_Handler = Callable[[int, FrameType | None], object] | int
 _depth = 0  # nested cleanup_on_signals in the main thread; the outermost installs
 
 

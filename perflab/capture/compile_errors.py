@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from perflab.errors import InputError
 from perflab.model.kernel import Diagnostic
@@ -170,9 +169,9 @@ def triton_compile_error(exc: BaseException, source: str, source_name: str) -> C
     )
 
 
-def _compilation_chain(exc: BaseException) -> list[Any]:
+def _compilation_chain(exc: BaseException) -> list[BaseException]:
     """Triton's positioned errors (``src`` and ``node``), outermost first."""
-    chain: list[Any] = []
+    chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and hasattr(getattr(current, "node", None), "lineno"):
         chain.append(current)
@@ -183,7 +182,7 @@ def _compilation_chain(exc: BaseException) -> list[Any]:
 _EXCEPTION_REPR_RE = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.DOTALL)
 
 
-def _triton_message(err: Any) -> str:
+def _triton_message(err: BaseException) -> str:
     """The message of Triton's innermost error: ``AttributeError("no foo")`` (a repr,
     as Triton stores it) reads ``AttributeError: no foo``."""
     text = str(getattr(err, "error_message", "") or "").strip()
@@ -193,7 +192,7 @@ def _triton_message(err: Any) -> str:
     return f"{m.group(1)}: {m.group(3)}" if m else text or type(err).__name__
 
 
-def _file_position(err: Any, lines: Sequence[str]) -> tuple[int | None, int | None]:
+def _file_position(err: BaseException, lines: Sequence[str]) -> tuple[int | None, int | None]:
     """``err``'s (line, 0-based column) in ``lines``: its function's ``def`` found there
     by text (Triton's ``src`` is the function from ``def`` on, dedented)."""
     src = str(getattr(err, "src", "") or "").splitlines()
@@ -201,5 +200,7 @@ def _file_position(err: Any, lines: Sequence[str]) -> tuple[int | None, int | No
     for start in range(len(lines)):
         if [text.strip() for text in lines[start : start + len(head)]] == head and head:
             indent = len(lines[start]) - len(lines[start].lstrip())
-            return start + err.node.lineno, indent + int(getattr(err.node, "col_offset", 0))
+            node = getattr(err, "node", None)  # the chain holds errors with a positioned node
+            line, column = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            return start + int(line), indent + int(column)
     return None, None

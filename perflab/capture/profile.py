@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from perflab.capture import env
 from perflab.errors import import_extra, no_gpu
@@ -27,7 +26,7 @@ from perflab.model.trace import Trace
 
 
 def profile(
-    fn: Callable[[], Any],
+    fn: Callable[[], object],
     *,
     cuda: bool | None = None,
     record_shapes: bool = False,

@@ -118,7 +118,7 @@ class TimingOptions:
     max_samples: int = 10_000
     max_noise: float = 0.005  # target relative standard error of the median (0: off)
     fill_queue: bool = True  # GPU: a spinning kernel before each sample's start event
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     def validate(self) -> None:
         if self.backend not in ("auto", "cuda", "cpu"):

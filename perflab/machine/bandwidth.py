@@ -56,7 +56,6 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -590,7 +589,7 @@ def _engine_warnings(backend: str, engines: Engines) -> list[str]:
     return lines
 
 
-def _options(quick: bool, backend: str, last_cache: float, engines: Engines) -> dict[str, Any]:
+def _options(quick: bool, backend: str, last_cache: float, engines: Engines) -> dict[str, object]:
     on_gpu = backend == "cuda"
     known = math.isfinite(last_cache)
     cache_state = (

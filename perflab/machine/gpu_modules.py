@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL_DIR = ROOT / ".whl"
@@ -374,7 +374,7 @@ class ModuleCheck:
     installed_from_wheels: list[str] = field(default_factory=list)
     modules_followed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 

@@ -13,7 +13,8 @@ import contextlib
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from types import ModuleType
+from typing import TypedDict
 
 import numpy as np
 
@@ -34,7 +35,7 @@ CPU_SIZES = (128, 256, 512, 1024)
 
 
 @contextlib.contextmanager
-def _tf32(torch: Any, allowed: bool) -> Iterator[None]:
+def _tf32(torch: ModuleType, allowed: bool) -> Iterator[None]:
     """TF32 on or off for the block, restored afterwards (it is process-wide state).
 
     torch >= 2.9 has ``backends.cuda.matmul.fp32_precision`` ("tf32"/"ieee"); once a
@@ -75,7 +76,7 @@ def _cuda_matmul(dtype: str, n: int) -> Callable[[], object] | None:
     return lambda: torch.matmul(a, b, out=out)
 
 
-def _cuda_fp8(torch: Any, n: int) -> Callable[[], object] | None:
+def _cuda_fp8(torch: ModuleType, n: int) -> Callable[[], object] | None:
     fp8 = getattr(torch, "float8_e4m3fn", None)
     major, minor = torch.cuda.get_device_capability()
     if fp8 is None or not hasattr(torch, "_scaled_mm") or (major, minor) < (8, 9):
@@ -238,7 +239,21 @@ def spec_peaks(device_name: str) -> dict[str, float]:
     return {d: peak["gflops"] for d, peak in spec_peak_info(device_name).items()}
 
 
-def spec_peak_info(device_name: str) -> dict[str, dict[str, Any]]:
+class _Rate(TypedDict):
+    gflops: float
+
+
+class Peak(_Rate, total=False):
+    """A dtype's peak and where it comes from (the spec table's row, or the caller)."""
+
+    figure: str
+    device: str
+    dense: bool | None
+    source: str
+    derived: str
+
+
+def spec_peak_info(device_name: str) -> dict[str, Peak]:
     """Per matmul dtype, the spec table's peak: ``gflops``, the ``figure`` it is (e.g.
     "BF16/FP16 tensor"), the ``device`` row, ``dense`` (the table holds dense figures:
     no 2:4 sparsity), its ``source`` and how it was ``derived`` ({} if the device is
@@ -248,7 +263,7 @@ def spec_peak_info(device_name: str) -> dict[str, dict[str, Any]]:
     spec = find_spec(device_name)
     if spec is None:
         return {}
-    info = {}
+    info: dict[str, Peak] = {}
     for dtype, key in SPEC_KEYS.items():
         fig = spec.compute.get(key)
         if fig is None or fig.value is None:
@@ -266,7 +281,7 @@ def spec_peak_info(device_name: str) -> dict[str, dict[str, Any]]:
 
 def peaks_used(
     device_name: str, peaks: Mapping[str, float] | None, on_gpu: bool
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Peak]:
     """The peak each dtype's fraction is taken against: the caller's ``peaks`` (checked:
     positive and finite; dense or sparse unknown), else on a GPU the spec table's."""
     if peaks is None:
@@ -275,7 +290,7 @@ def peaks_used(
     if bad:
         raise InputError(f"matmul peaks must be positive finite GFLOP/s, got {bad}")
     return {
-        d: {"gflops": float(v), "figure": f"{d} peak", "dense": None, "source": "peaks= argument"}
+        d: Peak(gflops=float(v), figure=f"{d} peak", dense=None, source="peaks= argument")
         for d, v in peaks.items()
     }
 
