@@ -4,7 +4,7 @@ and :func:`decode`/:func:`encode` convert between those types and plain JSON val
 
 A value outside its declared type is a SchemaError naming the file and the field
 (``r.json (field samples_ns[3]): must be a finite number >= 0.0, not -1.0``). What a type
-cannot say (a column as long as another, a median inside its interval) a type states in a
+cannot say (a column as long as another, a sample a timer can report) a type states in a
 ``validate()`` method, raising :class:`Invalid` with the place relative to itself; decode
 calls every decoded object's ``validate()``, innermost first, and names the whole path.
 """
@@ -74,7 +74,7 @@ def check(doc: object, kind: type[T], where: str = "") -> T:
         raise FieldError(_join(where, place), reason) from None
     try:
         _validate_tree(value)
-    except _Located as exc:
+    except FieldError as exc:
         raise FieldError(_join(where, exc.place), exc.reason) from None
     return value
 
@@ -107,12 +107,6 @@ def _plain(value: object) -> object:
 # -- cross-field checks ------------------------------------------------------------------
 
 
-class _Located(Exception):
-    def __init__(self, place: str, reason: str) -> None:
-        self.place = place
-        self.reason = reason
-
-
 def _validate_tree(value: object, place: str = "") -> None:
     """Call ``validate()`` on every decoded Struct below and at ``value``, innermost first."""
     for name, child in _children(value):
@@ -122,16 +116,18 @@ def _validate_tree(value: object, place: str = "") -> None:
         try:
             validate()
         except Invalid as exc:
-            raise _Located(_join(place, exc.place), exc.reason) from None
+            raise FieldError(_join(place, exc.place), exc.reason) from None
 
 
 def _children(value: object) -> Iterator[tuple[str, object]]:
-    """The parts of ``value`` that may hold Structs (a list of numbers is skipped whole)."""
+    """The parts of ``value`` that may hold Structs, each with its name in the file (a list
+    of numbers is skipped whole)."""
     if isinstance(value, msgspec.Struct):
-        for name in value.__struct_fields__:
+        names = zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True)
+        for name, saved_as in names:
             child = getattr(value, name)
             if isinstance(child, (msgspec.Struct, list, dict)):
-                yield name, child
+                yield saved_as, child
     elif isinstance(value, list) and value and isinstance(value[0], (msgspec.Struct, list)):
         yield from ((f"[{i}]", item) for i, item in enumerate(value))
     elif isinstance(value, dict):
