@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -72,8 +72,20 @@ def _gunzip(raw: bytes, limit: int, source: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+class Inflater(Protocol):
+    """What is used of a zlib (or ISA-L) decompressor."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes: ...
+
+
 def _inflate_member(
-    inflate: Any, data: bytes, parts: list[bytes], size: int, limit: int, source: str
+    inflate: Inflater, data: bytes, parts: list[bytes], size: int, limit: int, source: str
 ) -> int:
     """Inflate one gzip member into ``parts`` a block at a time, stopping once the text
     passes ``limit``; returns the text size so far. Blocks keep a bomb's peak near the limit:
@@ -143,8 +155,8 @@ def track_label(kind: int, device: int, stream: int, gpu: str = "GPU") -> str:
     return f"process {device} thread {stream}"
 
 
-def events_table(columns: dict[str, Any]) -> Table:
-    return Table(EVENT_COLUMNS, columns)
+def events_table(columns: Mapping[str, npt.ArrayLike]) -> Table:
+    return Table(EVENT_COLUMNS, dict(columns))
 
 
 def sort_order(start_ns: npt.NDArray[np.int64], track: npt.NDArray[np.int32]) -> npt.NDArray[Any]:
@@ -152,7 +164,7 @@ def sort_order(start_ns: npt.NDArray[np.int64], track: npt.NDArray[np.int32]) ->
     return np.lexsort((track, start_ns))
 
 
-def renumber(order: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+def renumber(order: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
     """For a permutation ``order`` (new row -> old row): old row -> new row."""
     new_of_old = np.empty(len(order), dtype=np.int64)
     new_of_old[order] = np.arange(len(order), dtype=np.int64)
