@@ -234,3 +234,12 @@ def test_the_models_import_without_msgspec() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert done.stdout.strip() == "False"
+
+
+def test_a_refused_long_value_is_described_not_repeated() -> None:
+    doc = _timing()
+    doc["name"] = "x" * 100_001
+    message = _refusal(doc, TimingDoc)
+    assert message.endswith(
+        "(field name): must be text of length <= 100000, not text of 100,001 characters"
+    )

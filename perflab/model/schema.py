@@ -153,6 +153,8 @@ _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[(\.\.\.)\]")
 _FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>[^`]*)`$")
 _EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?:, got `(?P<got>[^`]+)`|(?P<bound> .+))$")
 _WORDS = {
+    "list": "a list",
+    "dict": "an object",
     "int": "a whole number",
     "float": "a finite number",
     "float | null": "a finite number or null",
@@ -245,5 +247,10 @@ def _child(value: object, step: Step) -> object:
 
 
 def _short(value: object) -> str:
-    text = "..." if value is Ellipsis else repr(value)
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, (list, dict, str)) and len(value) > 40:  # never repr a whole column
+        unit = {"str": "characters", "list": "items", "dict": "keys"}[type(value).__name__]
+        return f"{_WORDS[type(value).__name__]} of {len(value):,} {unit}"
+    text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
