@@ -77,7 +77,7 @@ class CudaJob:
     source_name: str = CELL_FILE
     timeout: float = DEFAULT_TIMEOUT_S
 
-    def cache_parts(self) -> dict[str, Any]:
+    def cache_parts(self) -> dict[str, object]:
         return {
             "lang": "cuda",
             "source": self.source,

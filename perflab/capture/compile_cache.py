@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from perflab.analysis.ptx import parse_ptx
 from perflab.analysis.sass import parse_disassembly, parse_res_usage
@@ -37,7 +37,7 @@ def cache_root() -> Path:
     return cache_dir() / "compile"
 
 
-def cache_key(parts: Mapping[str, Any]) -> str:
+def cache_key(parts: Mapping[str, object]) -> str:
     doc = json.dumps({"cache_version": CACHE_VERSION, **parts}, sort_keys=True, default=str)
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
 
@@ -48,7 +48,7 @@ class CompileJob(Protocol):
     @property
     def timeout(self) -> float: ...
 
-    def cache_parts(self) -> dict[str, Any]: ...
+    def cache_parts(self) -> dict[str, object]: ...
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from perflab.analysis.ptx import parse_files
@@ -46,7 +47,7 @@ class TritonSpec:
 
     fn: Any
     signature: Mapping[str, str] | Sequence[str]
-    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    constexprs: Mapping[str, object] = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 3
     aligned: Sequence[str] | None = None  # None: every pointer (as the JIT sees torch tensors)
@@ -71,7 +72,7 @@ class TritonSpec:
         )
 
 
-def _triton() -> Any:
+def _triton() -> ModuleType:
     triton = import_extra("triton", "compiling Triton kernels")
     version = tuple(int(p) for p in re.findall(r"\d+", triton.__version__)[:2])
     if version < MIN_TRITON:
@@ -80,7 +81,7 @@ def _triton() -> Any:
 
 
 def triton_signature(
-    fn: Any, signature: Mapping[str, str] | Sequence[str], constexprs: Mapping[str, Any]
+    fn: Any, signature: Mapping[str, str] | Sequence[str], constexprs: Mapping[str, object]
 ) -> dict[str, str]:
     """Every parameter name -> type string, ``"constexpr"`` for constants."""
     params = list(getattr(fn, "arg_names", []))
@@ -109,10 +110,10 @@ def triton_signature(
 
 
 def _triton_ast_source(
-    triton: Any,
+    triton: ModuleType,
     fn: Any,
     signature: dict[str, str],
-    constexprs: Mapping[str, Any],
+    constexprs: Mapping[str, object],
     aligned: Sequence[str],
 ) -> Any:
     """The one place that knows ASTSource's arguments (identical in Triton 3.6 and 3.9):
@@ -142,7 +143,7 @@ class TritonJob:
 
     fn: Any  # the @triton.jit function
     signature: Mapping[str, str]
-    constexprs: Mapping[str, Any]
+    constexprs: Mapping[str, object]
     arch: Arch
     num_warps: int = 4
     num_stages: int = 3
@@ -150,7 +151,7 @@ class TritonJob:
     source_name: str = ""
     timeout: float = DEFAULT_TIMEOUT_S
 
-    def cache_parts(self) -> dict[str, Any]:
+    def cache_parts(self) -> dict[str, object]:
         return {
             "lang": "triton",
             "fn": self.fn.cache_key,
@@ -168,7 +169,7 @@ class TritonJob:
         }
 
 
-def _require_compilable(fn: Any) -> None:
+def _require_compilable(fn: object) -> None:
     """``fn`` is a kernel Triton compiles: with TRITON_INTERPRET=1 set when the kernel was
     defined, ``@triton.jit`` gives Triton's interpreter instead, which has no compiler."""
     if hasattr(fn, "cache_key") and hasattr(fn, "fn"):
@@ -187,7 +188,7 @@ def compile_triton(
     fn: Any,
     *,
     signature: Mapping[str, str] | Sequence[str],
-    constexprs: Mapping[str, Any] | None = None,
+    constexprs: Mapping[str, object] | None = None,
     arch: str = "sm_90a",
     num_warps: int = 4,
     num_stages: int = 3,
@@ -231,7 +232,7 @@ def compile_triton(
     return cached_run(job, lambda: _run_triton(triton, job), cache=cache)
 
 
-def _triton_compiled(triton: Any, job: TritonJob) -> Any:
+def _triton_compiled(triton: ModuleType, job: TritonJob) -> Any:
     """``triton.compile`` of the job; the kernel's errors as a CompileError at its lines."""
     from triton.backends.compiler import GPUTarget
 
@@ -252,7 +253,7 @@ def _triton_compiled(triton: Any, job: TritonJob) -> Any:
         raise triton_compile_error(exc, _python_source(job.fn), job.source_name) from None
 
 
-def _run_triton(triton: Any, job: TritonJob) -> CompileResult:
+def _run_triton(triton: ModuleType, job: TritonJob) -> CompileResult:
     started = time.perf_counter()
     compiled = _triton_compiled(triton, job)
     asm, code = compiled.asm, job.fn.fn.__code__

@@ -12,9 +12,13 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from perflab.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 SYNC_MESSAGE = (
     "--graph: the cell synchronises with the host (e.g. .item(), print of a CUDA tensor, "
@@ -82,7 +86,7 @@ def capture_error(exc: BaseException, library: str = "torch") -> InputError:
     return InputError(f"{why} ({library}: {_first_line(chain[-1])})")
 
 
-def capture_torch(torch: Any, fn: Callable[[], object], number: int) -> Callable[[], object]:
+def capture_torch(torch: ModuleType, fn: Callable[[], object], number: int) -> Callable[[], object]:
     """Capture ``number`` calls into a torch CUDA graph; return its replay. A failed capture
     is ended, the current stream restored, and a perflab error raised."""
     cuda = torch.cuda
@@ -107,7 +111,9 @@ def capture_torch(torch: Any, fn: Callable[[], object], number: int) -> Callable
     return replay
 
 
-def _recover_torch(cuda: Any, graph: Any, before: Any) -> None:
+def _recover_torch(
+    cuda: ModuleType, graph: torch.cuda.CUDAGraph, before: torch.cuda.Stream
+) -> None:
     """After a failed capture: end it if it is still open, and make ``before`` the current
     stream again (``torch.cuda.graph`` leaves its capture stream current when ending the
     capture raises); then let pending work finish, so the next run starts clean."""
@@ -119,7 +125,7 @@ def _recover_torch(cuda: Any, graph: Any, before: Any) -> None:
         cuda.synchronize()
 
 
-def capture_cupy(cupy: Any, fn: Callable[[], object], number: int) -> Callable[[], object]:
+def capture_cupy(cupy: ModuleType, fn: Callable[[], object], number: int) -> Callable[[], object]:
     """Capture ``number`` calls on a new CuPy stream; return a replay on the current stream.
     A failed capture is ended and a perflab error raised."""
     stream = cupy.cuda.Stream(non_blocking=True)

@@ -44,13 +44,13 @@ class CtypesNvml:
     NVML_PERF_POLICY_POWER = NVML_PERF_POLICY_POWER
     NVML_PERF_POLICY_THERMAL = NVML_PERF_POLICY_THERMAL
 
-    def __init__(self, lib: Any) -> None:
+    def __init__(self, lib: object) -> None:
         self._lib = lib
         self._error_string = getattr(lib, "nvmlErrorString", None)
         if self._error_string is not None:
             self._error_string.restype = ctypes.c_char_p  # const char *, not int
 
-    def _call(self, name: str, *args: Any) -> None:
+    def _call(self, name: str, *args: object) -> None:
         func: Callable[..., int] | None = getattr(self._lib, name, None)
         if func is None:
             raise NvmlError(name, -1, "not in this driver's NVML")
@@ -75,7 +75,7 @@ class CtypesNvml:
         return buf.value.decode(errors="replace")
 
     # --- handles -------------------------------------------------------------------
-    def _handle(self, name: str, *args: Any) -> ctypes.c_void_p:
+    def _handle(self, name: str, *args: object) -> ctypes.c_void_p:
         handle = ctypes.c_void_p()
         self._call(name, *args, ctypes.byref(handle))
         return handle
