@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from perflab.analysis.collectives import (
     OPS,
@@ -44,6 +45,9 @@ from perflab.capture import env
 from perflab.errors import InputError, NoGPUError, PerflabError, import_extra
 from perflab.machine._common import progress
 from perflab.model.machine import AlphaBetaFit, CollectiveResult, CollectiveRow
+
+if TYPE_CHECKING:
+    from torch.multiprocessing.spawn import ProcessContext
 
 BACKENDS = ("gloo", "nccl")
 TIME_ACROSS_RANKS = "mean"  # nccl-tests' default report (-a 1): the average over ranks
@@ -95,7 +99,7 @@ class CollectiveSpec:
 
 
 def _buffers(
-    torch: Any, op: str, count: int, rank: int, n: int, device: str
+    torch: ModuleType, op: str, count: int, rank: int, n: int, device: str
 ) -> tuple[Callable[[], object], Callable[[], bool]]:
     """``(call, check)``: the op on fresh buffers, and whether its result is right."""
     import torch.distributed as dist
@@ -134,7 +138,7 @@ def _buffers(
     )
 
 
-def _agree(torch: Any, value: float, device: str, op: str) -> float:
+def _agree(torch: ModuleType, value: float, device: str, op: str) -> float:
     """The same number on every rank: the max, min or mean of each rank's ``value``."""
     import torch.distributed as dist
 
@@ -146,7 +150,7 @@ def _agree(torch: Any, value: float, device: str, op: str) -> float:
 
 
 def _time_op(
-    torch: Any, spec: CollectiveSpec, op: str, nbytes: int, rank: int, n: int, device: str
+    torch: ModuleType, spec: CollectiveSpec, op: str, nbytes: int, rank: int, n: int, device: str
 ) -> CollectiveRow:
     import torch.distributed as dist
 
@@ -251,7 +255,7 @@ def _spawn(spec: CollectiveSpec) -> list[CollectiveRow]:
     return [CollectiveRow.from_dict(r) for r in doc]
 
 
-def _join(ctx: Any, deadline_s: float) -> None:
+def _join(ctx: ProcessContext, deadline_s: float) -> None:
     """Wait for every rank; a failed rank or the deadline ends the others too."""
     from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 

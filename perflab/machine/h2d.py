@@ -11,7 +11,7 @@ This needs a GPU: there is no CPU analog (the nearest, memcpy, is the bandwidth 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
@@ -30,7 +30,7 @@ DIRECTIONS = ("h2d", "d2h")
 MEMORY = ("pinned", "pageable")
 
 
-def _copy(torch: Any, direction: str, memory: str, nbytes: int) -> Callable[[], object]:
+def _copy(torch: ModuleType, direction: str, memory: str, nbytes: int) -> Callable[[], object]:
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=memory == "pinned")
     host.fill_(1)
     device = torch.empty(nbytes, dtype=torch.uint8, device="cuda")

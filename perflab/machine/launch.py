@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
@@ -38,13 +38,13 @@ HOST_CLOCK_NOTE = (
 )
 
 
-def _cuda_kernels(torch: Any) -> dict[str, Callable[[], object]]:
+def _cuda_kernels(torch: ModuleType) -> dict[str, Callable[[], object]]:
     x = torch.rand(1024, device="cuda")
     return {"empty": lambda: torch.cuda._sleep(0), "small": lambda: x.add_(1.0)}
 
 
 def _cuda_batch(
-    torch: Any, kernel: Callable[[], object], mode: str, n: int
+    torch: ModuleType, kernel: Callable[[], object], mode: str, n: int
 ) -> Callable[[], object]:
     sync = torch.cuda.synchronize
     if mode == "stream":
