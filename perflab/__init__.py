@@ -10,7 +10,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the public names, typed for mypy and IDEs; at run time __getattr__ imports each
-    from IPython.core.interactiveshell import InteractiveShell
+    # underscored: not one of the public names this block lists
+    from IPython.core.interactiveshell import InteractiveShell as _Shell
 
     from perflab import machine as machine
     from perflab import recordings as recordings
@@ -78,13 +79,13 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'perflab' has no attribute {name!r}")
 
 
-def load_ipython_extension(ipython: InteractiveShell) -> None:
+def load_ipython_extension(ipython: _Shell) -> None:
     from perflab.magics import load_ipython_extension as load
 
     load(ipython)
 
 
-def unload_ipython_extension(ipython: InteractiveShell) -> None:
+def unload_ipython_extension(ipython: _Shell) -> None:
     from perflab.magics import unload_ipython_extension as unload
 
     unload(ipython)
