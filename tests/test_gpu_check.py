@@ -94,7 +94,7 @@ def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -
         f"msgspec=={importlib.metadata.version('msgspec')}"
     ) in err
     assert any(ln.startswith("  msgspec: perflab's core") for ln in err)
-    assert any(ln.startswith("    reached through tests/test_trace_cli.py:") for ln in err)
+    assert any(ln.startswith("    reached through perflab/machine/gpu_check.py:") for ln in err)
     assert not any("[gpu-check] environment" in ln for ln in err)  # stopped at once
     (path,) = tmp_path.glob("gpu-check-dry-run-cpu-*.json")
     report = json.loads(path.read_text())

@@ -38,13 +38,14 @@ def test_every_package_the_checked_code_imports_is_classified() -> None:
     assert set(NOT_RUN) <= reached, "an entry of NOT_RUN nothing imports any more"
 
 
-def test_the_kineto_decoder_of_the_gpu_profile_test_is_reached() -> None:
-    """test_profile_gpu_records_kernels calls profile(), whose lazy import of the Kineto
-    decoder needs msgspec: skipped without a GPU, so only this reading sees it."""
+def test_saved_results_make_msgspec_needed_on_the_gpu_machine() -> None:
+    """gpu-check saves the ceilings it measured, through the saved-results schema, which
+    imports msgspec lazily (and the GPU profile test's Kineto decoder needs it too): this
+    reading finds the first path, from gpu-check's own code."""
     found = gpu_modules.reach()
     chain = found.chain("msgspec")
-    assert chain[0].startswith("tests/test_trace_cli.py:")
-    assert chain[-1].startswith("perflab/io/kineto/")
+    assert chain[0].startswith("perflab/machine/gpu_check.py:")
+    assert chain[-1].startswith("perflab/model/schema.py:")
     assert gpu_modules.is_needed("msgspec") and gpu_modules.is_needed("torch")
     assert not gpu_modules.is_needed("triton") and not gpu_modules.is_needed("cupy")
     assert gpu_modules.is_needed("some_new_package")  # unclassified: assumed needed

@@ -67,7 +67,8 @@ PACKAGES: dict[str, Package] = {
     "msgspec": Package(
         "msgspec",
         True,
-        "perflab's core: the Kineto decoder (profile() in the gpu tests)",
+        "perflab's core: saved results (gpu-check's ceilings) and the Kineto decoder "
+        "(profile() in the gpu tests)",
         False,
         travels=True,
     ),

@@ -14,7 +14,13 @@ The modules, each with one job:
 - :mod:`.helper`: the helper process's entry point (``python -m perflab.io.kineto.helper``);
 - :mod:`.decode`: text -> typed records, and malformed text -> errors;
 - :mod:`.records`: the typed records themselves, the fields that are read and their ranges;
-- :mod:`.columns`: records -> numpy columns -> the Trace's tables;
+- :mod:`.columns`: records -> numpy columns;
+- :mod:`.parts`: the pieces each slice adds to a column, and the lookup tables over
+  interned keys that their codes index;
+- :mod:`.keys`: what an event's (ph, cat, name, pid, tid) key stands for, decoded once per
+  distinct key;
+- :mod:`.tables`: the joined columns -> the Trace's tables (tracks, kernels, copies, CPU ops)
+  and the ``meta`` the records gave;
 - :mod:`.values`: single field values -> what their columns hold;
 - :mod:`.times`: microseconds, as floats or JSON text -> exact int64 nanoseconds;
 - :mod:`.meta`: the trace's ``meta`` from the file's top level.
