@@ -495,7 +495,7 @@ def test_job_timeline_links_each_collective_through_its_ranks_kernels(
     merged = job.merged()
     lanes = assign_lanes(merged)
     origin = int(merged.start_ns.min())
-    from perflab.analysis.job import match_collectives
+    from perflab.analysis.collective_match import match_collectives
 
     links = CollectiveLinks(merged, job, match_collectives(job), STRAGGLER)
     inst, cells, meta = links.page_data(lanes, origin)

@@ -12,14 +12,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from perflab.analysis.job import (
-    Collectives,
-    JobDoc,
-    JobSummary,
-    KernelRow,
-    match_collectives,
-    stragglers,
-)
+from perflab.analysis.collective_match import Collectives, match_collectives
+from perflab.analysis.job import JobDoc, JobSummary, KernelRow, stragglers
 from perflab.model.job import Job
 from perflab.model.trace import Trace
 from perflab.model.units import format_ns, format_us, shorten
