@@ -197,7 +197,8 @@ def test_lanes_of_a_real_trace_group_cpu_then_gpu() -> None:
 
 def test_hover_details_come_from_the_kernel_table() -> None:
     from perflab.io import load_trace
-    from perflab.render.timeline import DETAIL_COLUMNS, Labels, _short
+    from perflab.render.timeline_data import DETAIL_COLUMNS, Labels
+    from perflab.render.timeline_data import short_name as _short
 
     trace = load_trace(kineto("alexnet_a100.json.gz"))
     k = trace.kernels

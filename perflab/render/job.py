@@ -20,8 +20,9 @@ from perflab.model.units import format_ns, format_us, shorten
 from perflab.render.html import esc, static_text, table, text_table, wrap
 
 if TYPE_CHECKING:
-    from perflab.render.timeline import Page, Timeline
+    from perflab.render.timeline import Timeline
     from perflab.render.timeline_data import Lanes
+    from perflab.render.timeline_figure import Page
 
 RANK_HEADERS = ["rank", "busy", "idle", "span", "busy %", "kernels", "comm", "comm time", "overlap"]
 STRAGGLER_HEADERS = ["rank", "last", "mean lateness", "others' wait"]
