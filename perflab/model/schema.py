@@ -184,7 +184,7 @@ def _translate(message: str, doc: object, kind: type) -> tuple[str, str]:
     want = _WORDS.get(expected["want"], expected["want"])
     if expected["got"]:
         return _render(steps), f"must be {want}, not {_WORDS.get(expected['got'], expected['got'])}"
-    value = _short(_value_at(doc, steps))
+    value = _value_text(_value_at(doc, steps))
     return _render(steps), f"must be {want}{expected['bound']}, not {value}"
 
 
@@ -246,7 +246,7 @@ def _child(value: object, step: Step) -> object:
     return Ellipsis
 
 
-def _short(value: object) -> str:
+def _value_text(value: object) -> str:
     if value is Ellipsis:
         return "..."
     if isinstance(value, (list, dict, str)) and len(value) > 40:  # never repr a whole column

@@ -21,13 +21,13 @@ HEADERS = ("name", "calls", "total", "mean", "share")
 MAX_NAME = 80
 
 
-def _short(name: str) -> str:
+def _table_name(name: str) -> str:
     return shorten(name, MAX_NAME)
 
 
 def _rows(t: OpTable) -> list[list[str]]:
     return [
-        [_short(n), str(int(c)), format_ns(float(tot)), format_ns(float(m)), f"{100 * s:.1f}%"]
+        [_table_name(n), str(int(c)), format_ns(float(tot)), format_ns(float(m)), f"{100 * s:.1f}%"]
         for n, c, tot, m, s in zip(t.names, t.calls, t.total_ns, t.mean_ns, t.share, strict=True)
     ]
 
@@ -96,7 +96,7 @@ def ncu_text(report: NcuReport) -> str:
     advice = _advice(report)
     for k, (launch, shape) in enumerate(zip(report.kernels, _launches(report), strict=True)):
         name = printable(launch.get("Kernel Name", "?"))
-        lines.append(f"kernel {k}: {_short(name)} {printable(shape)}")
+        lines.append(f"kernel {k}: {_table_name(name)} {printable(shape)}")
         for rule in advice.get(k, []):
             head = f"  {printable(_rule_head(rule))}: "
             lines.append(
@@ -141,7 +141,7 @@ def _cell(value: SupportsFloat | str, unit: str | None, origin_ns: int) -> str:
     if unit == SHARE:
         return f"{100 * float(value):.1f}%"
     if isinstance(value, str):
-        return _short(value)
+        return _table_name(value)
     if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
         return f"{value:.4g}"
     return str(value)
