@@ -75,3 +75,18 @@ def test_a_checker_sees_the_real_classes_and_reports_their_misuse(tmp_path: Path
         '"Callable[[], object]"  [arg-type]',
         'error: "type[Trace]" has no attribute "no_such_method"  [attr-defined]',
     ], run.stdout + run.stderr
+
+
+def test_bench_takes_exactly_the_timing_options() -> None:
+    # bench's keyword options are typed by a TypedDict that repeats TimingOptions' fields:
+    # a field added to one must be added to the other, with the same type
+    import dataclasses
+    import typing
+
+    from perflab.capture.timer import TimingOptions
+    from perflab.frontend import BenchOptions
+
+    hints = typing.get_type_hints(BenchOptions)
+    assert set(hints) == {f.name for f in dataclasses.fields(TimingOptions)}
+    timer_hints = typing.get_type_hints(TimingOptions)
+    assert {k: timer_hints[k] for k in hints} == hints
