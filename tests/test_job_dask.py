@@ -176,6 +176,34 @@ def test_mixed_world_sizes_are_noted_as_locally(tmp_path: Path, client: Any) -> 
     assert any("disagree on the world size (3, 5)" in w for w in remote["warnings"])
 
 
+@pytest.mark.parametrize("work", ["summary", "activity"])
+def test_an_interrupt_cancels_the_jobs_tasks(
+    tmp_path: Path, client: Any, monkeypatch: pytest.MonkeyPatch, work: str
+) -> None:
+    generate(tmp_path, ranks=4)
+    submitted: list[Any] = []  # held here, so that only a cancel (not their release) ends them
+
+    def keeping(method: Any) -> Any:
+        def submit(*args: Any, **kwargs: Any) -> Any:
+            out = method(*args, **kwargs)
+            submitted.extend(out if isinstance(out, list) else [out])
+            return out
+
+        return submit
+
+    def interrupted(future: Any) -> Any:
+        future.result()  # the first rank has been read: the job's tasks are all submitted
+        raise KeyboardInterrupt  # Ctrl-C while this process waits for the rest
+
+    monkeypatch.setattr(client, "map", keeping(client.map))
+    monkeypatch.setattr(client, "submit", keeping(client.submit))
+    monkeypatch.setattr(job_dask, "_outcome", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        getattr(perflab.load_job(tmp_path, client=client), work)()
+    assert len(submitted) == 8  # a read and a head per rank
+    assert {f.status for f in submitted} == {"cancelled"}
+
+
 def test_cli_scheduler_local_prints_the_local_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
