@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -392,6 +393,12 @@ def jupyter_dirs(root: Path) -> dict[str, str]:
     dirs = {name: root / f".jupyter-{name.split('_')[1].lower()}" for name in JUPYTER_DIRS}
     for path in dirs.values():
         path.mkdir(exist_ok=True)
+    # JupyterLab's question about its news feed is a toast over the bottom right of the page,
+    # where it takes the clicks meant for what lies under it: answered "never" in advance
+    settings = dirs["JUPYTER_CONFIG_DIR"] / "lab" / "user-settings" / "@jupyterlab"
+    notification = settings / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     return {name: str(path) for name, path in dirs.items()}
 
 
