@@ -94,8 +94,12 @@ browser:
 	  else echo "chromium not installed and not root: browser tests will be skipped"; fi; \
 	fi
 
+# Jupyter refuses to start as root unless told; root is the usual user in a container.
+AS_ROOT := $(filter 0,$(shell id -u))
+
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(if $(AS_ROOT),$(call say,running as root (a container?): JupyterLab is started with --allow-root))
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(AS_ROOT),--allow-root)
 
 # Re-execute every notebook in place and keep its outputs (one kernel at a time; the test suite
 # checks that the committed outputs are current). `make notebooks NB="05-x.ipynb"` runs some.
