@@ -145,6 +145,11 @@ def test_a_rank_file_that_fails_to_read_is_named_and_the_rest_summarised(
     assert failed["file"] == str(bad) and failed["error"]
     assert any(str(bad) in w and "left out" in w for w in doc["warnings"])
     assert any("3 of 4 ranks present (missing: 2)" in w for w in doc["warnings"])
+    headline = str(summary).splitlines()[1]  # the partial answer says so before the tables
+    assert (
+        headline
+        == "read on a Dask cluster: 2 workers, 4 tasks; 1 rank file not read (see the warnings)"
+    )
 
 
 def test_no_readable_rank_file_is_an_input_error_naming_each(tmp_path: Path, client: Any) -> None:
@@ -214,6 +219,12 @@ def test_cli_scheduler_local_prints_the_local_json(
     remote = json.loads(capsys.readouterr().out)
     assert remote.pop("engine") == {"name": "dask", "workers": 2, "tasks": 4}
     assert remote == local
+    assert main(["trace", "summary", str(tmp_path), "--scheduler", "local:2"]) == 0
+    text = capsys.readouterr().out
+    assert main(["trace", "summary", str(tmp_path)]) == 0
+    lines = text.splitlines()  # the same text, with where the ranks were read
+    assert lines.pop(1) == "read on a Dask cluster: 2 workers, 4 tasks"
+    assert lines == capsys.readouterr().out.splitlines()
 
 
 def test_cli_timeline_on_a_scheduler_writes_the_overview(

@@ -13,10 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.collective_match import Collectives, match_collectives
-from perflab.analysis.job import JobDoc, JobSummary, KernelRow, stragglers
+from perflab.analysis.job import EngineDoc, JobDoc, JobSummary, KernelRow, stragglers
 from perflab.model.job import Job
 from perflab.model.trace import Trace
-from perflab.model.units import format_ns, format_us, shorten
+from perflab.model.units import counted, format_ns, format_us, shorten
 from perflab.render.html import esc, static_text, table, text_table, wrap
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ def headline(doc: JobDoc) -> list[str]:
     """The lines that say what matters: clocks, collectives, the worst straggler."""
     c = doc["collectives"]
     lines = [f"{len(doc['ranks'])} ranks; clocks aligned on {doc['clock']['aligned_on']}"]
+    if "engine" in doc:
+        lines.append(_engine_line(doc["engine"]))
     if c["count"]:
         lines.append(
             f"{c['count']} collectives matched across ranks; arrival skew median "
@@ -86,6 +88,18 @@ def headline(doc: JobDoc) -> list[str]:
             f"collectives; the others waited {_time(s['wait_caused_us'])} for it"
         )
     return lines
+
+
+def _engine_line(engine: EngineDoc) -> str:
+    """Where the ranks were read, and how many files could not be."""
+    failed = len(engine.get("failed", []))
+    line = (
+        f"read on a {engine['name'].capitalize()} cluster: "
+        f"{counted(engine['workers'], 'worker')}, {counted(engine['tasks'], 'task')}"
+    )
+    return line + (
+        f"; {counted(failed, 'rank file')} not read (see the warnings)" if failed else ""
+    )
 
 
 def summary_text(summary: JobSummary) -> str:
