@@ -9,15 +9,18 @@ _SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "
 
 
 def format_ns(ns: float, digits: int = 3) -> str:
-    """``1234.5`` -> ``'1.23 us'``; picks the largest unit that keeps the value >= 1. The
+    """``1234.5`` -> ``'1.23 us'``: ``digits`` significant digits, in the largest unit that keeps
+    the rounded value >= 1. The
     JupyterLab panel's ``formatNs`` writes the same: tests/data/format_ns_cases.json holds the
     cases both are tested against."""
     if ns is None or not math.isfinite(ns):
         return "n/a"
+    # rounded first, then the unit picked: 999.7 ns reads "1 us", never "1e+03 ns"
+    rounded = float(f"{ns:.{digits}g}")
     for scale, unit in _TIME_UNITS:
-        if abs(ns) >= scale:
-            return f"{ns / scale:.{digits}g} {unit}"
-    return f"{ns:.{digits}g} ns"
+        if abs(rounded) >= scale:
+            return f"{rounded / scale:.{digits}g} {unit}"
+    return f"{rounded:.{digits}g} ns"
 
 
 def us_from_ns(ns: float) -> float:

@@ -34,20 +34,22 @@ const TIME_UNITS: [number, string][] = [
 const TIME_DIGITS = 3;
 
 /**
- * A time in nanoseconds in the largest unit that keeps it >= 1, as
- * perflab.model.units.format_ns writes it ("1.23 us"); "n/a" when not finite.
- * Both are tested against the cases of tests/data/format_ns_cases.json.
+ * A time in nanoseconds, rounded to TIME_DIGITS significant digits and written in the
+ * largest unit that keeps the rounded value >= 1, as perflab.model.units.format_ns writes
+ * it ("1.23 us"; 999.7 ns is "1 us"); "n/a" when not finite. Both are tested against the
+ * cases of tests/data/format_ns_cases.json.
  */
 export function formatNs(ns: number): string {
   if (!Number.isFinite(ns)) {
     return 'n/a';
   }
+  const rounded = Number(formatG(ns, TIME_DIGITS));
   for (const [scale, unit] of TIME_UNITS) {
-    if (Math.abs(ns) >= scale) {
-      return `${formatG(ns / scale, TIME_DIGITS)} ${unit}`;
+    if (Math.abs(rounded) >= scale) {
+      return `${formatG(rounded / scale, TIME_DIGITS)} ${unit}`;
     }
   }
-  return `${formatG(ns, TIME_DIGITS)} ns`;
+  return `${formatG(rounded, TIME_DIGITS)} ns`;
 }
 
 /**
