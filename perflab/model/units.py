@@ -9,18 +9,23 @@ _SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "
 
 
 def format_ns(ns: float, digits: int = 3) -> str:
-    """``1234.5`` -> ``'1.23 us'``: ``digits`` significant digits, in the largest unit that keeps
-    the rounded value >= 1. The
-    JupyterLab panel's ``formatNs`` writes the same: tests/data/format_ns_cases.json holds the
-    cases both are tested against."""
+    """``1234.5`` -> ``'1.23 us'``; picks the largest unit that keeps the value >= 1, and
+    the next one where the value rounds to 1000 of it (999.7 ns is "1 us"). The JupyterLab
+    panel's ``formatNs`` writes the same: tests/data/format_ns_cases.json holds the cases
+    both are tested against."""
     if ns is None or not math.isfinite(ns):
         return "n/a"
-    # rounded first, then the unit picked: 999.7 ns reads "1 us", never "1e+03 ns"
-    rounded = float(f"{ns:.{digits}g}")
-    for scale, unit in _TIME_UNITS:
-        if abs(rounded) >= scale:
-            return f"{rounded / scale:.{digits}g} {unit}"
-    return f"{rounded:.{digits}g} ns"
+    scale, unit = _time_unit(abs(ns))
+    text = f"{ns / scale:.{digits}g}"
+    if abs(float(text)) >= 1000 and scale < _TIME_UNITS[0][0]:
+        scale, unit = _time_unit(scale * 1000)
+        text = f"{ns / scale:.{digits}g}"
+    return f"{text} {unit}"
+
+
+def _time_unit(size: float) -> tuple[float, str]:
+    """The largest time unit (scale in ns, name) not above ``size`` ns; ns below 1."""
+    return next(((s, u) for s, u in _TIME_UNITS if size >= s), _TIME_UNITS[-1])
 
 
 def us_from_ns(ns: float) -> float:

@@ -34,22 +34,27 @@ const TIME_UNITS: [number, string][] = [
 const TIME_DIGITS = 3;
 
 /**
- * A time in nanoseconds, rounded to TIME_DIGITS significant digits and written in the
- * largest unit that keeps the rounded value >= 1, as perflab.model.units.format_ns writes
- * it ("1.23 us"; 999.7 ns is "1 us"); "n/a" when not finite. Both are tested against the
- * cases of tests/data/format_ns_cases.json.
+ * A time in nanoseconds in the largest unit that keeps it >= 1, and in the next one where
+ * it rounds to 1000 of it (999.7 ns is "1 us"), as perflab.model.units.format_ns writes it
+ * ("1.23 us"); "n/a" when not finite. Both are tested against the cases of
+ * tests/data/format_ns_cases.json.
  */
 export function formatNs(ns: number): string {
   if (!Number.isFinite(ns)) {
     return 'n/a';
   }
-  const rounded = Number(formatG(ns, TIME_DIGITS));
-  for (const [scale, unit] of TIME_UNITS) {
-    if (Math.abs(rounded) >= scale) {
-      return `${formatG(rounded / scale, TIME_DIGITS)} ${unit}`;
-    }
+  let [scale, unit] = timeUnit(Math.abs(ns));
+  let text = formatG(ns / scale, TIME_DIGITS);
+  if (Math.abs(Number(text)) >= 1000 && scale < TIME_UNITS[0][0]) {
+    [scale, unit] = timeUnit(scale * 1000);
+    text = formatG(ns / scale, TIME_DIGITS);
   }
-  return `${formatG(rounded, TIME_DIGITS)} ns`;
+  return `${text} ${unit}`;
+}
+
+/** The largest time unit [scale in ns, name] not above `size` ns; ns below 1. */
+function timeUnit(size: number): [number, string] {
+  return TIME_UNITS.find(([scale]) => size >= scale) ?? TIME_UNITS[TIME_UNITS.length - 1];
 }
 
 /**
