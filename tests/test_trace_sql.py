@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -133,6 +134,20 @@ def test_views_escape_names() -> None:
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
     text = to_text(result)
     assert "\x1b" not in text and "\\x1b" in text and "(2 rows)" in text
+
+
+def test_long_text_is_cut_in_the_terminal_and_kept_whole_elsewhere() -> None:
+    names = ["void kernel<" + "float, " * 40 + "int>(float*)", "short"]
+    result = run_sql(_tiny_trace(names), "SELECT name, dur_ns FROM events ORDER BY row")
+    lines = to_text(result).splitlines()
+    assert lines[2].startswith(names[0][:99] + "…  ") and lines[2].endswith(" 5")
+    assert len(lines[0]) == len(lines[2]) == 100 + 2 + len("dur_ns")  # the column is 100 wide
+    assert lines[3].startswith("short ") and lines[3].endswith("5")
+    assert lines[-1] == "(text cut to 100 characters: to_pandas() or --json has it whole)"
+    assert result.to_dict()["rows"][0][0] == names[0]
+    assert html.escape(names[0]) in to_bundle(result)["text/html"]
+    short = run_sql(_tiny_trace(["short"]), "SELECT name FROM events")
+    assert "cut" not in to_text(short)
 
 
 def _tiny_trace(names: list[str]) -> Trace:

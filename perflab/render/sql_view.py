@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 from perflab.analysis.trace_sql import SqlResult
+from perflab.model.units import shorten
 from perflab.render.html import esc, table, text_table, wrap
 
 ROWS = 50  # rows shown; to_pandas() / to_dict() have them all
+TEXT_CHARS = 100  # a text cell's width in the terminal (C++ kernel names run to 500)
 
 
 def _cell(value: object) -> str:
@@ -35,7 +37,10 @@ def sql_text(result: SqlResult, limit: int = ROWS) -> str:
     if not headers:
         return "(no columns)"
     left = set(range(len(headers))) - _numeric(result)
-    lines = [text_table(headers, rows, left=left), f"({len(result)} rows)"]
+    cut = [[shorten(c, TEXT_CHARS) if i in left else c for i, c in enumerate(r)] for r in rows]
+    lines = [text_table(headers, cut, left=left), f"({len(result)} rows)"]
+    if cut != rows:
+        lines.append(f"(text cut to {TEXT_CHARS} characters: to_pandas() or --json has it whole)")
     return "\n".join([*lines, more] if more else lines)
 
 
