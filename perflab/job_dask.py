@@ -71,7 +71,7 @@ FEATURE = "a job summary on a Dask cluster"
 RETRIES = 2  # a task whose worker died is run again this many times
 CONNECT_TIMEOUT_S = 10
 MAX_LOCAL_WORKERS = 256
-_LOCAL = re.compile(r"local:([1-9][0-9]{0,2})")
+_LOCAL = re.compile(r"local:([0-9]{1,9})")
 T = TypeVar("T")
 _ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx)://)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
 
@@ -337,8 +337,11 @@ def cluster_client(scheduler: str) -> Iterator[Any]:
     local = _LOCAL.fullmatch(scheduler)
     if local:
         n = int(local.group(1))
-        if n > MAX_LOCAL_WORKERS:
-            raise InputError(f"local:N takes at most {MAX_LOCAL_WORKERS} workers, not {n}")
+        if not 1 <= n <= MAX_LOCAL_WORKERS:
+            raise InputError(
+                f"local:N takes from 1 to {MAX_LOCAL_WORKERS} workers, not {n} "
+                "(a scheduler on a host named local: tcp://local:PORT)"
+            )
         with _local_cluster(distributed, n) as cluster, distributed.Client(cluster) as client:
             yield client
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -257,9 +258,19 @@ def test_unreachable_scheduler_is_a_clear_error(
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("value", ["local:0", "local:2x", "http://host:1", "host", "local:9999"])
-def test_bad_scheduler_values_are_refused(value: str) -> None:
-    with pytest.raises(InputError), job_dask.cluster_client(value):
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("local:0", "local:N takes from 1 to 256 workers, not 0"),
+        ("local:9999", "local:N takes from 1 to 256 workers, not 9999"),
+        ("local:2x", "is neither a scheduler address"),
+        ("http://host:1", "is neither a scheduler address"),
+        ("host", "is neither a scheduler address"),
+    ],
+)
+def test_bad_scheduler_values_are_refused(value: str, message: str) -> None:
+    # refused as written, before any connection is tried
+    with pytest.raises(InputError, match=re.escape(message)), job_dask.cluster_client(value):
         pass
 
 
