@@ -145,7 +145,12 @@ def _on_rank_file(path: str, work: Callable[[Trace], T]) -> tuple[RankFacts, T] 
         trace = load_trace(path, workers=0)
         return rank_facts(Path(path), trace), work(trace)
     except (PerflabError, OSError) as exc:
-        return RankFailure(path, str(exc))
+        return RankFailure(path, _without_path(str(exc), path))
+
+
+def _without_path(message: str, path: str) -> str:
+    """An error's message without the file it starts with: the report names the file."""
+    return message[len(path) :].lstrip(": ") if message.startswith(path) else message
 
 
 def rank_head(

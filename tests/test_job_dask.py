@@ -144,6 +144,7 @@ def test_a_rank_file_that_fails_to_read_is_named_and_the_rest_summarised(
     assert list(doc["ranks"]) == ["0", "1", "3"]
     (failed,) = doc["engine"]["failed"]
     assert failed["file"] == str(bad) and failed["error"]
+    assert str(bad) not in failed["error"]  # the file is named once, beside its error
     assert any(str(bad) in w and "left out" in w for w in doc["warnings"])
     assert any("3 of 4 ranks present (missing: 2)" in w for w in doc["warnings"])
     headline = str(summary).splitlines()[1]  # the partial answer says so before the tables
