@@ -21,7 +21,7 @@ from perflab.analysis.trace_summary import summarize
 from perflab.cli import main
 from perflab.errors import InputError
 from perflab.io import load_trace
-from perflab.io.job import HelperJob, load_job, run_helper
+from perflab.io.job import RankReadJob, load_job, run_helper
 from perflab.model.job import Job
 from perflab.render.job import summary_bundle, summary_text
 
@@ -315,7 +315,7 @@ def test_out_of_range_base_time_is_a_clean_error(tmp_path: Path) -> None:
 
 
 def test_a_helper_whose_parent_is_gone_claims_nothing(tmp_path: Path) -> None:
-    job = HelperJob(files=["x.json"], dir=str(tmp_path), parent=-1)
+    job = RankReadJob(files=["x.json"], dir=str(tmp_path), parent=-1)
     assert run_helper(job) == 0
     assert list(tmp_path.iterdir()) == []
 

@@ -175,7 +175,7 @@ def _delivered(claims: _parallel.Claims, k: int, path: Path) -> Trace:
     return load_trace(path, workers=0)
 
 
-class HelperJob(msgspec.Struct):
+class RankReadJob(msgspec.Struct):
     """What a helper process is given (as JSON, by :func:`_load_parallel`)."""
 
     files: list[str]
@@ -183,7 +183,7 @@ class HelperJob(msgspec.Struct):
     parent: int
 
 
-def run_helper(job: HelperJob) -> int:
+def run_helper(job: RankReadJob) -> int:
     """A helper process's work (``python -m perflab.io.job JOB``): claim files, read them,
     save their traces. Its exit status."""
     files = job.files
@@ -440,4 +440,4 @@ def _overlap_notes(spans: dict[int, tuple[int, int] | None], offsets: dict[int, 
 
 
 if __name__ == "__main__":
-    sys.exit(run_helper(msgspec.json.decode(sys.argv[1], type=HelperJob)))
+    sys.exit(run_helper(msgspec.json.decode(sys.argv[1], type=RankReadJob)))

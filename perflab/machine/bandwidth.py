@@ -229,7 +229,7 @@ def make_kernel(
 
 
 @dataclass(frozen=True)
-class Point:
+class WorkingSetPoint:
     """One working set's measurement: the time of one call and how it was taken.
     ``calls`` per timed window, ``passes`` inside each; ``budget_bound``: the calls
     would have outlasted the budget, so one call per window."""
@@ -254,7 +254,7 @@ class Point:
 
 def time_kernel(
     kernel: Kernel, backend: str, *, hot: bool, budget_ms: float, noise: NoiseLog, name: str
-) -> Point:
+) -> WorkingSetPoint:
     """The median time of one call of ``kernel``, ``repeats_for`` calls per timed
     window: one for a loop engine's point (its passes already hold the window's data
     movement), many for a call engine's and for every empty call (one alone would be
@@ -263,7 +263,7 @@ def time_kernel(
     per window."""
     calls = repeats_for(kernel.bytes_per_pass * kernel.passes, FASTEST_GBPS[backend])
 
-    def point(number: int, budget_bound: bool = False) -> Point:
+    def point(number: int, budget_bound: bool = False) -> WorkingSetPoint:
         ns = median_call_ns(
             kernel.fn,
             backend,
@@ -274,7 +274,7 @@ def time_kernel(
             graph=backend == "cuda" and number > 1,
             flush=not hot,
         )
-        return Point(
+        return WorkingSetPoint(
             kernel.bytes_per_pass, ns, number, hot, kernel.engine, kernel.passes, budget_bound
         )
 
@@ -296,7 +296,7 @@ def measure_point(
     noise: NoiseLog,
     engine: str,
     engines: Engines,
-) -> Point:
+) -> WorkingSetPoint:
     """One point of the sweep: ``kind`` over ``working_set`` bytes of arrays on
     ``engine``, timed hot (caches kept) or cold (flushed before each sample)."""
     n = max(1, working_set // (ARRAYS[kind] * _itemsize(backend)))
@@ -320,7 +320,7 @@ def empty_call_ns(
 
 
 def sweep_series(
-    kind: str, sizes: Sequence[int], points: Sequence[Point], floors: Mapping[str, float]
+    kind: str, sizes: Sequence[int], points: Sequence[WorkingSetPoint], floors: Mapping[str, float]
 ) -> Series:
     """The points of one kernel as a series, with the columns ``repeats``, ``passes``,
     ``overhead_share`` (the floor of each point's engine over its call's time) and ``hot``."""
@@ -440,7 +440,7 @@ def overhead_warning(
 
 
 def _budget_warning(
-    kind: str, sizes: Sequence[int], points: Sequence[Point], budget_ms: float
+    kind: str, sizes: Sequence[int], points: Sequence[WorkingSetPoint], budget_ms: float
 ) -> list[str]:
     short = [size for size, p in zip(sizes, points, strict=True) if p.budget_bound]
     if not short:

@@ -131,7 +131,7 @@ def environment(backend: str) -> dict[str, object]:
 # --- timing engine --------------------------------------------------------------------
 
 
-class BenchOptions(TypedDict, total=False):
+class WorkloadOptions(TypedDict, total=False):
     """The options of ``time_function`` that the workloads set."""
 
     flush_l2: bool
@@ -140,7 +140,7 @@ class BenchOptions(TypedDict, total=False):
     number: int
 
 
-Workload = tuple[str, Callable[[], object], BenchOptions]
+Workload = tuple[str, Callable[[], object], WorkloadOptions]
 
 
 class RunSummary(TypedDict):
@@ -162,7 +162,7 @@ class RunSummary(TypedDict):
     warnings: list[str]
 
 
-class Check(TypedDict):
+class CheckDoc(TypedDict):
     passed: bool
     detail: str
 
@@ -191,7 +191,7 @@ def _workloads(backend: str) -> list[Workload]:
         ("small_add_no_filler", lambda: small.add_(1.0), {"flush_l2": False, "fill_queue": False}),
     ]
     if backend == "cuda":
-        graph: BenchOptions = {"flush_l2": False, "graph": True, "number": 100}
+        graph: WorkloadOptions = {"flush_l2": False, "graph": True, "number": 100}
         work.append(("small_add_graph", lambda: small.add_(1.0), graph))
         src = torch.ones(64 << 20, device=device)  # 256 MiB: past the L2
         dst = torch.empty_like(src)
@@ -271,11 +271,11 @@ def timing_engine(backend: str) -> dict[str, object]:
     return result
 
 
-def _check(passed: bool, detail: str) -> Check:
+def _check(passed: bool, detail: str) -> CheckDoc:
     return {"passed": bool(passed), "detail": detail}
 
 
-def _engine_checks(rows: dict[str, RunSummary], backend: str) -> dict[str, Check]:
+def _engine_checks(rows: dict[str, RunSummary], backend: str) -> dict[str, CheckDoc]:
     every = rows.values()
     checks = {
         "stop_reason and host_ns on every result": _check(
@@ -325,7 +325,7 @@ def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
-def _host_queue_checks() -> dict[str, Check]:
+def _host_queue_checks() -> dict[str, CheckDoc]:
     """The queue logic (filler sizing, host-bound flags) on the host worker-thread queue:
     what the GPU path does, run for real without a GPU."""
     from perflab.capture.timer import HostQueueClock, TimingOptions, host_bound, measure

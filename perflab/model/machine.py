@@ -371,19 +371,19 @@ class CollectiveResult(Shown, _Provenance):
     fits: dict[str, AlphaBetaFit] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        from perflab.model.saved import CollectivesDoc
+        from perflab.model.saved import CollectiveResultDoc
         from perflab.model.schema import encode
 
         rows = [r.document() for r in self.rows]
         fits = {op: f.document() for op, f in self.fits.items()}
-        return encode(CollectivesDoc(**self.provenance(), rows=rows, fits=fits))
+        return encode(CollectiveResultDoc(**self.provenance(), rows=rows, fits=fits))
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>") -> CollectiveResult:
-        from perflab.model.saved import CollectivesDoc
+        from perflab.model.saved import CollectiveResultDoc
         from perflab.model.schema import decode
 
-        saved = decode(doc, CollectivesDoc, source)
+        saved = decode(doc, CollectiveResultDoc, source)
         rows = [CollectiveRow.from_document(r) for r in saved.rows]
         fits = {op: AlphaBetaFit.from_document(f) for op, f in saved.fits.items()}
         return cls(**saved.provenance(), rows=rows, fits=fits)

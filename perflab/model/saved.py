@@ -159,7 +159,7 @@ class CollectiveRowDoc(msgspec.Struct, kw_only=True):
     verified: bool = False
 
 
-class CollectivesDoc(ProvenanceDoc, kw_only=True):
+class CollectiveResultDoc(ProvenanceDoc, kw_only=True):
     """A saved CollectiveResult: where it was measured, its rows and a fit per op."""
 
     rows: list[CollectiveRowDoc]

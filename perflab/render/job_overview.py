@@ -33,7 +33,7 @@ SHADES = 10  # the static picture's colour steps
 
 
 @dataclass(frozen=True)
-class Level:
+class ZoomLevel:
     """The fractions of one panel at ``bins`` bins: ``(groups, bins)``, covering the first
     ``covers`` of the finest level's bins."""
 
@@ -42,17 +42,17 @@ class Level:
     values: npt.NDArray[np.float32]
 
 
-def levels(fractions: npt.NDArray[np.float64]) -> list[Level]:
+def levels(fractions: npt.NDArray[np.float64]) -> list[ZoomLevel]:
     """``fractions`` (groups x bins) and its means over :data:`LEVEL_STEP` neighbours, again
     and again down to :data:`COARSEST_BINS` (bins that do not divide evenly are cut off the
     coarser levels' end: the level's last bin covers less than the span's end)."""
-    out = [Level(fractions.shape[1], fractions.shape[1], fractions.astype(np.float32))]
+    out = [ZoomLevel(fractions.shape[1], fractions.shape[1], fractions.astype(np.float32))]
     current, width = fractions, 1  # width: finest bins per bin of the current level
     while current.shape[1] // LEVEL_STEP >= COARSEST_BINS:
         n = current.shape[1] // LEVEL_STEP
         current = current[:, : n * LEVEL_STEP].reshape(len(current), n, LEVEL_STEP).mean(axis=2)
         width *= LEVEL_STEP
-        out.append(Level(n, n * width, current.astype(np.float32)))
+        out.append(ZoomLevel(n, n * width, current.astype(np.float32)))
     return out
 
 
