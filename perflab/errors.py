@@ -16,6 +16,8 @@ class InputError(PerflabError):
     def __init__(self, message: str, *, source: str | None = None, position: str | None = None):
         self.source = source
         self.position = position
+        # what went wrong, without the file: for a report that names the file itself
+        self.detail = f"({position}) {message}" if position else message
         where = ""
         if source:
             where = f"{source}"

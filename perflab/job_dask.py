@@ -144,13 +144,10 @@ def _on_rank_file(path: str, work: Callable[[Trace], T]) -> tuple[RankFacts, T] 
     try:
         trace = load_trace(path, workers=0)
         return rank_facts(Path(path), trace), work(trace)
+    except InputError as exc:  # the report names the file: its error need not
+        return RankFailure(path, exc.detail if exc.source == path else str(exc))
     except (PerflabError, OSError) as exc:
-        return RankFailure(path, _without_path(str(exc), path))
-
-
-def _without_path(message: str, path: str) -> str:
-    """An error's message without the file it starts with: the report names the file."""
-    return message[len(path) :].lstrip(": ") if message.startswith(path) else message
+        return RankFailure(path, str(exc))
 
 
 def rank_head(
