@@ -15,17 +15,21 @@ def format_ns(ns: float, digits: int = 3) -> str:
     both are tested against."""
     if ns is None or not math.isfinite(ns):
         return "n/a"
-    scale, unit = _time_unit(abs(ns))
-    text = f"{ns / scale:.{digits}g}"
-    if abs(float(text)) >= 1000 and scale < _TIME_UNITS[0][0]:
-        scale, unit = _time_unit(scale * 1000)
-        text = f"{ns / scale:.{digits}g}"
-    return f"{text} {unit}"
+    return _in_unit(ns, _TIME_UNITS, digits) or f"{ns:.{digits}g} ns"
 
 
-def _time_unit(size: float) -> tuple[float, str]:
-    """The largest time unit (scale in ns, name) not above ``size`` ns; ns below 1."""
-    return next(((s, u) for s, u in _TIME_UNITS if size >= s), _TIME_UNITS[-1])
+def _in_unit(value: float, units: tuple[tuple[float, str], ...], digits: int) -> str | None:
+    """``value`` in the largest of ``units`` (largest first) that keeps it >= 1, or in the
+    next larger one where it rounds to 1000 of that unit ('.3g' would write "1e+03");
+    None below the smallest unit."""
+    for i, (scale, unit) in enumerate(units):
+        if abs(value) >= scale:
+            text = f"{value / scale:.{digits}g}"
+            if abs(float(text)) >= 1000 and i > 0:
+                scale, unit = units[i - 1]
+                text = f"{value / scale:.{digits}g}"
+            return f"{text} {unit}"
+    return None
 
 
 def us_from_ns(ns: float) -> float:
@@ -51,10 +55,9 @@ def shorten(text: str, chars: int) -> str:
 
 
 def format_bytes(n: float) -> str:
-    for scale, unit in _SIZE_UNITS:
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{int(n)} B"
+    """``1536`` -> ``'1.5 KiB'``, 3 significant digits (whole bytes below 1 KiB); 1000 KiB
+    and more is written in MiB (``'0.977 MiB'``), never with an exponent."""
+    return _in_unit(n, _SIZE_UNITS, 3) or f"{int(n)} B"
 
 
 def parse_size(text: str) -> int:
