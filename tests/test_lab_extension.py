@@ -595,10 +595,6 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         assert page.evaluate(ROWS) == 3
 
         page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
-        news = page.locator(".Toastify__toast button:has-text('No')")
-        for button in news.all():  # JupyterLab's question about news, not ours
-            button.click()
-        page.wait_for_selector(".Toastify__toast", state="detached", timeout=10_000)
         widen_right_sidebar(page, 200)  # for the picture: the panel's default width is narrow
         page.mouse.move(700, 600)  # no tooltip over the picture
         wait_kernel_idle(page)
