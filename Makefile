@@ -85,17 +85,18 @@ $(LABEXT_LINK): $(LABEXT)/package.json $(STAMP)
 install: $(STAMP) $(LABEXT_LINK)
 	@echo "==> installed: $(VENV) has perflab and its JupyterLab extension"
 
+# Root (the usual user in a container): browser installs chromium, lab tells Jupyter, which
+# refuses to start as root unless told.
+AS_ROOT := $(filter 0,$(shell id -u))
+
 # Debian's chromium for the browser tests (root on these machines; skipped elsewhere).
 browser:
 	@if [ ! -x /usr/bin/chromium ]; then \
-	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  if [ -n "$(AS_ROOT)" ] && command -v apt-get >/dev/null; then \
 	    echo "==> installing Debian's chromium for the browser tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium not installed and not root: browser tests will be skipped"; fi; \
 	fi
-
-# Jupyter refuses to start as root unless told; root is the usual user in a container.
-AS_ROOT := $(filter 0,$(shell id -u))
 
 lab: install
 	$(if $(AS_ROOT),$(call say,running as root (a container?): JupyterLab is started with --allow-root))
