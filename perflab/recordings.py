@@ -90,3 +90,46 @@ def label(root: str | os.PathLike[str] = RECORDINGS) -> str:
         f"recorded on an {device} (driver {env.get('driver')}, {tools}) on {date} by "
         "scripts/gpu-record: recorded, not measured now"
     )
+
+
+MANIFEST = "MANIFEST.json"
+
+
+def checksums(root: str | os.PathLike[str]) -> dict[str, str]:
+    """The sha256 of every file under ``root`` but the manifest, by path relative to it
+    (``/``-separated, sorted): what a recording's MANIFEST.json lists as ``checksums``."""
+    import hashlib
+
+    base = Path(root)
+    out = {}
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel = path.relative_to(base).as_posix()
+        if rel != MANIFEST:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def manifest_problems(root: str | os.PathLike[str] = RECORDINGS) -> list[str]:
+    """What does not match between a recording folder and its MANIFEST.json: a file present
+    but not listed, a file listed but absent (unless the manifest says it was not kept),
+    or a checksum that differs (a file edited after it was recorded)."""
+    import json
+
+    doc = json.loads((Path(root) / MANIFEST).read_text(encoding="utf-8"))
+    listed = doc.get("checksums")
+    if not isinstance(listed, dict):
+        return [f"{MANIFEST} has no checksums"]
+    present = checksums(root)
+    not_kept = set(doc.get("not_kept", {}))
+    problems = [f"{rel}: present but not in {MANIFEST}" for rel in present if rel not in listed]
+    for rel, digest in listed.items():
+        if rel not in present:
+            problems.append(f"{rel}: in {MANIFEST} but absent")
+        elif present[rel] != digest:
+            problems.append(f"{rel}: its checksum differs from the one recorded")
+    problems += [
+        f"{rel}: written but neither kept nor listed as not kept"
+        for rel in doc.get("files", [])
+        if rel not in listed and rel not in not_kept
+    ]
+    return problems

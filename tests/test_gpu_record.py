@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from perflab.errors import InputError
 from perflab.model.machine import BenchResult
 from perflab.model.timing import TimingResult
-from perflab.recordings import label, recorded
+from perflab.recordings import label, manifest_problems, recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "notebooks" / "recordings" / "h200"
@@ -40,6 +41,7 @@ def test_dry_run_records_every_notebook_result_on_the_cpu(tmp_path: Path) -> Non
     out = tmp_path / "dry-run"  # a dry run never lands where recordings go
     manifest = json.loads((out / "MANIFEST.json").read_text())
     assert manifest["dry_run"] is True and manifest["exit_code"] == 0
+    assert manifest_problems(out) == []  # every file written is listed with its checksum
     statuses = {name: e["status"] for name, e in manifest["sections"].items()}
     assert statuses["ncu"] == "skipped" and next(iter(statuses)) == "first calls"
     assert all(s == "ok" for name, s in statuses.items() if name != "ncu"), statuses
@@ -48,7 +50,7 @@ def test_dry_run_records_every_notebook_result_on_the_cpu(tmp_path: Path) -> Non
     first = recorded("01-timing/first-calls.json", out)
     assert isinstance(first, BenchResult) and len(first.series) == 2
     assert all(len(s) == 5 and (s.y > 0).all() for s in first.series)
-    trace = recorded("10-training/train-steps.json.gz", out)
+    trace = recorded("16-training/train-steps.json.gz", out)
     names = set(trace.names_of())
     assert {"forward", "backward", "optimizer", "data", "log"} <= names
     assert any(n.startswith("ProfilerStep#") for n in names)
@@ -74,8 +76,42 @@ def test_the_h200_recordings_load_and_say_where_they_were_measured() -> None:
     assert launch.backend == "cuda" and "not measured now" in launch.provenance_line()
     manifest = json.loads((H200 / "MANIFEST.json").read_text())
     assert manifest["dry_run"] is False and manifest["exit_code"] == 0
-    for entry in manifest["files"]:  # every file the run wrote is here
-        assert (H200 / entry).is_file() or entry.endswith(".ncu-rep"), entry
+    for entry in manifest["files"]:  # every file the run wrote is here, or said not kept
+        assert (H200 / entry).is_file() or entry in manifest["not_kept"], entry
+    assert manifest_problems(H200) == []
+
+
+def test_every_recording_folder_is_named_after_a_notebook_that_replays_it() -> None:
+    notebooks = {  # the code each notebook runs (its text may cite another's recordings)
+        p.name: "\n".join(
+            "".join(c["source"])
+            for c in json.loads(p.read_text())["cells"]
+            if c["cell_type"] == "code"
+        )
+        for p in H200.parents[1].glob("*.ipynb")
+    }
+    for folder in sorted(p for p in H200.iterdir() if p.is_dir()):
+        name = folder.name
+        readers = [n for n, t in notebooks.items() if f"{name}/" in t or f"h200/{name}" in t]
+        if name == "machine":  # the microbenchmarks: read by several notebooks
+            assert len(readers) > 1
+            continue
+        assert readers, f"no notebook reads {name}"
+        assert all(n[:3] == name[:3] for n in readers), (name, readers)
+
+
+def test_a_recording_edited_added_or_lost_after_it_was_recorded_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "rec"
+    shutil.copytree(H200, root)
+    assert manifest_problems(root) == []
+    (root / "10-launch" / "add-2-0.json").write_text("{}")
+    (root / "12-inference" / "extra.json").write_text("{}")
+    (root / "03-roofline" / "add-16384.json").unlink()
+    problems = manifest_problems(root)
+    assert "10-launch/add-2-0.json: its checksum differs from the one recorded" in problems
+    assert "12-inference/extra.json: present but not in MANIFEST.json" in problems
+    assert "03-roofline/add-16384.json: in MANIFEST.json but absent" in problems
+    assert len(problems) == 3
 
 
 def test_a_missing_or_foreign_recording_is_a_perflab_error(tmp_path: Path) -> None:

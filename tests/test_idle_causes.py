@@ -390,7 +390,7 @@ def test_a_sync_that_returned_at_once_while_kernels_ran_is_not_a_wait() -> None:
     """The H200 training recording: loss.item() every step blocks (after-sync), but the
     optimizer's 0.3 us aten::_local_scalar_dense calls, returned while kernels still ran,
     did not wait: the gaps after them are host work."""
-    path = TRACES.parents[2] / "notebooks" / "recordings" / "h200" / "10-training"
+    path = TRACES.parents[2] / "notebooks" / "recordings" / "h200" / "16-training"
     report = load_trace(path / "train-steps.json.gz").idle()
     counts = report.to_dict()["by_cause"]
     assert counts["after-sync"]["gaps"] == 3  # each a 4-byte DtoH readback of the loss

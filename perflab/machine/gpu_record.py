@@ -14,11 +14,14 @@ Layout of the output folder (one folder per notebook)::
     01-timing/      first-calls, sort-alone, sort-noisy, sum-{1MiB,32MiB}-{warm,cold},
                     sum-n1, sum-n10, sort-200k
     03-roofline/    points: matmul-{dtype}-{n}, add-{n}, matmul-1x1
-    06-launch/      add-2^{k} (the crossover sweep), ten-kernels-{eager,graph}
-    10-training/    train-steps.json.gz (a torch.profiler trace with perflab.range phases)
-    11-inference/   first-calls, batch1-{warm,cold,graph}
-    12-ncu/         triton-add.csv, matmul.csv (ncu --csv --page details) and .ncu-rep
-    MANIFEST.json   the environment and every section's status
+    04-ncu/         triton-add.csv, matmul.csv (ncu --csv --page details) and .ncu-rep
+    10-launch/      add-2^{k} (the crossover sweep), ten-kernels-{eager,graph}
+    12-inference/   first-calls, batch1-{warm,cold,graph}
+    16-training/    train-steps.json.gz (a torch.profiler trace with perflab.range phases)
+    MANIFEST.json   the environment, every section's status, and the checksum of every file
+
+Each folder is named after the notebook that replays it (``machine/``, written by
+``scripts/gpu-check --record``, is read by several).
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ def _calls_series(name: str, values: list[float]) -> Series:
 
 def first_calls(rec: Recorder) -> Mapping[str, object]:
     """Notebook 01's matmul launched without and with a synchronisation, from the first
-    call on, and notebook 11's model's first five calls: host clock, one process."""
+    call on, and notebook 12's model's first five calls: host clock, one process."""
     import torch
 
     n = 4096 if rec.on_gpu else 512
@@ -166,12 +169,12 @@ def first_calls(rec: Recorder) -> Mapping[str, object]:
     model, sample = _inference_model(rec)
     with torch.inference_mode():
         firsts = _host_times(5, lambda: model(sample), lambda: _sync(torch, rec.on_gpu))
-    rec.series("11-inference", "first-calls", "first-calls", [_calls_series("model", firsts)])
+    rec.series("12-inference", "first-calls", "first-calls", [_calls_series("model", firsts)])
     return {"matmul_no_sync_ns": no_sync, "matmul_sync_ns": synced, "model_ns": firsts}
 
 
 def _inference_model(rec: Recorder) -> tuple[nn.Module, torch.Tensor]:
-    """Notebook 11's model (the same layers, seed and input) on the recorder's device."""
+    """Notebook 12's model (the same layers, seed and input) on the recorder's device."""
     import torch
     from torch import nn
 
@@ -389,11 +392,11 @@ def _work(flops: float, nbytes: float) -> Callable[[TimingResult], None]:
 
 
 def launch_costs(rec: Recorder) -> Mapping[str, object]:
-    """Notebook 06's crossover sweep (``add_`` on 1 to 4 Mi elements) and ten small
+    """Notebook 10's crossover sweep (``add_`` on 1 to 4 Mi elements) and ten small
     kernels launched eagerly and as one CUDA graph."""
     import torch
 
-    folder = "06-launch"
+    folder = "10-launch"
     done: dict[str, object] = {}
     for power in range(0, 23, 2):
         done[f"add_2^{power}_us"] = _add_in_place(rec, folder, 1 << power)
@@ -426,11 +429,11 @@ def _add_in_place(rec: Recorder, folder: str, n: int) -> float:
 
 
 def inference(rec: Recorder) -> Mapping[str, object]:
-    """Notebook 11's batch-1 latency: 2,000 warm samples, 300 cold ones, and the same model
+    """Notebook 12's batch-1 latency: 2,000 warm samples, 300 cold ones, and the same model
     replayed as a CUDA graph (2,000 samples)."""
     import torch
 
-    folder = "11-inference"
+    folder = "12-inference"
     model, x = _inference_model(rec)
     repeat = 2000 if rec.on_gpu else 200
     done: dict[str, float] = {}
@@ -490,7 +493,7 @@ def training_trace(rec: Recorder) -> Mapping[str, object]:
     data = [torch.randn(batch, seq, width) for _ in range(4)]  # pageable host memory
     labels = [torch.randint(0, 1000, (batch, seq)) for _ in range(4)]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rec.on_gpu else [])
-    path = rec.out / "10-training" / "train-steps.json"
+    path = rec.out / "16-training" / "train-steps.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     losses: list[float] = []
 
@@ -517,7 +520,7 @@ def training_trace(rec: Recorder) -> Mapping[str, object]:
             step(i)
             prof.step()
     _sync(torch, rec.on_gpu)
-    gz = rec.path("10-training", "train-steps.json.gz")
+    gz = rec.path("16-training", "train-steps.json.gz")
     with open(path, "rb") as src:
         write_atomic(gz, lambda dst: dst.write(gzip.compress(src.read(), mtime=0)))
     path.unlink()
@@ -553,7 +556,7 @@ def ncu_reports(rec: Recorder) -> Mapping[str, object]:
     done: dict[str, dict[str, object]] = {}
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(_path_with(str(ROOT)))}
     for name, (kernel, program) in NCU_TARGETS.items():
-        rep = rec.path("12-ncu", f"{name}.ncu-rep")
+        rep = rec.path("04-ncu", f"{name}.ncu-rep")
         profile_cmd = [
             ncu,
             "--set",
@@ -573,7 +576,7 @@ def ncu_reports(rec: Recorder) -> Mapping[str, object]:
         if not rep.exists():
             continue
         csv = _tool([ncu, "--import", str(rep), "--csv", "--page", "details"], environ, keep=True)
-        write_text(rec.path("12-ncu", f"{name}.csv"), csv["stdout"])
+        write_text(rec.path("04-ncu", f"{name}.csv"), csv["stdout"])
         done[name]["csv_lines"] = csv["stdout"].count("\n")
     return done
 
