@@ -235,7 +235,9 @@ def test_step_one_side_lacks(pair_traces: tuple[Trace, Trace]) -> None:
         (["--top", "0"], "--top must be at least 1"),
         (["--rename", "no-equals"], "--rename needs OLD=NEW"),
         (["--rename", "re:(unclosed=x"], "not a usable regular expression"),
-        (["--rename", r"re:a=\9"], "not a usable regular expression"),
+        (["--rename", r"re:a=\9"], "not a usable replacement"),
+        (["--rename", r"re:(a)\1=x"], "no backreferences"),
+        (["--rename", "re:(?<=a)b=x"], "no lookaround"),
     ],
 )
 def test_bad_options(

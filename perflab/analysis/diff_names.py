@@ -7,8 +7,10 @@ Every function here works on distinct names (a trace has a few thousand), never 
   does; copies and memsets keep their names.
 - :class:`Rename` maps names before matching, so a kernel renamed between the two runs is
   one row: ``OLD=NEW`` renames the name ``OLD`` (exactly) to ``NEW``; ``re:PATTERN=REPL``
-  replaces every match of the regular expression (Python's ``re.sub``; ``\\1`` refers to a
-  group). Both split at the last ``=``.
+  replaces every match of the regular expression as Python's ``re.sub`` does (``\\1`` or
+  ``\\g<1>`` in ``REPL`` is a group), matched in linear time by RE2
+  (:mod:`perflab.analysis.patterns`, which says what RE2 does not take). Both split at the
+  last ``=``.
 - :func:`family` is the group a headline names: Triton's generated kernels by their kind and
   ``fused`` (``triton_poi_fused_*``), other names with their digits as ``*``.
 """
@@ -19,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from perflab.analysis.patterns import Template, UserPattern, compile_pattern
 from perflab.errors import InputError
 
 _MEMORY = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
@@ -55,36 +58,33 @@ def family(name: str) -> str:
 
 @dataclass(frozen=True)
 class Rename:
-    """One ``--rename``: the name (or, with ``regex``, the pattern) and what it becomes."""
+    """One ``--rename``: the name (or, with ``pattern``, the regular expression) and what it
+    becomes (with ``pattern``, the parsed ``template`` of ``new``)."""
 
     old: str
     new: str
-    regex: re.Pattern[str] | None = None
+    pattern: UserPattern | None = None
+    template: Template | None = None
 
     @classmethod
     def parse(cls, text: str) -> Rename:
         """``OLD=NEW`` or ``re:PATTERN=REPL`` (split at the last ``=``); InputError when the
-        text has no ``=``, names nothing or holds a pattern Python cannot compile."""
+        text has no ``=``, names nothing, or holds a pattern or replacement that cannot be
+        used (:mod:`perflab.analysis.patterns`)."""
+        if not isinstance(text, str):
+            raise InputError(f"--rename takes text OLD=NEW, not {type(text).__name__}")
         old, sep, new = text.rpartition("=")
         if not sep or not old:
             raise InputError(f"--rename needs OLD=NEW or re:PATTERN=REPLACEMENT, not {text!r}")
         if not old.startswith(REGEX_PREFIX):
             return cls(old, new)
-        pattern = old[len(REGEX_PREFIX) :]
-        try:
-            compiled = re.compile(pattern)
-            compiled.sub(new, "")  # a bad group reference in the replacement fails here
-        except (re.error, IndexError) as exc:
-            raise InputError(f"--rename {text!r}: not a usable regular expression: {exc}") from None
-        return cls(pattern, new, compiled)
+        pattern = compile_pattern(old[len(REGEX_PREFIX) :], f"--rename {text!r}")
+        return cls(pattern.text, new, pattern, pattern.template(new))
 
     def apply(self, name: str) -> str:
-        if self.regex is None:
+        if self.pattern is None or self.template is None:
             return self.new if name == self.old else name
-        try:
-            return self.regex.sub(self.new, name)
-        except (re.error, IndexError) as exc:
-            raise InputError(f"--rename re:{self.old}={self.new}: {exc}") from None
+        return self.pattern.sub(self.template, name)
 
 
 def canonical(names: Sequence[str], short: bool, renames: Sequence[Rename]) -> list[str]:

@@ -54,7 +54,9 @@ def add_diff_parser(tsub: Subcommands) -> None:
         default=[],
         metavar="OLD=NEW",
         help="treat the name OLD as NEW in both traces (repeatable); re:PATTERN=REPLACEMENT "
-        "rewrites every name matching the regular expression (split at the last '=')",
+        "replaces every match of the regular expression, as Python's re.sub does (\\1 or "
+        "\\g<NAME> in REPLACEMENT is a group; split at the last '='). Patterns are RE2's, "
+        "matched in time linear in the name: no backreferences and no lookaround",
     )
     d.set_defaults(handler=run_diff)
 
@@ -73,6 +75,7 @@ def parse_step(text: str | None) -> int | tuple[int, int] | None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
+    from perflab.analysis.diff_names import Rename
     from perflab.analysis.trace_diff import diff_traces
     from perflab.errors import InputError
     from perflab.io import load_trace
@@ -81,12 +84,11 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
     step = parse_step(args.step)
+    renames = [Rename.parse(text) for text in args.rename]  # refused before the traces load
     progress = not args.json
     control = load_trace(args.file, workers=args.workers, progress=progress)
     test = load_trace(args.test, workers=args.workers, progress=progress)
-    result = diff_traces(
-        control, test, step=step, short_names=args.short_names, renames=args.rename
-    )
+    result = diff_traces(control, test, step=step, short_names=args.short_names, renames=renames)
     if args.json:
         print_json(result.to_dict(top=args.top))
     else:
