@@ -44,7 +44,7 @@ def test_saved_results_make_msgspec_needed_on_the_gpu_machine() -> None:
     reading finds the first path, from gpu-check's own code."""
     found = gpu_modules.reach()
     chain = found.chain("msgspec")
-    assert chain[0].startswith("perflab/machine/gpu_check.py:")
+    assert chain[0].startswith("perflab/machine/gpu_check")  # gpu_check.py or a part of it
     assert chain[-1].startswith("perflab/model/schema.py:")
     assert gpu_modules.is_needed("msgspec") and gpu_modules.is_needed("torch")
     assert not gpu_modules.is_needed("triton") and not gpu_modules.is_needed("cupy")
@@ -66,7 +66,7 @@ def test_reach_follows_what_gpu_tests_run_and_nothing_else(tmp_path: Path) -> No
             "scripts/gpu-check": "import json\n",
             "perflab/__init__.py": "",
             "perflab/machine/__init__.py": "",
-            "perflab/machine/gpu_check.py": "import os\n",
+            **{path: "import os\n" for path in gpu_modules.OWN_CODE[1:]},
             "perflab/eager.py": "import eager_pkg\n",
             "perflab/lazy.py": (
                 "from typing import TYPE_CHECKING\n"
@@ -159,9 +159,11 @@ def test_core_dependencies_are_needed_and_those_the_lent_machine_lacks_travel() 
     assert core <= set(PACKAGES)
     assert all(PACKAGES[n].needed for n in core if n != "isal" or platform.machine() == "x86_64")
     lacking = {n for n in core if not PACKAGES[n].on_lent_machine}
-    assert (
-        lacking == set(gpu_modules.lent_machine_lacks()) == set(WHEEL_PINS) == {"msgspec", "isal"}
-    )
+    assert lacking == {"msgspec", "isal"}
+    # and IPython, for the %%ptx gpu test, with its dependencies
+    travel = set(gpu_modules.lent_machine_lacks())
+    assert travel == set(WHEEL_PINS) == lacking | {"IPython"}
+    assert [n for n in travel if PACKAGES[n].with_dependencies] == ["IPython"]
     for name, version in WHEEL_PINS.items():
         assert re.fullmatch(r"\d+(\.\d+)+", version), name
 
@@ -195,14 +197,16 @@ def test_instructions_name_the_packages_and_give_the_download_line() -> None:
 # --- wheels ----------------------------------------------------------------------------
 
 
-def _fake_wheel(folder: Path, name: str, version: str) -> Path:
-    """A minimal pure-Python wheel: a package holding VALUE = 42."""
+def _fake_wheel(folder: Path, name: str, version: str, requires: str = "") -> Path:
+    """A minimal pure-Python wheel: a package holding VALUE = 42 (and importing
+    ``requires``, a package it declares it needs, when given)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
+    needs = f"Requires-Dist: {requires}\n" if requires else ""
     files = {
-        f"{name}/__init__.py": "VALUE = 42\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{name}/__init__.py": (f"import {requires}\n" if requires else "") + "VALUE = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
     }
@@ -237,6 +241,35 @@ def test_a_missing_package_with_a_wheel_is_installed_from_it_offline(
         sys.modules.pop(name, None)
 
 
+def test_a_package_that_travels_with_its_dependencies_gets_them_from_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As IPython for the %%ptx gpu test: its wheel needs others, which pip takes from the
+    same folder (still no index); without them there, it stays missing, saying why."""
+    parent, child = "perflab_fake_parent_pkg", "perflab_fake_child_pkg"
+    _fake_wheel(tmp_path / "wheels", parent, "1.0", requires=child)
+    monkeypatch.setitem(PACKAGES, parent, gpu_modules.Package(parent, True, "test", False, True))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    found = gpu_modules.Reach(third_party={parent: "tests/test_x.py:1"})
+    try:
+        alone = gpu_modules.check_and_bring(found, tmp_path / "wheels")
+        # as a core package (no dependencies): installed alone, it cannot be imported
+        assert "No module named 'perflab_fake_child_pkg'" in alone.missing[parent]
+        monkeypatch.setitem(
+            PACKAGES, parent, gpu_modules.Package(parent, True, "test", False, True, True)
+        )
+        without_child = gpu_modules.check_and_bring(found, tmp_path / "wheels")
+        assert child.replace("_", "-") in without_child.missing[parent].replace("_", "-")
+        _fake_wheel(tmp_path / "wheels", child, "2.0")
+        checked = gpu_modules.check_and_bring(found, tmp_path / "wheels")
+        assert checked.missing == {} and checked.installed_from_wheels == [parent]
+        site = Path(sys.path[0])
+        assert (site / parent).is_dir() and (site / child).is_dir()
+    finally:
+        sys.modules.pop(parent, None)
+
+
 def test_a_wheel_that_does_not_install_keeps_the_package_missing(tmp_path: Path) -> None:
     name = "perflab_fake_broken_pkg"
     (tmp_path / "wheels").mkdir()
@@ -263,11 +296,15 @@ def test_gpu_wheels_downloads_pinned_wheels_for_the_lent_python_and_this_one(
     assert load_script("gpu-wheels").main(["--dest", str(tmp_path)]) == 0
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     versions = [cmd[cmd.index("--python-version") + 1] for cmd in commands]
-    assert versions == sorted({"3.12", here})
-    for cmd in commands:
-        assert cmd[:4] == [sys.executable, "-m", "pip", "download"]
-        assert {"--no-deps", "--only-binary=:all:"} <= set(cmd)
-        assert cmd[-2:] == [gpu_modules.pinned("msgspec"), gpu_modules.pinned("isal")]
+    assert versions == [v for v in sorted({"3.12", here}) for _ in range(2)]
+    for alone, together in zip(commands[::2], commands[1::2], strict=True):
+        for cmd in (alone, together):
+            assert cmd[:4] == [sys.executable, "-m", "pip", "download"]
+            assert "--only-binary=:all:" in cmd
+        # the core's wheels without dependencies, IPython's with theirs
+        assert "--no-deps" in alone and "--no-deps" not in together
+        assert alone[-2:] == [gpu_modules.pinned("msgspec"), gpu_modules.pinned("isal")]
+        assert together[-1] == gpu_modules.pinned("IPython")
 
 
 def test_gpu_wheels_refuses_a_bad_python_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,9 +17,11 @@ or optional with what happens without it) or :data:`NOT_RUN` (reached only by co
 paths do not call, with why); one in neither is treated as needed, and a test of the
 suite fails until it is classified.
 
-Missing packages that are small dependency-free wheels travel in ``.whl/`` (fetched by
-``scripts/gpu-wheels`` on a machine with a registry) and are installed from there with no
-network into a scratch folder that the check and its subprocesses put first on their path.
+Missing packages travel as wheels in ``.whl/`` (fetched by ``scripts/gpu-wheels`` on a
+machine with a registry: binary wheels without their dependencies for perflab's core, and
+IPython with its pure-Python dependencies for the ``%%ptx`` gpu test) and are installed
+from there with no network into a scratch folder that the check and its subprocesses put
+first on their path.
 """
 
 from __future__ import annotations
@@ -53,13 +55,15 @@ ISAL_MACHINES = ("x86_64", "AMD64", "aarch64", "arm64")  # pyproject's marker fo
 class Package:
     """A third-party package the checked code imports: its distribution, whether a run
     needs it, what for (or what happens without it), whether the lent machine has it,
-    and whether it can travel in ``.whl/`` (a binary wheel with no dependencies)."""
+    whether it can travel in ``.whl/`` (as a binary wheel), and whether the wheels of its
+    dependencies travel with it (else it has none that the lent machine lacks)."""
 
     dist: str
     needed: bool
     why: str
     on_lent_machine: bool
     travels: bool = False
+    with_dependencies: bool = False
 
 
 PACKAGES: dict[str, Package] = {
@@ -91,11 +95,19 @@ PACKAGES: dict[str, Package] = {
         "nvidia-ml-py", False, "the throttle check; without it, it says unavailable", True
     ),
     "nvtx": Package("nvtx", False, "ranges; without it, torch.cuda.nvtx's are used", False),
+    "IPython": Package(
+        "ipython",
+        True,
+        "the %%ptx --run gpu test runs the magic in IPython's InteractiveShell "
+        "(tests/test_ptx_magic.py)",
+        False,
+        travels=True,
+        with_dependencies=True,
+    ),
 }
 # reached only inside functions that gpu-check and its gpu tests do not call
 NOT_RUN: dict[str, str] = {
     "tqdm": "progress bars: gpu-check and the gpu tests pass show_progress=False",
-    "IPython": "notebook progress bars (perflab.io._progress), only inside a notebook",
     "ipywidgets": "notebook progress bars (perflab.io._progress), only inside a notebook",
     "pandas": "to_pandas() only",
     "ncu_report": "reading Nsight Compute .ncu-rep reports",
@@ -109,17 +121,25 @@ FRONT_ENDS = (
     "perflab.frontend",
     "perflab.labext",
 )
-# The files whose `gpu` tests gpu-check runs (pytest -m gpu on them): the one list. Not
-# test_ptx_magic: its GPU launch needs the %%ptx magic, so IPython, which the lent machine lacks.
+# The files whose `gpu` tests gpu-check runs (pytest -m gpu on them): the one list, of every
+# test file with a gpu-marked test (a test of the suite holds them equal)
 GPU_TEST_FILES = (
     "tests/test_timing_gpu.py",
     "tests/test_bench.py",
     "tests/test_bandwidth_loops.py",
     "tests/test_collectives.py",
     "tests/test_trace_cli.py",
+    "tests/test_ptx_magic.py",
 )
 # gpu-check's own code: every import in it is followed
-OWN_CODE = ("scripts/gpu-check", "perflab/machine/gpu_check.py")
+OWN_MODULES = (
+    "perflab.machine.gpu_check",
+    "perflab.machine.gpu_check_run",
+    "perflab.machine.gpu_check_engine",
+    "perflab.machine.gpu_check_do_bench",
+    "perflab.machine.gpu_check_bench",
+)
+OWN_CODE = ("scripts/gpu-check", *(m.replace(".", "/") + ".py" for m in OWN_MODULES))
 CONFTEST = "tests/conftest.py"
 # how tests/conftest.py names, in a gpu-only run's summary, a gpu file it left out
 NOT_COLLECTED = "not collected (-m gpu): "
@@ -284,18 +304,21 @@ def reach(test_files: Sequence[str] = GPU_TEST_FILES, root: Path = ROOT) -> Reac
     """Follow the imports of gpu-check's own code, conftest.py and the gpu tests of
     ``test_files`` (paths relative to ``root``) through perflab (see the module doc)."""
     src = _Source(root)
-    todo: list[Site] = []
+    own: list[Site] = []
     for rel in OWN_CODE:
         path = root / rel
         package = "perflab.machine" if rel.endswith(".py") else ""
-        todo += _sites_in([src.tree(path)], rel, package, deferred=False)
-    todo += _sites_in([src.tree(root / CONFTEST)], CONFTEST, "", deferred=False)
+        own += _sites_in([src.tree(path)], rel, package, deferred=False)
+    tests = list(_sites_in([src.tree(root / CONFTEST)], CONFTEST, "", deferred=False))
     for rel in test_files:
-        todo += gpu_test_sites(src.tree(root / rel), rel)
-    found = Reach(modules={"perflab.machine.gpu_check"})
-    while todo:
-        site = todo.pop(0)
-        todo += _follow(site, src, found)
+        tests += gpu_test_sites(src.tree(root / rel), rel)
+    found = Reach(modules=set(OWN_MODULES))
+    # gpu-check's own code first, to the end: a package it needs is said to be reached
+    # through it, whatever a test also imports
+    for todo in (own, tests):
+        while todo:
+            site = todo.pop(0)
+            todo += _follow(site, src, found)
     return found
 
 
@@ -434,7 +457,7 @@ def version_of(name: str) -> str | None:
 
 
 # the versions checked with this tree (the dev venv's); gpu-wheels pins to its own venv's
-WHEEL_PINS = {"msgspec": "0.23.0", "isal": "1.9.1"}
+WHEEL_PINS = {"msgspec": "0.23.0", "isal": "1.9.1", "IPython": "9.19.1"}
 
 
 def pinned(name: str) -> str:
@@ -447,16 +470,24 @@ def wheel_platform() -> str:
     return f"manylinux_2_17_{platform.machine()}"
 
 
+def brings_dependencies(names: Iterable[str]) -> bool:
+    """Whether any of ``names`` travels with the wheels of its dependencies."""
+    return any(name in PACKAGES and PACKAGES[name].with_dependencies for name in names)
+
+
 def download_command(
     names: Iterable[str], python_version: str, dest: str = ".whl", python: str = "python3"
 ) -> list[str]:
-    """The ``pip download`` of binary wheels for ``names``, pinned, for one Python."""
+    """The ``pip download`` of binary wheels for ``names``, pinned, for one Python: with
+    the wheels of their dependencies when they travel with them (pip resolves them for
+    that Python and platform), else without."""
+    names = list(names)
     return [
         python,
         "-m",
         "pip",
         "download",
-        "--no-deps",
+        *([] if brings_dependencies(names) else ["--no-deps"]),
         "--only-binary=:all:",
         "--python-version",
         python_version,
@@ -489,7 +520,7 @@ def instructions(result: ModuleCheck) -> str:
             "On a machine with a package registry, in this checkout, fetch them into .whl/:",
             "  scripts/gpu-wheels",
             "or by hand:",
-            "  " + " ".join(download_command(wheels, python)),
+            *("  " + " ".join(cmd) for cmd in download_commands(wheels, python)),
             "then bring .whl/ along with the tree: gpu-check installs from it (no network).",
         ]
     if others:
@@ -498,6 +529,17 @@ def instructions(result: ModuleCheck) -> str:
             + ", ".join(dist_of(n) for n in others)
         )
     return "\n".join(lines)
+
+
+def download_commands(
+    names: Iterable[str], python_version: str, dest: str = ".whl", python: str = "python3"
+) -> list[list[str]]:
+    """The downloads that bring ``names``: one for those that travel alone, one for those
+    that bring their dependencies (so that the first kind never pulls any)."""
+    names = list(names)
+    alone = [n for n in names if not brings_dependencies([n])]
+    together = [n for n in names if brings_dependencies([n])]
+    return [download_command(g, python_version, dest, python) for g in (alone, together) if g]
 
 
 def lent_machine_lacks() -> list[str]:
@@ -521,7 +563,8 @@ def _normal(dist: str) -> str:
 def install_wheels(names: Sequence[str], target: Path, wheel_dir: Path = WHEEL_DIR) -> None:
     """``pip install --no-index`` of ``names`` from ``wheel_dir`` into ``target``: no
     index, no config file, no PIP_* setting (so nothing but the folder is looked at);
-    pip picks each package's wheel for this Python. Raises RuntimeError on failure."""
+    pip picks each package's wheel for this Python, and the dependencies' wheels from
+    the folder too for a package that travels with them. Raises RuntimeError on failure."""
     from perflab.capture import _proc
 
     cmd = [
@@ -530,7 +573,7 @@ def install_wheels(names: Sequence[str], target: Path, wheel_dir: Path = WHEEL_D
         "pip",
         "install",
         "--no-index",
-        "--no-deps",
+        *([] if brings_dependencies(names) else ["--no-deps"]),
         "--disable-pip-version-check",
         "--find-links",
         str(wheel_dir),
