@@ -441,7 +441,11 @@ def test_cuda_bandwidth_launch_matmul_h2d_run():
     assert copy.extra["hot"].tolist() == [float(x <= bw.options["hot_up_to_bytes"]) for x in copy.x]
     lr = launch.run(backend="cuda", batches=(10, 100), show_progress=False)
     costs = launch.steady_us(lr)
-    assert costs["empty/sync"] > costs["empty/graph"] > 0
+    # a launch the host waits for costs more than one back to back, on the GPU's clock
+    assert costs["empty/launch+sync, host clock"] > costs["empty/stream, GPU clock"] > 0
+    assert costs["empty/stream, GPU clock"] > costs["empty/graph node, GPU clock"] > 0
+    assert costs["empty/host dispatch per launch"] > 0
+    assert lr.get("empty/graph node, GPU clock").x.tolist() == list(launch.GRAPH_NODES)
     mm = matmul.run(backend="cuda", dtypes=("fp32", "bf16"), sizes=(1024,), show_progress=False)
     assert all(v > 0 for v in matmul.best_gflops(mm).values())
     hd = h2d.run(quick=True, max_bytes=16 * MIB, show_progress=False)
