@@ -6,8 +6,11 @@ import csv
 import html
 import io
 import json
+import os
 import re
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +19,13 @@ from bench_scripts import load_script
 from data_paths import ROOT, TRACES
 from test_trace_model import small_trace
 
+from perflab.analysis import trace_sql
 from perflab.analysis.trace_sql import run_sql
 from perflab.cli import main
 from perflab.errors import InputError, MissingExtraError
 from perflab.io import load_trace
 from perflab.io.job import load_job
+from perflab.model.job import Job, RankTrace
 from perflab.model.trace import EventKind, Trace
 from perflab.render.views import to_bundle, to_text
 
@@ -222,3 +227,86 @@ def test_missing_duckdb_names_the_extra(
     assert main(["trace", "sql", str(SAMPLED), "SELECT 1"]) != 0
     err = capsys.readouterr().err
     assert "perflab[sql]" in err and "Traceback" not in err
+
+
+# -- bounds: time, memory, Ctrl-C -----------------------------------------------------------------
+
+UNITS = {"MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+ENDLESS = "SELECT count(*) FROM events a, events b, events c, events d"  # 5e14 rows of 5000 events
+
+
+def _endless_trace() -> Trace:
+    return _tiny_trace([f"k{i}" for i in range(5000)])
+
+
+def test_a_query_past_its_time_limit_is_stopped_with_a_perflab_error() -> None:
+    trace = _endless_trace()
+    with pytest.raises(InputError, match=r"the query ran longer than 0\.5 s \(--timeout"):
+        trace.sql(ENDLESS, timeout=0.5)
+    job = Job({0: RankTrace(0, trace, "rank-0", 0, "timestamps")}, "one clock")
+    with pytest.raises(InputError, match=r"the query ran longer than 0\.5 s"):
+        job.sql(ENDLESS, timeout=0.5)
+    assert not [t for t in threading.enumerate() if t.name == "perflab-sql"]  # none left running
+    assert trace.sql("SELECT count(*) FROM events", timeout=5).rows() == [[5000]]
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "5", 1e9])
+def test_time_limits_that_are_not_one_are_refused(timeout: object) -> None:
+    with pytest.raises(InputError, match="the SQL time limit must be"):
+        run_sql(_tiny_trace(["a"]), "SELECT 1", timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_cli_timeout_ends_an_endless_query(tmp_path: Path) -> None:
+    saved = _endless_trace().save(tmp_path / "endless.npz")
+    cli = [sys.executable, "-m", "perflab", "trace", "sql", str(saved), ENDLESS]
+    done = subprocess.run([*cli, "--timeout", "1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("perflab: error: the query ran longer than 1 s (--timeout")
+    assert "Traceback" not in done.stderr
+
+
+def test_duckdb_gets_a_memory_limit_its_threads_and_no_spill_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = "SELECT current_setting('memory_limit'), current_setting('threads'), "
+    settings += "current_setting('temp_directory')"
+    memory, threads, spill = run_sql(_tiny_trace(["a"]), settings).rows()[0]
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    expected = trace_sql.memory_limit_bytes()
+    assert expected is not None and 0 < expected <= physical // 2
+    number, unit = memory.split()
+    assert float(number) * UNITS[unit] == pytest.approx(expected, rel=0.01)
+    assert threads == len(os.sched_getaffinity(0)) and spill == ""
+    # a query that needs more than the limit is refused, saying why
+    monkeypatch.setattr(trace_sql, "memory_limit_bytes", lambda: 64 << 20)
+    big = "SELECT count(DISTINCT a.row * 100000 + b.row) FROM events a, events b"
+    with pytest.raises(InputError, match=r"needs more memory than DuckDB may use here \(64 MiB"):
+        run_sql(_tiny_trace([f"k{i}" for i in range(4000)]), big)
+
+
+CTRL_C = """
+import os, signal, sys, threading, time
+from perflab.cli import main
+
+def press_ctrl_c():  # once the query runs (or after 20 s, when no query thread shows)
+    for _ in range(400):
+        if any(t.name == "perflab-sql" for t in threading.enumerate()):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=press_ctrl_c, daemon=True).start()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_stops_the_query_without_a_traceback(tmp_path: Path) -> None:
+    saved = _endless_trace().save(tmp_path / "endless.npz")
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C, "trace", "sql", str(saved), ENDLESS],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "perflab: query interrupted\n")

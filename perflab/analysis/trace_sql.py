@@ -31,12 +31,21 @@ CPU op to its runtime calls).
 ``ProfilerStep#<n>`` (on the host or, mirrored, on the GPU).
 
 The connection runs with DuckDB's external access off and its configuration locked: a query
-reads the trace and nothing else, and writes no file.
+reads the trace and nothing else, and writes no file (no spilling to a temporary directory).
+It is bounded: a query that runs longer than its time limit (``timeout``, default
+:data:`DEFAULT_TIMEOUT_S`) is stopped with DuckDB's ``interrupt()`` and refused with an
+:class:`InputError`; DuckDB may use :data:`MEMORY_SHARE` of the machine's memory (or of the
+container's limit) and one thread per core this process may run on. The query runs in a
+thread of its own while the caller's thread waits, so that Ctrl-C (a KeyboardInterrupt, which
+only the main thread receives) stops the query too, instead of waiting for DuckDB to notice.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +56,7 @@ from perflab.analysis.categories import categorize
 from perflab.errors import InputError, import_extra
 from perflab.model.display import Shown
 from perflab.model.trace import GPU_WORK_KINDS, KIND_NAMES, MEMCPY_DIRECTIONS, Trace, distinct
+from perflab.model.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,6 +65,11 @@ if TYPE_CHECKING:
 
 TABLES = ("events", "kernels", "memcpy", "ops", "runtime", "ranges")
 FEATURE = "SQL over traces"
+DEFAULT_TIMEOUT_S = 60.0  # a query over a trace of millions of events takes seconds
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # beyond this, a wait no longer fits the platform's timers
+MEMORY_SHARE = 0.5  # of the machine's (or container's) memory: the rest stays with the trace
+STOP_WAIT_S = 10.0  # how long an interrupted query gets to stop before it is left behind
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 _EVENTS = """
 CREATE VIEW events AS
@@ -191,30 +206,158 @@ def _register(con: Any, trace: Trace) -> None:  # a duckdb connection (no usable
 
 
 def connect(trace: Trace) -> Any:
-    """A DuckDB connection holding the trace's views (module docstring), external access off."""
+    """A DuckDB connection holding the trace's views (module docstring): external access off,
+    memory and threads bounded, configuration locked."""
     duckdb = import_extra("duckdb", FEATURE)
-    con = duckdb.connect(config={"enable_external_access": False, "lock_configuration": True})
-    _register(con, trace)
+    config: dict[str, object] = {"enable_external_access": False, "temp_directory": ""}
+    memory = memory_limit_bytes()
+    if memory is not None:
+        config["memory_limit"] = f"{max(memory >> 20, 64)}MiB"
+    config["threads"] = _usable_cores()
+    con = duckdb.connect(config={**config, "lock_configuration": True})
+    try:
+        _register(con, trace)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def run_sql(source: Trace | Job, query: str) -> SqlResult:
-    """Run ``query`` over ``source`` (a trace, or a job as one set of tables with ``rank``);
-    a DuckDB error becomes an :class:`InputError` carrying DuckDB's message."""
+def memory_limit_bytes() -> int | None:
+    """What DuckDB may use: :data:`MEMORY_SHARE` of the physical memory or of the container's
+    (cgroup) limit, whichever is smaller; None when neither can be read."""
+    known = [m for m in (_physical_memory(), _cgroup_memory()) if m]
+    return int(min(known) * MEMORY_SHARE) if known else None
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on this platform
+        return None
+
+
+def _cgroup_memory() -> int | None:
+    """The memory limit of this process's cgroup (v2, then v1); None when unlimited."""
+    for path in _CGROUP_LIMITS:
+        try:
+            with open(path, encoding="ascii") as fh:
+                text = fh.read(64).strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.isdigit() and 0 < int(text) < 1 << 60:  # v1 writes ~2**63 for "no limit"
+            return int(text)
+    return None
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+def check_timeout(timeout: object) -> float:
+    """``timeout`` as seconds, or an InputError: a number above 0 and at most
+    :data:`MAX_TIMEOUT_S`."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InputError(f"the SQL time limit must be a number of seconds, not {timeout!r}")
+    if not 0 < timeout <= MAX_TIMEOUT_S:  # NaN fails this too
+        raise InputError(
+            f"the SQL time limit must be above 0 and at most {MAX_TIMEOUT_S:.0f} s, not {timeout!r}"
+        )
+    return float(timeout)
+
+
+def run_sql(source: Trace | Job, query: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> SqlResult:
+    """Run ``query`` over ``source`` (a trace, or a job as one set of tables with ``rank``),
+    stopping it after ``timeout`` seconds; a DuckDB error becomes an :class:`InputError`
+    carrying DuckDB's message. Ctrl-C stops the query and raises KeyboardInterrupt."""
     if not isinstance(query, str) or not query.strip():
         raise InputError("the SQL query is empty")
+    limit = check_timeout(timeout)
     trace = source if isinstance(source, Trace) else source.merged()
     duckdb = import_extra("duckdb", FEATURE)
     con = connect(trace)
+    types, fetched = _bounded(con, lambda: _fetch(duckdb, con, query), limit)
+    columns = {name: _column(values) for name, values in fetched.items()}
+    return SqlResult(query, columns, dict(zip(columns, types, strict=True)))
+
+
+Fetched = tuple[list[str], dict[str, npt.NDArray[np.generic]]]
+
+
+def _fetch(duckdb: Any, con: Any, query: str) -> Fetched:
+    """The query's column types and columns, on the query's own thread; DuckDB's errors as
+    InputErrors. The connection is closed here, by the thread that used it."""
     try:
         relation = con.sql(query)
         if relation is None:
             raise InputError("the SQL statement returns no rows: give a query (SELECT ...)")
         types = [str(t) for t in relation.types]
-        fetched = relation.fetchnumpy()  # names made unique: x, x_1
+        return types, relation.fetchnumpy()  # names made unique: x, x_1
+    except duckdb.OutOfMemoryException:
+        raise InputError(_out_of_memory()) from None
     except duckdb.Error as exc:
         raise InputError(f"SQL error: {exc}") from None
     finally:
         con.close()
-    columns = {name: _column(values) for name, values in fetched.items()}
-    return SqlResult(query, columns, dict(zip(columns, types, strict=True)))
+
+
+def _out_of_memory() -> str:
+    memory = memory_limit_bytes()
+    share = f"{MEMORY_SHARE:.0%} of this machine's memory"
+    limit = f" ({format_bytes(memory)}, {share})" if memory else ""
+    return (
+        f"the query needs more memory than DuckDB may use here{limit}: select fewer rows or "
+        "columns, or aggregate (GROUP BY) before joining"
+    )
+
+
+class _Outcome:
+    """What the query's thread hands back: its result or its exception, and when."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Fetched | None = None
+        self.error: BaseException | None = None
+
+    def run(self, work: Callable[[], Fetched]) -> None:
+        try:
+            self.value = work()
+        except BaseException as exc:  # handed to the waiting thread, raised there
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _bounded(con: Any, work: Callable[[], Fetched], limit: float) -> Fetched:
+    """``work()`` (which runs a query on ``con`` and closes it) on a thread of its own, the
+    calling thread waiting at most ``limit`` seconds: past that, or on Ctrl-C, the query is
+    interrupted; a timeout is an InputError, Ctrl-C a KeyboardInterrupt."""
+    outcome = _Outcome()
+    thread = threading.Thread(target=outcome.run, args=(work,), name="perflab-sql", daemon=True)
+    thread.start()
+    try:
+        finished = outcome.done.wait(limit)
+    except KeyboardInterrupt:
+        _stop(con, outcome)
+        raise
+    if not finished:
+        _stop(con, outcome)
+        raise InputError(
+            f"the query ran longer than {limit:g} s (--timeout SECONDS, or timeout= in "
+            "Trace.sql and Job.sql, sets a longer limit)"
+        )
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.value is not None
+    return outcome.value
+
+
+def _stop(con: Any, outcome: _Outcome) -> None:
+    """Interrupt the running query and give it :data:`STOP_WAIT_S` to stop (DuckDB checks for
+    an interrupt between chunks of work); its thread closes the connection."""
+    con.interrupt()
+    outcome.done.wait(STOP_WAIT_S)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perflab.analysis.trace_sql import DEFAULT_TIMEOUT_S
 from perflab.commands._common import Subcommands, print_json
 
 if TYPE_CHECKING:
@@ -23,8 +24,10 @@ DESCRIPTION = (
     "grid/block sizes, registers, shared_mem, occupancy; memcpy adds bytes and direction; "
     "ops add sequence, flops, input_dims, input_types). Several files, or a directory, are "
     "the ranks of one job: one set of tables with a rank column, on the job's clock. Needs "
-    "perflab[sql]. The query reads the trace only: DuckDB's file and network access are off."
+    "perflab[sql]. The query reads the trace only: DuckDB's file and network access are off. "
+    "It is stopped after --timeout seconds, and DuckDB may use half of the machine's memory."
 )
+INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C (128 + SIGINT)
 EXAMPLE = (
     'example: perflab trace sql trace.json "SELECT name, count(*) AS n, sum(dur_ns) / 1e3 AS '
     'us FROM kernels GROUP BY name ORDER BY us DESC LIMIT 10"'
@@ -43,6 +46,13 @@ def add_sql_parser(tsub: Subcommands) -> None:
     out = q.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print columns, types and rows as JSON")
     out.add_argument("--csv", action="store_true", help="print the rows as CSV")
+    q.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop the query after this long (default: {DEFAULT_TIMEOUT_S:g})",
+    )
     q.add_argument("--workers", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
     q.set_defaults(handler=run_sql_command)
 
@@ -59,11 +69,17 @@ def _load(files: list[str], workers: int | None, progress: bool) -> Trace | Job:
 
 
 def run_sql_command(args: argparse.Namespace) -> int:
-    from perflab.analysis.trace_sql import run_sql
+    from perflab.analysis.trace_sql import check_timeout, run_sql
     from perflab.render.sql_view import sql_text
 
     quiet = args.json or args.csv
-    result = run_sql(_load(args.files, args.workers, not quiet), args.query)
+    check_timeout(args.timeout)  # before a long load
+    source = _load(args.files, args.workers, not quiet)
+    try:
+        result = run_sql(source, args.query, timeout=args.timeout)
+    except KeyboardInterrupt:  # the query was stopped: no traceback
+        print("perflab: query interrupted", file=sys.stderr)
+        return INTERRUPTED
     if args.json:
         print_json(result.to_dict())
     elif args.csv:

@@ -65,12 +65,13 @@ def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
     return diff_traces(control, test, **options)
 
 
-def trace_sql(source: Trace | Job, query: str) -> SqlResult:
+def trace_sql(source: Trace | Job, query: str, timeout: float | None) -> SqlResult:
     """``Trace.sql()`` and ``Job.sql()``: :func:`perflab.render.views.trace_sql`, which runs
-    :func:`perflab.analysis.trace_sql.run_sql` (kept there: see its docstring)."""
+    :func:`perflab.analysis.trace_sql.run_sql` (kept there: see its docstring); ``timeout``:
+    its time limit in seconds (None: the default)."""
     from perflab.render.views import trace_sql
 
-    return trace_sql(source, query)
+    return trace_sql(source, query, timeout)
 
 
 def trace_timeline(trace: Trace, **options: Any) -> Timeline:

@@ -108,10 +108,10 @@ class Job:
         and the stragglers, worst first (:func:`perflab.analysis.job.summarize_job`)."""
         return display.job_summary(self)
 
-    def sql(self, query: str) -> SqlResult:
+    def sql(self, query: str, *, timeout: float | None = None) -> SqlResult:
         """A DuckDB SQL query over every rank's events as one set of tables, on the job's
-        clock, with a ``rank`` column (:meth:`Trace.sql`)."""
-        return display.trace_sql(self, query)
+        clock, with a ``rank`` column, stopped after ``timeout`` s (:meth:`Trace.sql`)."""
+        return display.trace_sql(self, query, timeout)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of every rank, collectives linked across ranks

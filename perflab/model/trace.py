@@ -402,11 +402,11 @@ class Trace(Shown):
         ``short_names``, ``renames`` (see :func:`perflab.analysis.trace_diff.diff_traces`)."""
         return display.trace_diff(self, test, **options)
 
-    def sql(self, query: str) -> SqlResult:
+    def sql(self, query: str, *, timeout: float | None = None) -> SqlResult:
         """Run a DuckDB SQL query over this trace's tables (``events``, ``kernels``, ``ops``,
-        ``runtime``, ``memcpy``, ``ranges``; their columns: :mod:`perflab.analysis.trace_sql`);
-        the result shows as a table and has ``to_pandas()``. Needs ``perflab[sql]``."""
-        return display.trace_sql(self, query)
+        ``runtime``, ``memcpy``, ``ranges``: :mod:`perflab.analysis.trace_sql`), stopped after
+        ``timeout`` s (None: 60); shows as a table, has ``to_pandas()``. Needs ``perflab[sql]``."""
+        return display.trace_sql(self, query, timeout)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""

@@ -51,6 +51,9 @@ VIEWS: dict[str, View] = {
     "perflab.analysis.idle_causes.IdleCauses": View(
         "perflab.render.idle_view", "idle_text", bundle="idle_bundle"
     ),
+    "perflab.analysis.idle_causes.IdleWithoutGpu": View(
+        "perflab.render.host_view", "no_gpu_idle_text", "no_gpu_idle_html"
+    ),
     "perflab.analysis.trace_diff.TraceDiff": View(
         "perflab.render.trace_diff_view", "diff_text", bundle="diff_bundle"
     ),
@@ -137,11 +140,12 @@ def trace_html(trace: Trace) -> str:
     return wrap(f"<div>{esc(trace.describe())}</div>")
 
 
-def trace_sql(source: Trace | Job, query: str) -> SqlResult:
+def trace_sql(source: Trace | Job, query: str, timeout: float | None = None) -> SqlResult:
     """``Trace.sql()`` and ``Job.sql()`` (through :mod:`perflab.model.display`):
-    :func:`perflab.analysis.trace_sql.run_sql`. It stays behind the render layer, which
-    scripts/gpu-check's import reach does not follow: from the model, that reach would count
-    DuckDB among the packages a GPU machine needs (perflab.machine.gpu_modules.NOT_RUN)."""
-    from perflab.analysis.trace_sql import run_sql
+    :func:`perflab.analysis.trace_sql.run_sql`, with its default time limit when ``timeout``
+    is None. It stays behind the render layer, which scripts/gpu-check's import reach does
+    not follow: from the model, that reach would count DuckDB among the packages a GPU
+    machine needs (perflab.machine.gpu_modules.NOT_RUN)."""
+    from perflab.analysis.trace_sql import DEFAULT_TIMEOUT_S, run_sql
 
-    return run_sql(source, query)
+    return run_sql(source, query, timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
