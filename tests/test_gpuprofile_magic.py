@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from perflab.capture.env import cuda_available
@@ -75,11 +76,49 @@ def test_user_exception_points_at_user_line(
     assert run(ip, FAST, "z = 3").success
 
 
+def shown_text(capsys: pytest.CaptureFixture[str]) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # no terminal colours
+
+
+def test_the_traceback_starts_at_the_users_code(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not at the call of the magic IPython makes of a %%gpuprofile cell."""
+    res = cell(ip, f"%%gpuprofile {FAST}\ndef f():\n    return 1 / 0\nf()", history=True)
+    assert isinstance(res.error_in_exec, ZeroDivisionError)
+    shown = shown_text(capsys)
+    frames = re.findall(r"^Cell In\[(\d+)\], line (\d+)", shown, re.MULTILINE)
+    prompt = str(res.execution_count)
+    assert frames == [(prompt, "4"), (prompt, "3")], shown
+    assert "run_cell_magic" not in shown and "skipping hidden" not in shown
+    assert shown.index("ZeroDivisionError") < shown.index("Cell In[")
+
+
+def test_a_users_chained_exception_keeps_its_cause(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = run(ip, FAST, "raise ValueError('outer') from KeyError('inner')")
+    assert isinstance(res.error_in_exec, ValueError)
+    assert isinstance(res.error_in_exec.__cause__, KeyError)
+    shown = shown_text(capsys)
+    assert "KeyError: 'inner'" in shown and "direct cause" in shown
+
+
+def test_a_perflab_error_is_one_line_without_a_traceback(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = run(ip, "--budget -3", "x = 1")
+    assert isinstance(res.error_in_exec, UsageError)
+    shown = shown_text(capsys)
+    assert shown.startswith("perflab: error: budget (--budget) must be a number of ms")
+    assert len(shown.strip().splitlines()) == 1 and "Traceback" not in shown
+
+
 def test_bad_options_are_usage_errors(ip: InteractiveShell) -> None:
     for line in ("--budget -3", "-n 0", "--backend tpu", "--flops -1"):
         res = run(ip, line, "x = 1")
         assert not res.success, line
-        assert type(res.error_in_exec).__name__ == "UsageError", (line, res.error_in_exec)
+        assert isinstance(res.error_in_exec, UsageError), (line, res.error_in_exec)
 
 
 def test_help_lists_options(ip: InteractiveShell) -> None:
@@ -222,7 +261,7 @@ def test_traceback_names_the_prompt_number(
 )
 def test_bad_names_and_huge_numbers_are_usage_errors(ip: InteractiveShell, line: str) -> None:
     res = run(ip, line, "x = 1")
-    assert type(res.error_in_exec).__name__ == "UsageError", (line, res.error_in_exec)
+    assert isinstance(res.error_in_exec, UsageError), (line, res.error_in_exec)
 
 
 def test_tiny_ratio_in_compare_output(

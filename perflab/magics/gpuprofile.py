@@ -26,8 +26,21 @@ if TYPE_CHECKING:
     from perflab.model.trace import Trace
 
 
+class PerflabUsageError(UsageError):
+    """A perflab error in a profiled cell: shown as the CLI shows one, ``perflab: error: ...``,
+    with no traceback (IPython's own ``UsageError`` shows as ``UsageError: ...``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"perflab: error: {self}"]
+
+
 @magics_class
 class GpuProfileMagics(Magics):
+    # Lines of the cell above the code it times: the %%gpuprofile line; 0 when the profile
+    # button runs a cell that has none (perflab.labext.profile_cell). So a traceback's line
+    # numbers are the cell's as shown.
+    header_lines = 1
+
     @property
     def ip(self) -> InteractiveShell:
         """The shell (always set once the magics are registered)."""
@@ -73,9 +86,9 @@ class GpuProfileMagics(Magics):
         try:
             run = timed_run(fn, args, default_name=f"In[{prompt}]")
         except PerflabError as exc:
-            raise UsageError(str(exc)) from None
+            raise PerflabUsageError(str(exc)) from None
         except Exception as exc:  # the user's own error: show it at the user's lines
-            raise exc.with_traceback(user_frames(exc.__traceback__, filename)) from None
+            raise shown_from_user_code(self.ip, exc, filename)  # noqa: B904  (its own cause)
         notify(run.result)  # e.g. the lab's history panel
         if args.variable:
             self.ip.user_ns[args.variable] = run.result
@@ -91,8 +104,8 @@ class GpuProfileMagics(Magics):
         return count if isinstance(count, int) else int(self.ip.execution_count)
 
     def _cell_function(self, cell: str, prompt: int) -> tuple[Callable[[], None], str]:
-        # A leading newline makes line numbers match the cell as shown (line 1 = the magic).
-        source = "\n" + self.ip.transform_cell(cell)
+        # Leading newlines make line numbers match the cell as shown (line 1 = the magic).
+        source = "\n" * self.header_lines + self.ip.transform_cell(cell)
         filename = self.ip.compile.cache(source, prompt)
         code = compile(source, filename, "exec")
         user_ns = self.ip.user_ns
@@ -136,6 +149,24 @@ def _check_name(flag: str, name: str | None) -> None:
             f"{flag} {name!r}: not a Python variable name (letters, digits and _, not "
             "starting with a digit)"
         )
+
+
+def shown_from_user_code(ip: InteractiveShell, exc: Exception, filename: str) -> Exception:
+    """``exc``, raised by the user's cell in ``filename``, with a traceback that starts at the
+    user's code. Raised on, it also passes through the frame that called the magic (IPython's
+    ``get_ipython().run_cell_magic(...)``, or the profile button's call): IPython shows an
+    exception's ``_render_traceback_`` instead of its whole traceback, so the user sees
+    "Cell In[3], line 2" first, as for a cell run without perflab."""
+    user_tb = user_frames(exc.__traceback__, filename)
+    exc = exc.with_traceback(user_tb)
+    if hasattr(exc, "_render_traceback_"):  # an exception that renders itself does so
+        return exc
+
+    def render() -> list[str]:
+        return ip.InteractiveTB.structured_traceback(type(exc), exc, user_tb, tb_offset=0)
+
+    vars(exc)["_render_traceback_"] = render
+    return exc
 
 
 def _show_timeline(trace: Trace) -> None:
