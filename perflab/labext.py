@@ -6,6 +6,11 @@ result from ``%%gpuprofile``, the profile button and ``perflab.bench``), saved b
 notebook in ``.perflab/NOTEBOOK.history.json`` as perflab's versioned JSON, and answers the
 panel's requests: comparisons (``TimingResult.compare``), the baseline, CSV and JSON exports,
 and ``perflab info --json`` for the status bar. The TypeScript side only formats.
+
+Nothing here loads perflab's magics into the user's shell: a notebook that uses
+``%%gpuprofile`` says ``%load_ext perflab``, so that it runs the same in nbconvert or papermill
+as in JupyterLab. The profile button calls :func:`profile_cell`, which runs a cell through
+``%%gpuprofile``'s own code without registering it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from perflab.errors import InputError, PerflabError, SchemaError
 from perflab.model import listeners
@@ -29,6 +34,9 @@ from perflab.model.timing import TimingResult
 
 if TYPE_CHECKING:
     from comm.base_comm import BaseComm
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from perflab.magics.gpuprofile import GpuProfileMagics
 
 COMM_TARGET = "perflab"
 KIND = "TimingHistory"
@@ -73,17 +81,6 @@ class HistoryRow(TypedDict):
     created: str
     warnings: list[str]
     replayed: bool
-
-
-class _Extensions(Protocol):
-    def load_extension(self, module_str: str) -> object: ...
-
-
-class Shell(Protocol):
-    """What :func:`connect` uses of IPython's shell."""
-
-    @property
-    def extension_manager(self) -> _Extensions: ...
 
 
 @dataclass
@@ -346,13 +343,13 @@ class Bridge:
 _bridge: Bridge | None = None
 
 
-def connect(ip: Shell, notebook: str, renamed_from: str | None = None) -> Bridge:
-    """Make this kernel ready for the extension: load perflab's magics, open the history of
-    ``notebook`` (a file name in the kernel's working directory, where Jupyter starts the
-    kernel of a notebook) and listen on the comm target. ``renamed_from``: the notebook's
-    name before a rename; its history goes with it unless the new name already has one."""
+def connect(notebook: str, renamed_from: str | None = None) -> Bridge:
+    """Make this kernel ready for the extension: open the history of ``notebook`` (a file
+    name in the kernel's working directory, where Jupyter starts the kernel of a notebook)
+    and listen on the comm target. ``renamed_from``: the notebook's name before a rename;
+    its history goes with it unless the new name already has one. The user's shell is left
+    as it was (no magics are loaded)."""
     global _bridge
-    ip.extension_manager.load_extension("perflab")
     # not resolved: a history file that is a symbolic link is judged as the link it is
     path = history_path(notebook, Path.cwd())
     if renamed_from is not None and _bridge is not None:
@@ -366,6 +363,45 @@ def connect(ip: Shell, notebook: str, renamed_from: str | None = None) -> Bridge
 
     get_comm_manager().register_target(COMM_TARGET, _bridge.open_comm)
     return _bridge
+
+
+# the first line of a cell that is a %%gpuprofile cell, after any blank lines
+_GPUPROFILE_LINE = re.compile(r"\A(?:[ \t]*\n)*[ \t]*%%gpuprofile(?![\w])(?P<options>[^\n]*)\n?")
+_profiler: GpuProfileMagics | None = None
+
+
+def profile_cell(ip: InteractiveShell, source: str) -> TimingResult | None:
+    """Run the cell ``source`` in ``ip`` as ``%%gpuprofile`` with default options would (with
+    its own options when its first line is ``%%gpuprofile ...``): what the profile button
+    does. It goes through the magic's own code, output and errors included, but registers
+    no magic: a kernel that never ran ``%load_ext perflab`` still has no ``%%gpuprofile``.
+    Returns what the magic returns (the result with ``-o``, else None)."""
+    from perflab.magics import help_requested
+    from perflab.magics.gpuprofile import PerflabUsageError
+
+    header = _GPUPROFILE_LINE.match(source)
+    line, body = "", source
+    if header is not None:
+        # as IPython expands a magic's line: $name and {expr} in the user's namespace
+        line = str(ip.var_expand(header["options"], 1))  # type: ignore[no-untyped-call]
+        body = source[header.end() :]
+    if not body.strip() and not help_requested(line):
+        raise PerflabUsageError("the cell is empty: there is nothing to time")
+    magics = _profiler_of(ip)
+    magics.header_lines = 0 if header is None else source[: header.end()].count("\n")
+    result = magics.gpuprofile(line, body)
+    return result if isinstance(result, TimingResult) else None
+
+
+def _profiler_of(ip: InteractiveShell) -> GpuProfileMagics:
+    """The ``%%gpuprofile`` magics object the button uses in ``ip``, made once (IPython keeps
+    every one made in the shell's configurables), never registered in its magics table."""
+    global _profiler
+    if _profiler is None or _profiler.shell is not ip:
+        from perflab.magics.gpuprofile import GpuProfileMagics
+
+        _profiler = GpuProfileMagics(shell=ip)
+    return _profiler
 
 
 def _follow_rename(history: History, old: Path, new: Path) -> None:

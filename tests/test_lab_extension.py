@@ -285,20 +285,21 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_bench_and_gpuprofile_results_reach_the_saved_history(shell: Any, tmp_path: Path) -> None:
-    bridge = labext.connect(shell, "work.ipynb")
-    assert "gpuprofile" in shell.magics_manager.magics["cell"]  # connect loads the magics
+    bridge = labext.connect("work.ipynb")
     timed = perflab.bench(lambda: sum(range(100)), backend="cpu", budget_ms=5, warmup_ms=1)
+    shell.run_line_magic("load_ext", "perflab")  # the notebook's own, connect loads no magic
     shell.run_cell("%%gpuprofile --budget 5 --warmup 1 --name cell\nx = sum(range(100))")
+    labext.profile_cell(shell, "%%gpuprofile --budget 5 --warmup 1 --name button\nx = 1")
     saved = labext.History.load(tmp_path / ".perflab" / "work.ipynb.history.json")
-    assert [e.result.name for e in saved.entries] == [timed.name, "cell"]
+    assert [e.result.name for e in saved.entries] == [timed.name, "cell", "button"]
     assert saved.entries[0].result.median_ns == timed.median_ns
-    assert labext.connect(shell, "work.ipynb") is bridge  # a second connect keeps the history
+    assert labext.connect("work.ipynb") is bridge  # a second connect keeps the history
 
 
 def test_a_renamed_notebook_keeps_its_history(shell: Any, tmp_path: Path) -> None:
-    bridge = labext.connect(shell, "old.ipynb")
+    bridge = labext.connect("old.ipynb")
     perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
-    assert labext.connect(shell, "new.ipynb", renamed_from="old.ipynb") is bridge
+    assert labext.connect("new.ipynb", renamed_from="old.ipynb") is bridge
     folder = tmp_path / ".perflab"
     assert sorted(p.name for p in folder.iterdir()) == ["new.ipynb.history.json"]
     perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
@@ -307,8 +308,8 @@ def test_a_renamed_notebook_keeps_its_history(shell: Any, tmp_path: Path) -> Non
         "r2",
     ]
     # a name that already has a history keeps it: the kernel switches to that one
-    labext.connect(shell, "other.ipynb")
-    kept = labext.connect(shell, "new.ipynb", renamed_from="other.ipynb").history
+    labext.connect("other.ipynb")
+    kept = labext.connect("new.ipynb", renamed_from="other.ipynb").history
     assert kept.path == folder / "new.ipynb.history.json" and len(kept.entries) == 2
 
 
@@ -324,7 +325,7 @@ def test_a_committed_history_link_out_of_the_folder_is_moved_aside(
     folder.mkdir()
     (folder / "work.ipynb.history.json").symlink_to(Path("..", "outside", "victim.txt"))
     (folder / "work.ipynb.history.json.tmp").symlink_to(Path("..", "outside", "victim.txt"))
-    bridge = labext.connect(shell, "work.ipynb")
+    bridge = labext.connect("work.ipynb")
     assert bridge.note is not None and "outside its folder" in bridge.note
     assert "moved to work.ipynb.history.json.unreadable" in bridge.note
     perflab.bench(lambda: None, backend="cpu", budget_ms=2, warmup_ms=0)
@@ -354,6 +355,9 @@ def test_a_failing_listener_warns_and_the_result_stands() -> None:
 PROFILED = "import torch\na = torch.randn(64, 64)\nb = a @ a"
 PTX_CELL = "%%ptx --arch sm_90a\n__global__ void fill(float* x) { x[threadIdx.x] = 1.0f; }"
 FAILING = "x = 1\nraise ValueError('bad cell')"
+# the notebook never loads perflab's magics until this cell (the %%ptx cell needs them)
+TYPED = "%%gpuprofile --budget 5\nx = 2"
+LOAD_EXT = "%load_ext perflab"
 ROWS = "() => [...document.querySelectorAll('#perflab-history tr.jp-perflab-row')].length"
 CELL_OUTPUT = """i => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]
   .querySelector('.jp-OutputArea')?.textContent ?? ''"""
@@ -393,7 +397,9 @@ def lab_notebook(root: Path) -> Path:
 
     kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(c) for c in (PROFILED, PTX_CELL, FAILING)],
+        cells=[
+            nbformat.v4.new_code_cell(c) for c in (PROFILED, PTX_CELL, FAILING, TYPED, LOAD_EXT)
+        ],
         metadata={"kernelspec": kernelspec},
     )
     path = root / "lab.ipynb"
@@ -457,6 +463,12 @@ def save_and_reload(page: Any, rows: int) -> None:
     page.wait_for_function(f"() => ({ROWS})() === {rows}", timeout=90_000)
 
 
+def run_cell_in_place(page: Any, index: int) -> None:
+    """Run cell ``index`` as Ctrl+Enter does (the active cell stays where it is)."""
+    page.click(f".jp-Notebook .jp-Cell >> nth={index} >> .jp-InputArea-editor")
+    page.keyboard.press("Control+Enter")
+
+
 def profile_first_cell(page: Any, rows_before: int, *, by_key: bool = False) -> None:
     page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputArea-editor")
     if by_key:
@@ -511,10 +523,12 @@ def restart_kernel(page: Any) -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
-    """One JupyterLab session: the status item, the profile button and shortcut, the
-    history panel (live rows, compare, baseline, CSV export), the history across a page
-    reload and a kernel restart, CUDA highlighting of a %%ptx cell and of its view's PTX and
-    SASS panes, the history following a rename, no console errors."""
+    """One JupyterLab session: the status item, the profile button and shortcut in a
+    notebook that has not loaded perflab's magics (and still has none after), a failing
+    cell's traceback from the user's line, the history panel (live rows, compare, baseline,
+    CSV export), the history across a page reload and a kernel restart, CUDA highlighting of
+    a %%ptx cell and of its view's PTX and SASS panes, the history following a rename, no
+    console errors."""
     lab_notebook(tmp_path)
     with lab_page(tmp_path, "lab.ipynb") as (page, problems):
         page.wait_for_function(f"() => ({STATUS})() === 'no GPU: host clock'", timeout=90_000)
@@ -532,12 +546,25 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         assert row["name"] == entry.result.name
         assert row["median"].split(" (")[0][0].isdigit()
 
-        # a cell that raises shows its error as %%gpuprofile does, and adds no row
+        # a cell that raises shows its error as %%gpuprofile does, from the user's own line,
+        # and adds no row
         page.click(".jp-Notebook .jp-Cell >> nth=2 >> .jp-InputArea-editor")
         page.click(".jp-perflab-profile-button")
         page.wait_for_function(f"() => ({CELL_OUTPUT})(2).includes('bad cell')", timeout=60_000)
-        assert "ValueError" in page.evaluate(f"() => ({CELL_OUTPUT})(2)")
+        failed = page.evaluate(f"() => ({CELL_OUTPUT})(2)")
+        assert "ValueError" in failed and re.search(r"Cell In\[\d+\], line 2", failed), failed
+        for internal in ("profile_cell", "__import__", "run_cell_magic", "skipping hidden"):
+            assert internal not in failed, internal
         assert page.evaluate(ROWS) == 1
+
+        # the button loaded no magic: a %%gpuprofile cell needs the notebook's %load_ext
+        run_cell_in_place(page, 3)
+        page.wait_for_function(f"() => ({CELL_OUTPUT})(3).includes('not found')", timeout=30_000)
+        assert "Cell magic `%%gpuprofile` not found" in page.evaluate(f"() => ({CELL_OUTPUT})(3)")
+        page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
+        page.mouse.move(700, 600)  # no tooltip over the picture
+        shot = os.environ.get("PERFLAB_PROFILE_SCREENSHOT")
+        page.screenshot(path=shot or str(tmp_path / "profile.png"))
 
         # the shortcut, then a comparison of the two, computed by TimingResult.compare
         profile_first_cell(page, 1, by_key=True)
@@ -579,9 +606,10 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
         page.locator(".jp-Notebook .jp-Cell >> nth=1").scroll_into_view_if_needed()
         page.wait_for_function(f"() => ({GLOBAL_COLOUR})() !== null", timeout=30_000)
         assert page.evaluate(GLOBAL_COLOUR) == page.evaluate(KEYWORD_COLOUR)
-        # and its view's PTX and SASS panes get opcodes, registers... as token spans
-        page.click(".jp-Notebook .jp-Cell >> nth=1 >> .jp-InputArea-editor")
-        page.keyboard.press("Shift+Enter")
+        # and, once the notebook loads perflab, its view's PTX and SASS panes get opcodes,
+        # registers... as token spans
+        run_cell_in_place(page, 4)
+        run_cell_in_place(page, 1)
         page.wait_for_function(
             f"() => {{ const k = ({ASM_KINDS})(); return k.PTX && k.SASS; }}", timeout=180_000
         )

@@ -66,7 +66,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # every layer, the shared front-end code, the exercises and the Dask job reader
     "commands": {"model", "capture", "io", "analysis", "machine", "render"}
     | {"frontend", "exercises", "job_dask"},
-    "labext": {"model", "cli"},
+    "labext": {"model", "cli", "magics"},  # the profile button runs %%gpuprofile's code
     "exercises": {"model", "analysis"},
     "job_dask": {"model", "io", "analysis", "render"},  # it draws a job's overview too
     "recordings": {"model", "io"},

@@ -35,22 +35,32 @@ const TIMER_SVG =
   'M12 20a7 7 0 1 1 0-14 7 7 0 0 1 0 14z"/></svg>';
 const timerIcon = new LabIcon({ name: 'perflab:timer', svgstr: TIMER_SVG });
 
-/** Run ``cell`` under `%%gpuprofile` in its kernel, output in the cell, source untouched. */
+/** Say in ``cell``'s output why it was not profiled (nothing goes into the history). */
+function notProfiled(cell: CodeCell, why: string): void {
+  cell.outputHidden = false;
+  cell.model.outputs.clear();
+  cell.model.outputs.add({
+    output_type: 'stream',
+    name: 'stderr',
+    text: `perflab: not profiled: ${why}\n`
+  });
+}
+
+/**
+ * Run ``cell`` as `%%gpuprofile` would in its kernel, output in the cell, source untouched,
+ * through perflab.labext.profile_cell: the kernel's magics stay as the notebook set them.
+ */
 async function profileCell(panel: NotebookPanel, cell: CodeCell, link: KernelLink): Promise<void> {
   const source = cell.model.sharedModel.getSource();
   const untimed = untimedReason(source);
   if (untimed !== null) {
-    // said in the cell's output, and nothing recorded in the history
-    cell.outputHidden = false;
-    cell.model.outputs.clear();
-    cell.model.outputs.add({
-      output_type: 'stream',
-      name: 'stderr',
-      text: `perflab: not profiled: ${untimed}\n`
-    });
+    notProfiled(cell, untimed);
     return;
   }
-  await link.ready(); // loads perflab's magics; a kernel without perflab shows the error below
+  if (!(await link.ready())) {
+    notProfiled(cell, link.error ?? 'perflab is not connected to the kernel');
+    return;
+  }
   const code = profileCode(source);
   cell.outputHidden = false;
   cell.setPrompt('*');

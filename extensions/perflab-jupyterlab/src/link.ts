@@ -1,7 +1,7 @@
 /**
  * The link between one notebook and perflab in its kernel: runs perflab.labext.connect in
- * the kernel (again after every restart), opens the comm, keeps the history rows the kernel
- * sends and answers requests (compare, baseline, export, info).
+ * the kernel (again after every restart; it loads no magics), opens the comm, keeps the
+ * history rows the kernel sends and answers requests (compare, baseline, export, info).
  */
 import { ISessionContext } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';

@@ -194,17 +194,14 @@ export function sortRows<R extends Pick<IRow, 'name' | 'median_ns'>>(rows: R[], 
   return sorted;
 }
 
-const GPUPROFILE = /^\s*%%gpuprofile\b/;
-
 /**
- * The code the profile button runs for a cell: the cell under `%%gpuprofile` with its
- * default options. A cell that already starts with `%%gpuprofile` runs as it is.
+ * The Python the profile button runs for a cell: perflab.labext.profile_cell times it as
+ * `%%gpuprofile` with default options would (a cell that starts with `%%gpuprofile ...` with
+ * its own options), without loading perflab's magics into the kernel. One expression, so it
+ * leaves no name behind in the user's namespace; the source is quoted as a Python string.
  */
 export function profileCode(source: string): string {
-  if (GPUPROFILE.test(source)) {
-    return source;
-  }
-  return `%%gpuprofile\n${source}`;
+  return `__import__("perflab.labext").labext.profile_cell(get_ipython(), ${JSON.stringify(source)})`;
 }
 
 const CELL_MAGIC = /^\s*%%(\w+)/;
@@ -328,13 +325,14 @@ export function checkRows(value: unknown): IRow[] {
 
 /**
  * The Python run in the kernel before the comm opens (names quoted as Python strings);
- * ``renamedFrom``: the notebook's name before a rename, whose history follows it.
+ * ``renamedFrom``: the notebook's name before a rename, whose history follows it. It opens
+ * the notebook's history and loads none of perflab's magics.
  */
 export function connectCode(notebookName: string, renamedFrom?: string): string {
   const renamed = renamedFrom === undefined ? '' : `, renamed_from=${JSON.stringify(renamedFrom)}`;
   return (
     'import perflab.labext as _perflab_labext\n' +
-    `_perflab_labext.connect(get_ipython(), ${JSON.stringify(notebookName)}${renamed})\n` +
+    `_perflab_labext.connect(${JSON.stringify(notebookName)}${renamed})\n` +
     'del _perflab_labext'
   );
 }

@@ -23,6 +23,8 @@ import {
 } from '../src/pure';
 // the table perflab.model.units.format_ns is tested against too (tests/test_units.py)
 import FORMAT_NS_CASES from '../../../tests/data/format_ns_cases.json';
+// the code the profile button sends for each source; the kernel side runs each one
+import PROFILE_CELL_CASES from '../../../tests/data/profile_cell_code.json';
 
 const row = {
   id: 'r1',
@@ -164,13 +166,18 @@ describe('rowLabel', () => {
 });
 
 describe('profileCode', () => {
-  it('puts the cell under %%gpuprofile with default options', () => {
-    expect(profileCode('x = 1\ny = x')).toBe('%%gpuprofile\nx = 1\ny = x');
+  it('calls perflab.labext.profile_cell with the source, loading no magic', () => {
+    expect(profileCode('x = 1\ny = x')).toBe(
+      '__import__("perflab.labext").labext.profile_cell(get_ipython(), "x = 1\\ny = x")'
+    );
+    expect(profileCode('%%gpuprofile --budget 10\nx = 1')).not.toMatch(/^%%|load_ext/);
   });
 
-  it('leaves a cell that already is a %%gpuprofile cell alone', () => {
-    const cell = '%%gpuprofile --budget 10\nx = 1';
-    expect(profileCode(cell)).toBe(cell);
+  it('quotes every source as the Python the kernel runs (tests/test_profile_button.py)', () => {
+    expect(PROFILE_CELL_CASES.length).toBeGreaterThan(5);
+    for (const { source, code } of PROFILE_CELL_CASES) {
+      expect(profileCode(source)).toBe(code);
+    }
   });
 });
 
@@ -234,13 +241,17 @@ describe('checkRow', () => {
 describe('connectCode', () => {
   it('quotes the notebook name as a Python string', () => {
     const code = connectCode('a "b"\\c.ipynb');
-    expect(code).toContain('connect(get_ipython(), "a \\"b\\"\\\\c.ipynb")');
+    expect(code).toContain('connect("a \\"b\\"\\\\c.ipynb")');
   });
 
   it('names the old notebook after a rename', () => {
     expect(connectCode('new.ipynb', 'old.ipynb')).toContain(
-      'connect(get_ipython(), "new.ipynb", renamed_from="old.ipynb")'
+      'connect("new.ipynb", renamed_from="old.ipynb")'
     );
+  });
+
+  it('loads no magic', () => {
+    expect(connectCode('nb.ipynb')).not.toMatch(/load_ext|extension|get_ipython/);
   });
 });
 
