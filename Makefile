@@ -24,7 +24,8 @@ SHELL := bash
 QUIET_SATISFIED := | { grep --line-buffered -v '^Requirement already satisfied' || true; }
 say = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: lab test install browser lint typecheck pytest tstest node labextension clean notebooks
+.PHONY: lab lab-dev course-reset test install browser lint typecheck pytest tstest node labextension \
+        clean notebooks
 
 $(PY):
 	$(call say,creating $(VENV) with $(PYTHON))
@@ -98,9 +99,29 @@ browser:
 	  else echo "chromium not installed and not root: browser tests will be skipped"; fi; \
 	fi
 
+# JupyterLab on a folder; as root it says so and passes --allow-root.
+define open_lab
+$(if $(AS_ROOT),$(call say,running as root (a container?): JupyterLab is started with --allow-root))
+$(VENV)/bin/jupyter lab $(1) $(if $(AS_ROOT),--allow-root)
+endef
+
+# The learner's working copy of the course (git-ignored), made from notebooks/ the first time and
+# kept after: what JupyterLab autosaves goes there, never into the committed notebooks the tests
+# check. scripts/course needs only the standard library.
+COURSE      := course
+COURSE_COPY := $(PYTHON) scripts/course --from notebooks --to $(COURSE)
+
 lab: install
-	$(if $(AS_ROOT),$(call say,running as root (a container?): JupyterLab is started with --allow-root))
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(AS_ROOT),--allow-root)
+	$(COURSE_COPY) copy
+	$(call open_lab,$(COURSE)/)
+
+# A fresh copy: the old one is moved aside to course.old-DATE-TIME, not deleted.
+course-reset:
+	$(COURSE_COPY) reset
+
+# The committed course itself, for editing it (what is saved here is what gets committed).
+lab-dev: install
+	$(call open_lab,notebooks/)
 
 # Re-execute every notebook in place and keep its outputs (one kernel at a time; the test suite
 # checks that the committed outputs are current). `make notebooks NB="05-x.ipynb"` runs some.
