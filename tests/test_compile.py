@@ -214,7 +214,9 @@ def test_results_are_cached_on_disk_as_json_and_text() -> None:
     assert again.cached and again.kernel().sass == sass
     assert again.kernel().resources == first.kernel().resources
     entries = list(cache_root().rglob("*.json"))
-    assert entries and all(json.loads(p.read_text())["perflab"] == "compile" for p in entries)
+    assert entries and all(
+        json.loads(p.read_text())["perflab"] == "CompileCacheEntry" for p in entries
+    )
     assert list(cache_root().rglob("*.sass"))
     assert not compile_cuda(src, flags="-DX=1").cached  # flags are part of the key
 
@@ -519,7 +521,9 @@ def _entry_files(source: str) -> tuple[Path, list[Path]]:
     """The cache entry (JSON) of ``source``, and the files beside it (a Triton entry's
     source is this whole file, which holds every CUDA source here too)."""
     (entry,) = [
-        p for p in cache_root().rglob("*.json") if json.loads(p.read_text())["source"] == source
+        p
+        for p in cache_root().rglob("*.json")
+        if json.loads(p.read_text())["result"]["source"] == source
     ]
     return entry, sorted(entry.parent.glob(entry.stem + ".*"))
 

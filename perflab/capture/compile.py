@@ -5,7 +5,10 @@ cubin and ptxas' resource report in one run; ``nvdisasm -g -gi -gp -hex`` (on fi
 of the SASS) maps every instruction to the user's line and to its PTX line and gives its
 scheduling controls, while ``nvdisasm -lrm count`` beside it counts the live registers.
 CCCL headers (CUB, Thrust, libcu++) come from the ``nvidia-cuda-cccl`` wheel, which
-nvcc's wheel already puts on its include path.
+nvcc's wheel already puts on its include path. The files a compile read, which its cache
+entry is checked against, are those named by the line markers of the preprocessed
+device and host code ``--keep`` leaves (nvcc's ``-MD`` lists the host pass's alone, and
+misses a header only device code includes).
 
 Triton's ahead-of-time job is :mod:`perflab.capture.compile_triton`, the disk cache and
 the SASS both share :mod:`perflab.capture.compile_cache`; their public names are
@@ -15,6 +18,7 @@ importable from here too.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,12 +30,12 @@ from perflab.capture import toolchain
 
 # the cache and SASS, the Triton job, the flag allow-list and the diagnostics have their
 # own modules; re-exported here
+from perflab.capture.compile_cache import Compiled, kernel_artifacts, res_usage, tool_versions
 from perflab.capture.compile_cache import _CacheEntry as _CacheEntry
 from perflab.capture.compile_cache import cache_key as cache_key
 from perflab.capture.compile_cache import cache_root as cache_root
 from perflab.capture.compile_cache import cached_run as cached_run
 from perflab.capture.compile_cache import disassemble as disassemble
-from perflab.capture.compile_cache import kernel_artifacts, res_usage, tool_versions
 from perflab.capture.compile_errors import CompileError as CompileError
 from perflab.capture.compile_errors import located_diagnostics as located_diagnostics
 from perflab.capture.compile_errors import parse_diagnostics as parse_diagnostics
@@ -183,8 +187,8 @@ def _nvcc_args(job: CudaJob, scratch: Path, links: Sequence[Path]) -> list[str]:
     ]
 
 
-def _run_nvcc(nvcc: Tool, job: CudaJob) -> CompileResult:
-    started = time.perf_counter()
+def _run_nvcc(nvcc: Tool, job: CudaJob) -> Compiled:
+    started, started_ns = time.perf_counter(), time.time_ns()
     with toolchain.private_tempdir() as tmp:
         cell = tmp / CELL_FILE
         cell.write_text(job.source, encoding="utf-8")
@@ -205,11 +209,12 @@ def _run_nvcc(nvcc: Tool, job: CudaJob) -> CompileResult:
         ptx = (tmp / "cell.ptx").read_text(encoding="utf-8", errors="replace")
         cubin = (tmp / "cell.cubin").read_bytes()
         constants = _constant_bank_sizes(tmp, job.timeout)
+        read = files_read(tmp, job)
     resources = parse_ptxas_resources(log)
     for name, size in constants.items():
         if name in resources and not resources[name].constant:
             resources[name].constant = size
-    return CompileResult(
+    result = CompileResult(
         lang="cuda",
         arch=job.arch.name,
         source=job.source,
@@ -224,6 +229,49 @@ def _run_nvcc(nvcc: Tool, job: CudaJob) -> CompileResult:
         versions=tool_versions(),
         compile_s=time.perf_counter() - started,
     )
+    return Compiled(result, read, started_ns)
+
+
+# a line marker of preprocessed code: # LINE "FILE" FLAGS (FILE with C escapes)
+_LINE_MARKER_RE = re.compile(rb'^# \d+ "((?:[^"\\\n]|\\.)*)"', re.MULTILINE)
+_C_ESCAPE_RE = re.compile(rb"\\(?:([0-7]{1,3})|(.))", re.DOTALL)
+
+
+def files_read(tmp: Path, job: CudaJob) -> tuple[str, ...]:
+    """Every file the compile in ``tmp`` read besides the cell: the files the kept
+    preprocessed code (``*.ii``, device and host passes) names, a file found through an
+    include link named by its own folder. A compile that kept no preprocessed code
+    reports ``tmp`` itself, which no lookup finds unchanged."""
+    kept = sorted(tmp.glob("*.ii"))
+    if not kept:
+        return (str(tmp),)
+    links = {f"{tmp}/include-{n}/": folder for n, (_, folder) in enumerate(job.include_dirs)}
+    named = {_unescape(m) for ii in kept for m in _LINE_MARKER_RE.findall(ii.read_bytes())}
+    found = (_user_path(name, tmp, links) for name in named if not name.startswith("<"))
+    return tuple(sorted({path for path in found if path is not None}))
+
+
+def _unescape(name: bytes) -> str:
+    """A line marker's file name, its C escapes (backslash, quote, octal byte) undone."""
+    return os.fsdecode(_C_ESCAPE_RE.sub(_escaped_byte, name))
+
+
+def _escaped_byte(match: re.Match[bytes]) -> bytes:
+    octal, char = match.groups()
+    return bytes([int(octal, 8) & 0xFF]) if octal is not None else char
+
+
+def _user_path(name: str, tmp: Path, links: Mapping[str, str]) -> str | None:
+    """The path of a file the compiler named (relative ones from ``tmp``): through an
+    include link, in the user's folder; the cell and other scratch files, None."""
+    path = os.path.join(tmp, name)
+    for link, folder in links.items():
+        if path.startswith(link):
+            return os.path.join(folder, path[len(link) :])
+    if not path.startswith(f"{tmp}/"):
+        return path
+    outside = os.path.normpath(path)  # '../x.h' from the cell (tmp holds no other links)
+    return None if outside.startswith(f"{tmp}/") else outside
 
 
 def _constant_bank_sizes(tmp: Path, timeout: float) -> dict[str, int]:

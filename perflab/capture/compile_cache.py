@@ -4,7 +4,13 @@ tool versions a result records.
 
 Results are cached on disk (``$PERFLAB_CACHE_DIR`` or ``~/.cache/perflab``, under
 ``compile/``) by source, options, target and tool versions, as JSON plus the two
-nvdisasm texts (code with encodings, and live registers).
+nvdisasm texts (code with encodings, and live registers). An entry also records every
+other file the compile read (headers, the toolkit's included: their packages upgrade
+apart from nvcc, whose version alone is in the key) with a digest of its bytes; a lookup
+hashes them again, and one that changed or went missing makes the entry a miss. A file
+that changed while it compiled keeps the result out of the cache. A header that did not
+exist when the entry was made, but would now be found first on the include path, is not
+noticed (as with ccache's direct mode).
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import concurrent.futures
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -22,11 +29,12 @@ from perflab.analysis.ptx import parse_ptx
 from perflab.analysis.sass import parse_disassembly, parse_res_usage
 from perflab.capture import _proc, toolchain
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
-from perflab.errors import SchemaError, ToolchainError
+from perflab.errors import InputError, SchemaError, ToolchainError
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
-from perflab.model.serialize import cache_dir, dump_json, load_json, write_text
+from perflab.model.serialize import cache_dir, dump_json, load_json, open_regular, write_text
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries record the files the compile read
+ENTRY_KIND = "CompileCacheEntry"
 SASS_SUFFIX = "hex.sass"  # nvdisasm -g -gi -gp -c -hex, beside a cache entry
 LIVE_SUFFIX = "live.txt"  # nvdisasm -c -lrm count
 
@@ -51,6 +59,70 @@ class CompileJob(Protocol):
     def cache_parts(self) -> dict[str, object]: ...
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """What a job's run gives :func:`cached_run`: the result, every file the compile read
+    besides the source in the key (absolute paths), and the wall clock (``time.time_ns``)
+    when it started, so that a file changed since cannot vouch for the result."""
+
+    result: CompileResult
+    read: Sequence[str] = ()
+    started_ns: int = 0
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """A file a cached compile read, and the SHA-256 of its bytes then."""
+
+    path: str
+    sha256: str
+
+
+def file_digest(path: str, *, before_ns: int | None = None) -> str | None:
+    """The SHA-256 of a regular file's bytes; None when it is missing, not a regular file,
+    unreadable, or (with ``before_ns``) modified at or after that time."""
+    try:
+        with open_regular(path) as fh:
+            if before_ns is not None and os.fstat(fh.fileno()).st_mtime_ns >= before_ns:
+                return None
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+            return digest.hexdigest()
+    except (InputError, OSError):
+        return None
+
+
+def _digests(paths: Iterable[str], before_ns: int) -> list[FileDigest] | None:
+    """Each file's digest, or None when one cannot vouch for the result."""
+    found = []
+    for path in dict.fromkeys(paths):
+        digest = file_digest(path, before_ns=before_ns)
+        if digest is None:
+            return None
+        found.append(FileDigest(path, digest))
+    return found
+
+
+def _unchanged(read: Iterable[FileDigest]) -> bool:
+    return all(file_digest(f.path) == f.sha256 for f in read)
+
+
+def _read_list(doc: object) -> list[FileDigest] | None:
+    """An entry's ``read`` list; None when it is not one perflab wrote."""
+    if not isinstance(doc, list):
+        return None
+    found = []
+    for item in doc:
+        if not isinstance(item, dict) or set(item) != {"path", "sha256"}:
+            return None
+        path, digest = item["path"], item["sha256"]
+        if not (isinstance(path, str) and isinstance(digest, str) and len(digest) == 64):
+            return None
+        found.append(FileDigest(path, digest))
+    return found
+
+
 @dataclass
 class _CacheEntry:
     key: str
@@ -71,19 +143,36 @@ class _CacheEntry:
         return self.root / self.key[:2] / f"{self.key}.{LIVE_SUFFIX}"
 
     def load(self) -> CompileResult | None:
+        """The cached result, when there is one and every file its compile read still
+        holds the same bytes."""
         if not self.json_path.is_file():
             return None
         try:
-            result = CompileResult.from_dict(load_json("compile", self.json_path))
+            doc = load_json(ENTRY_KIND, self.json_path)
+            read = _read_list(doc.get("read"))
+            if read is None or not _unchanged(read):
+                return None
+            result = CompileResult.from_dict(doc.get("result"), source=str(self.json_path))
         except SchemaError:
             return None  # an unreadable entry is recompiled, and overwritten
         result.cached = True
         return result
 
-    def store(self, result: CompileResult) -> None:
+    def store(self, compiled: Compiled) -> None:
+        """Keep ``compiled`` with the digests of the files it read (nothing is kept when
+        one of them changed while it compiled)."""
+        read = _digests(compiled.read, compiled.started_ns)
+        if read is None:
+            return
+        doc = {
+            "result": compiled.result.to_dict(sass=False),
+            "read": [{"path": f.path, "sha256": f.sha256} for f in read],
+        }
         try:
             self.json_path.parent.mkdir(parents=True, exist_ok=True)
-            dump_json("compile", result.to_dict(sass=False), self.json_path)
+            for stale in (self.sass_path, self.live_path):  # an earlier cubin's disassembly
+                stale.unlink(missing_ok=True)
+            dump_json(ENTRY_KIND, doc, self.json_path)
         except OSError:
             pass  # a read-only or full cache disk only costs a recompile
 
@@ -116,16 +205,18 @@ def _write_cached(path: Path, text: str) -> None:
 
 
 def cached_run(
-    job: CompileJob, run: Callable[[], CompileResult], *, cache: bool = True
+    job: CompileJob, run: Callable[[], Compiled], *, cache: bool = True
 ) -> CompileResult:
     """``run()``'s result for ``job``, from the disk cache when an entry has the job's
-    key (else run and stored), with SASS attached to disassemble on first use."""
+    key and the files its compile read are unchanged (its ``cached`` is then True; else
+    run and stored), with SASS attached to disassemble on first use."""
     entry = _CacheEntry(cache_key(job.cache_parts())) if cache else None
     result = entry.load() if entry is not None else None
     if result is None:
-        result = run()
+        compiled = run()
+        result = compiled.result
         if entry is not None:
-            entry.store(result)
+            entry.store(compiled)
     attach_sass(result, entry, job.timeout)
     return result
 

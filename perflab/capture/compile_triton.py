@@ -6,17 +6,28 @@ ttir, ttgir, llir, PTX and cubin. Triton 3.6 and 3.9 take the same ASTSource arg
 ``"constexpr"`` for compile-time constants, and ``constexprs`` maps those names to
 values. :func:`_triton_ast_source` is the one place to branch should a later release
 change this. Results are cached as CUDA's are (:mod:`perflab.capture.compile_cache`).
+
+The cache key of a Triton job is the kernel as loaded: Triton's own ``cache_key`` (the
+kernel's source and first line, the ``@triton.jit`` functions it calls wherever they are
+defined, the constant globals it names), the file that defines it, the options, and the
+constants of the user's own modules (not the standard library's or installed packages')
+that the kernel can reach by attribute (``helpers.BLOCK``), which Triton's key leaves
+out. A module edited on disk but not imported again is compiled as loaded, and keyed so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import linecache
 import os
 import re
+import site
+import sysconfig
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +36,13 @@ from typing import Any
 from perflab.analysis.ptx import parse_files
 from perflab.analysis.sass import parse_ptxas_resources
 from perflab.capture import toolchain
-from perflab.capture.compile_cache import cached_run, kernel_artifacts, res_usage, tool_versions
+from perflab.capture.compile_cache import (
+    Compiled,
+    cached_run,
+    kernel_artifacts,
+    res_usage,
+    tool_versions,
+)
 from perflab.capture.compile_errors import triton_compile_error
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S, Arch, Tool
 from perflab.errors import InputError, PerflabError, ToolchainError, import_extra
@@ -150,6 +167,8 @@ class TritonJob:
     aligned: tuple[str, ...] = ()  # parameters treated as 16-byte aligned (or divisible)
     source_name: str = ""
     timeout: float = DEFAULT_TIMEOUT_S
+    # the constants of the user's modules the kernel reaches (:func:`module_constants`)
+    own_constants: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def cache_parts(self) -> dict[str, object]:
         return {
@@ -165,8 +184,58 @@ class TritonJob:
             "triton": _triton().__version__,
             "fp_fusion": _fusion_env(),
             "file": self.fn.fn.__code__.co_filename,
+            "module_constants": {name: dict(v) for name, v in self.own_constants.items()},
             "tools": toolchain.versions_key(("nvdisasm",)),
         }
+
+
+def module_constants(fn: Any) -> dict[str, dict[str, str]]:
+    """The constants (numbers, strings, ``tl.constexpr`` values, dtypes) of each of the
+    user's own modules that ``fn`` can reach: the modules among its globals, and those
+    of the ``@triton.jit`` functions and modules found in them, by module name."""
+    triton = _triton()
+    constant = (triton.language.constexpr, triton.language.dtype)
+    found: dict[str, dict[str, str]] = {}
+    pending, seen = [fn.fn.__globals__], set()
+    while pending:
+        names = pending.pop()
+        if id(names) in seen:
+            continue
+        seen.add(id(names))
+        for value in list(names.values()):
+            if isinstance(value, ModuleType) and _own_module(value):
+                found.setdefault(value.__name__, _constants(value, constant))
+                pending.append(vars(value))
+            elif isinstance(value, triton.runtime.JITFunction):
+                pending.append(value.fn.__globals__)
+    return found
+
+
+@functools.cache
+def _library_roots() -> tuple[str, ...]:
+    """Where the standard library and installed packages live."""
+    paths = sysconfig.get_paths()
+    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+    roots += [*site.getsitepackages(), site.getusersitepackages()]
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+
+
+def _own_module(module: ModuleType) -> bool:
+    """A module of the user's own (a file outside the standard library and packages)."""
+    path = getattr(module, "__file__", None)
+    return isinstance(path, str) and not os.path.realpath(path).startswith(_library_roots())
+
+
+def _constants(module: ModuleType, constant: tuple[type, ...]) -> dict[str, str]:
+    values = sorted(vars(module).items())
+    return {name: repr(v) for name, v in values if _is_constant(v, constant)}
+
+
+def _is_constant(value: object, constant: tuple[type, ...]) -> bool:
+    """A value Triton compiles in as a constant when a kernel reads it by attribute."""
+    if isinstance(value, tuple):
+        return all(_is_constant(v, constant) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, *constant))
 
 
 def _require_compilable(fn: object) -> None:
@@ -228,6 +297,7 @@ def compile_triton(
         tuple(_aligned_params(sig, aligned)),
         source_name or Path(fn.fn.__code__.co_filename).name,
         timeout,
+        module_constants(fn),
     )
     return cached_run(job, lambda: _run_triton(triton, job), cache=cache)
 
@@ -238,7 +308,7 @@ def _triton_compiled(triton: ModuleType, job: TritonJob) -> Any:
 
     source = _triton_ast_source(triton, job.fn, dict(job.signature), job.constexprs, job.aligned)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _triton_cache_bypassed(bool(job.own_constants)):
             # Triton 3.9 warns on every first compile that its FP-fusion default will
             # change; the default is kept and the result says which setting was used
             warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
@@ -253,7 +323,29 @@ def _triton_compiled(triton: ModuleType, job: TritonJob) -> Any:
         raise triton_compile_error(exc, _python_source(job.fn), job.source_name) from None
 
 
-def _run_triton(triton: ModuleType, job: TritonJob) -> CompileResult:
+@contextlib.contextmanager
+def _triton_cache_bypassed(bypass: bool) -> Iterator[None]:
+    """Triton compiles afresh (``TRITON_ALWAYS_COMPILE``, read at each compile by 3.6 and
+    3.9) when ``bypass``: its own cache key leaves out the module constants a kernel
+    reads by attribute, and would give back a kernel built with their old values."""
+    if not bypass:
+        yield
+        return
+    before = os.environ.get(_ALWAYS_COMPILE)
+    os.environ[_ALWAYS_COMPILE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_ALWAYS_COMPILE, None)
+        else:
+            os.environ[_ALWAYS_COMPILE] = before
+
+
+_ALWAYS_COMPILE = "TRITON_ALWAYS_COMPILE"
+
+
+def _run_triton(triton: ModuleType, job: TritonJob) -> Compiled:
     started = time.perf_counter()
     compiled = _triton_compiled(triton, job)
     asm, code = compiled.asm, job.fn.fn.__code__
@@ -267,19 +359,21 @@ def _run_triton(triton: ModuleType, job: TritonJob) -> CompileResult:
         r.shared_dynamic, r.shared_static = shared, 0  # Triton's smem is all dynamic
     user_file = defining_file(ptx, code.co_filename)
     warps_stages = [f"num_warps={job.num_warps}", f"num_stages={job.num_stages}"]
-    return CompileResult(
-        lang="triton",
-        arch=arch_name,
-        source=_python_source(job.fn),
-        source_name=f"{compiled.metadata.name} ({Path(code.co_filename).name})",
-        kernels=kernel_artifacts(ptx, user_file, arch_name, resources),
-        ptx=ptx,
-        cubin=cubin,
-        source_path=user_file,
-        flags=[*warps_stages, _fusion_flag(fp_fusion)],
-        stages={k: str(asm[k]) for k in ("ttir", "ttgir", "llir") if k in asm},
-        versions=tool_versions(),
-        compile_s=time.perf_counter() - started,
+    return Compiled(
+        CompileResult(
+            lang="triton",
+            arch=arch_name,
+            source=_python_source(job.fn),
+            source_name=f"{compiled.metadata.name} ({Path(code.co_filename).name})",
+            kernels=kernel_artifacts(ptx, user_file, arch_name, resources),
+            ptx=ptx,
+            cubin=cubin,
+            source_path=user_file,
+            flags=[*warps_stages, _fusion_flag(fp_fusion)],
+            stages={k: str(asm[k]) for k in ("ttir", "ttgir", "llir") if k in asm},
+            versions=tool_versions(),
+            compile_s=time.perf_counter() - started,
+        )
     )
 
 

@@ -83,14 +83,19 @@ def compile_file(path: Path, args: argparse.Namespace) -> list[CompileResult]:
 
 def run_python_file(source: str, path: Path) -> dict[str, object]:
     """Run a Triton source as ``python FILE`` would (so that its ``@triton.jit`` functions
-    exist); its own errors become an InputError naming the file and line."""
+    exist), its folder first on the import path so that its own modules import; its own
+    errors become an InputError naming the file and line."""
     namespace: dict[str, object] = {"__name__": "__perflab_ptx__", "__file__": str(path)}
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
     try:
         exec(compile(source, str(path), "exec"), namespace)  # noqa: S102  (the user's file)
     except Exception as exc:
         raise InputError(
             f"{type(exc).__name__}: {exc}", source=str(path), position=_line_of(exc, path)
         ) from None
+    finally:
+        sys.path.remove(folder)
     return namespace
 
 
@@ -106,10 +111,12 @@ def result_json(
     result: CompileResult, kernel: str | None, reports: Sequence[KernelReport] = ()
 ) -> dict[str, object]:
     """The result's saved form (:meth:`CompileResult.to_dict`), less other kernels, with
-    each reported kernel's ``report`` and, per SASS instruction, ``waits_for`` and
-    ``waited_by`` (byte offsets; see :func:`perflab.analysis.sass_control.barrier_links`;
-    None where the control bits are not known)."""
+    ``cached`` (whether it came from the compile cache), each reported kernel's
+    ``report`` and, per SASS instruction, ``waits_for`` and ``waited_by`` (byte offsets;
+    see :func:`perflab.analysis.sass_control.barrier_links`; None where the control bits
+    are not known)."""
     doc = result.to_dict()
+    doc["cached"] = result.cached
     if kernel and result.lang == "cuda":
         doc["kernels"] = [result.kernel(kernel).to_dict()]
     by_name = {r.kernel.mangled: r for r in reports}
