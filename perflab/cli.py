@@ -45,11 +45,9 @@ def terminal_safe(message: str) -> str:
     """An error message for a terminal: its lines and tabs kept, every other control
     character (from a file name, a kernel name, a trace) written as its escape, so that a
     name cannot move the cursor, recolour the terminal or hide text."""
-    from perflab.render.html import printable
+    from perflab.render.html import printable_lines
 
-    return "\n".join(
-        "\t".join(printable(part) for part in line.split("\t")) for line in message.split("\n")
-    )
+    return printable_lines(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,11 @@
 """Compiler messages as diagnostics at the user's lines: nvcc (EDG), host compiler,
-ptxas and Triton errors, shown with the source line and a caret as a compiler does."""
+ptxas and Triton errors, shown with the source line and a caret as a compiler does.
+
+Every text a diagnostic shows (a file name, a message, an echoed source line) has the
+characters a terminal acts on written as escapes (:func:`perflab.model.terminal.printable`):
+the messages go to terminals, and a file name or a line of source is the user's to choose.
+The compiler's own ``log`` is kept as it was.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from perflab.errors import InputError
 from perflab.model.kernel import Diagnostic
+from perflab.model.terminal import printable, printable_lines
 
 
 class CompileError(InputError):
@@ -39,11 +46,12 @@ class CompileError(InputError):
         if errors:
             errors = [p for p in located if p[0].severity in ("error", "fatal", "note")]
         errors = errors or located
+        shown_name = printable(name)  # as diagnostics write it
         self.details = "\n".join(
-            str(d) + (source_excerpt(lines, d.line, column) if d.file == name else "")
+            str(d) + (source_excerpt(lines, d.line, column) if d.file == shown_name else "")
             for d, column in errors[:MAX_SHOWN_ERRORS]
         )
-        self.details = self.details or log.strip()[-4000:]
+        self.details = self.details or printable_lines(log.strip()[-4000:])
         super().__init__(f"{tool} failed:\n{self.details}")
 
 
@@ -56,10 +64,14 @@ def source_excerpt(lines: Sequence[str], line: int | None, column: int | None) -
     if line is None or not 1 <= line <= len(lines):
         return ""
     width = len(str(line))
-    out = [f"{n:>{width + 2}} | {lines[n - 1]}" for n in range(max(line - 1, 1), line + 1)]
+    shown = [printable_lines(text) for text in lines[max(line - 2, 0) : line]]
+    first = max(line - 1, 1)
+    out = [f"{n:>{width + 2}} | {shown[n - first]}" for n in range(first, line + 1)]
     if column is not None and 0 <= column <= len(lines[line - 1]):
-        # keep the line's tabs so that the caret lands under the same character
-        lead = "".join("\t" if c == "\t" else " " for c in lines[line - 1][:column])
+        # keep the line's tabs so that the caret lands under the same character, and
+        # count an escaped character as the characters of its escape
+        before = printable_lines(lines[line - 1][:column])
+        lead = "".join("\t" if c == "\t" else " " for c in before)
         out.append(f"{'':>{width + 2}} | {lead}^")
     return "\n" + "\n".join(out)
 
@@ -113,7 +125,8 @@ def located_diagnostics(log: str, paths: Mapping[str, str]) -> list[tuple[Diagno
         message = fields["msg"].strip()
         if _MISSING_CCCL_RE.search(message):
             message += " (CUB/Thrust/libcu++ headers: pip install nvidia-cuda-cccl)"
-        diagnostic = Diagnostic(shown_name(fields["file"], paths), number, sev, message)
+        file = printable(shown_name(fields["file"], paths))
+        diagnostic = Diagnostic(file, number, sev, printable(message))
         column = int(fields["col"]) - 1 if fields.get("col") else None
         if edg is not None:
             column = _edg_column(raw_lines[index + 1 : index + 3])
@@ -152,17 +165,20 @@ def triton_compile_error(exc: BaseException, source: str, source_name: str) -> C
     """
     lines = source.splitlines()
     chain = _compilation_chain(exc)
+    file = printable(source_name)
     if not chain:  # not a positioned error
         message = str(exc).strip() or type(exc).__name__
-        return CompileError("triton", [Diagnostic(source_name, None, "error", message)], message)
+        diagnostic = Diagnostic(file, None, "error", printable_lines(message))
+        return CompileError("triton", [diagnostic], message)
     diagnostics: list[Diagnostic] = []
     columns: list[int | None] = []
     for depth, err in enumerate(reversed(chain)):
         line, column = _file_position(err, lines)
         if depth == 0:
-            diagnostics.append(Diagnostic(source_name, line, "error", _triton_message(err)))
+            message = printable_lines(_triton_message(err))
+            diagnostics.append(Diagnostic(file, line, "error", message))
         else:
-            diagnostics.append(Diagnostic(source_name, line, "note", "called from here"))
+            diagnostics.append(Diagnostic(file, line, "note", "called from here"))
         columns.append(column)
     return CompileError(
         "triton", diagnostics, str(exc), source=(source_name, source), columns=columns

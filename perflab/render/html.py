@@ -11,6 +11,11 @@ from collections.abc import Collection, Iterable, Sequence
 from importlib import resources
 from typing import Final
 
+# text for a terminal lives in the model, where the compile diagnostics reach it too
+from perflab.model.terminal import UNSAFE_TEXT as UNSAFE_TEXT
+from perflab.model.terminal import printable as printable
+from perflab.model.terminal import printable_lines as printable_lines
+
 
 @functools.cache
 def static_text(name: str) -> str:
@@ -32,27 +37,6 @@ def esc(value: object) -> str:
     """Escape any value for HTML, SVG and XML text and attribute context: markup characters
     escaped, and each character of :data:`NOT_XML` replaced by U+FFFD."""
     return html.escape(NOT_XML.sub("\ufffd", str(value)), quote=True)
-
-
-# What a terminal acts on: C0 controls, DEL and C1 controls (0x9b acts as ESC [ on some
-# terminals), the line and paragraph separators, and the bidirectional marks, embeddings,
-# overrides and isolates. Printed raw, a name from a file could move the cursor, clear the
-# screen, set the window's title, or show text other than what the file holds.
-UNSAFE_TEXT: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` for a terminal: each character of :data:`UNSAFE_TEXT` written as its Python
-    escape (``\\x00``, ``\\x1b``, ``\\u202e``). Tabs and newlines are among them: pass a
-    name or a field, not a whole view."""
-    if UNSAFE_TEXT.search(text) is None:
-        return text
-    return UNSAFE_TEXT.sub(_escaped, text)
-
-
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def svg_image(svg: str, alt: str, style: str = "") -> str:
