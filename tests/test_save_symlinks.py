@@ -428,3 +428,116 @@ def test_the_compile_cache_sass_never_follows_a_planted_link(scene: Scene) -> No
     assert entry.read_sass() == "        /*0000*/  EXIT ;\n"
     assert not entry.sass_path.is_symlink() and planted.is_symlink()
     scene.assert_untouched(before)
+
+
+# -- folders on the way --------------------------------------------------------------------------
+
+
+@dataclass
+class LinkedFolder:
+    """A repository (the current folder) whose ``.perflab`` folder is a link out of it."""
+
+    repo: Path
+    link: Path
+    outside: Path
+
+    @classmethod
+    def make(cls, root: Path, monkeypatch: pytest.MonkeyPatch) -> LinkedFolder:
+        repo, outside = root / "repo", root / "outside"
+        repo.mkdir()
+        outside.mkdir()
+        (outside / "victim.txt").write_bytes(VICTIM)
+        link = repo / ".perflab"
+        link.symlink_to(Path("..", "outside"), target_is_directory=True)
+        monkeypatch.chdir(repo)
+        return cls(repo, link, outside)
+
+    def outside_state(self) -> list[tuple[str, bytes]]:
+        return [(p.name, p.read_bytes()) for p in sorted(self.outside.iterdir())]
+
+
+@pytest.fixture
+def linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LinkedFolder:
+    return LinkedFolder.make(tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("spelled", ["relative", "absolute"])
+def test_a_folder_linked_out_of_the_current_folder_is_refused(
+    saver: Saver, linked: LinkedFolder, spelled: str
+) -> None:
+    """``.perflab -> ../outside`` committed in a repository: the notebook's history, a
+    result saved to ``.perflab/x.json``, however the path is spelled, stays out of it."""
+    target = Path(".perflab", "result.json")
+    if spelled == "absolute":
+        target = Path.cwd() / target
+    before = linked.outside_state()
+    with pytest.raises(WriteError) as info:
+        saver.save(target)
+    assert linked.outside_state() == before
+    message = str(info.value)
+    assert str(target) in message and "symbolic link" in message
+    assert str(linked.outside.resolve()) in message  # the folder to name, to save there
+
+
+def test_a_folder_linked_out_deeper_on_the_way_is_refused(linked: LinkedFolder) -> None:
+    (linked.repo / "runs" / "today").mkdir(parents=True)
+    (linked.repo / "runs" / "today" / "sub").symlink_to(linked.outside)
+    with pytest.raises(WriteError, match="runs/today/sub is a symbolic link"):
+        _timing().save("runs/today/sub/x.json")
+    with pytest.raises(WriteError, match="symbolic link"):
+        _timing().save("runs/../runs/today/sub/x.json")
+    assert [p.name for p in linked.outside.iterdir()] == ["victim.txt"]
+
+
+def test_a_folder_linked_inside_the_current_folder_is_followed(linked: LinkedFolder) -> None:
+    (linked.repo / "results-v2").mkdir()
+    (linked.repo / "results").symlink_to("results-v2", target_is_directory=True)
+    _timing().save("results/x.json")
+    assert TimingResult.load(linked.repo / "results-v2" / "x.json").name == "t"
+
+
+def test_the_folder_a_link_points_to_can_be_named_and_saved_to(linked: LinkedFolder) -> None:
+    """Named itself (outside the current folder), the folder is the user's choice; so is an
+    absolute path elsewhere whose own folders are links (``/tmp -> /private/tmp``)."""
+    _timing().save(linked.outside / "x.json")
+    assert TimingResult.load(linked.outside / "x.json").name == "t"
+    elsewhere = linked.repo.parent / "elsewhere"
+    elsewhere.symlink_to(linked.outside, target_is_directory=True)
+    _timing().save(elsewhere / "y.json")
+    assert (linked.outside / "y.json").is_file()
+    _timing().save("../outside/z.json")  # above the current folder: named by the path
+    assert (linked.outside / "z.json").is_file()
+
+
+def test_the_cache_folder_may_itself_be_a_link_but_not_a_folder_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``~/.cache`` on another disk is common; a link planted inside the cache is not."""
+    real = tmp_path / "big-disk" / "cache"
+    real.mkdir(parents=True)
+    (tmp_path / "cache").symlink_to(real, target_is_directory=True)
+    monkeypatch.setenv("PERFLAB_CACHE_DIR", str(tmp_path / "cache"))
+    serialize.dump_json("Thing", {"x": 1}, tmp_path / "cache" / "ceilings.json")
+    assert (real / "ceilings.json").is_file()
+    (tmp_path / "outside").mkdir()
+    (real / "compile").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(WriteError, match="compile is a symbolic link"):
+        serialize.dump_json("Thing", {"x": 1}, tmp_path / "cache" / "compile" / "k.json")
+    assert not any((tmp_path / "outside").iterdir())
+
+
+def test_a_looping_folder_link_is_a_write_error(linked: LinkedFolder) -> None:
+    (linked.repo / "loop").symlink_to("loop")
+    with pytest.raises(WriteError, match="cannot be followed"):
+        _timing().save("loop/x.json")
+
+
+def test_the_cli_refuses_a_linked_output_folder(
+    linked: LinkedFolder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from perflab.cli import main
+
+    assert main(["trace", "export", str(TRACE), "-o", ".perflab/trace.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perflab: error: ") and "symbolic link" in err
+    assert [p.name for p in linked.outside.iterdir()] == ["victim.txt"]

@@ -7,7 +7,9 @@ would block, ``/dev/zero`` never ends), sizes are bounded, JSON nesting is bound
 checked against the size the archive gives it.
 
 Every save goes through :func:`write_atomic`: a fresh temporary file beside the target,
-renamed over it, never following a symbolic link planted in the way.
+renamed over it, never following a symbolic link planted in the way: not at the temporary
+file, not at the target when it points out of its folder, and not at a folder on the way
+that leads out of the folder the save starts from (see :func:`write_destination`).
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ def write_destination(target: Path) -> Path:
     """Where writing ``target`` puts the file: ``target``, or where it points when it is a
     symbolic link into its own folder. A link out of its folder (or one that loops) is a
     :class:`WriteError`: a link planted in a repository must not make a save overwrite a
-    file elsewhere."""
+    file elsewhere. So is a folder on the way that is a link out of the folder the save
+    starts from (:func:`_check_folders`)."""
+    _check_folders(target)
     final = target
     if target.is_symlink():
         try:
@@ -148,6 +152,69 @@ def write_destination(target: Path) -> Path:
     if final.is_dir():
         raise WriteError("is a directory, not a file perflab can write", source=str(target))
     return final
+
+
+def _check_folders(target: Path) -> None:
+    """Refuse a save whose folders, from where it starts to the file, pass through a
+    symbolic link that leads out of that start: a ``.perflab`` or ``results`` link
+    committed in a repository must not send a result elsewhere. The start is perflab's
+    cache folder for a file in it, else the current folder for a file under it (a relative
+    path, the notebook's ``.perflab``): a repository's links live there. A path outside
+    both names each of its folders itself, and is written as named; so is the folder a
+    refused link points to, which the message gives."""
+    path, start = _save_start(target)
+    if start is None:
+        return
+    here, real_start = start, _resolved(start, target)
+    for part in path.parent.relative_to(start).parts:
+        step = here / part
+        if part == "..":
+            here = step.resolve()
+            if not _inside(here, real_start):
+                return  # above the start: the folders from here on were named by the path
+            continue
+        if step.is_symlink():
+            points_to = _resolved(step, target)
+            if not _inside(points_to, real_start):
+                raise WriteError(
+                    f"the folder {step} is a symbolic link to {points_to}, outside {start}; "
+                    "perflab does not save through it (give the folder it points to, to "
+                    "save there)",
+                    source=str(target),
+                )
+            here = points_to
+        else:
+            here = step
+
+
+def _save_start(target: Path) -> tuple[Path, Path | None]:
+    """``target`` made absolute ('..' kept as written, for the walk) and where its save
+    starts (see :func:`_check_folders`): None when it names a place outside the cache and
+    the current folder."""
+    try:
+        here = Path.cwd()
+    except OSError:  # the current folder was removed: a relative path cannot be written
+        return target, None
+    path = here / target
+    for start in (here / cache_dir(), here):
+        if path.parent == start or start in path.parent.parents:
+            return path, start
+    return path, None
+
+
+def _resolved(path: Path, target: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
+        raise WriteError(
+            f"the folder {path} is a symbolic link that cannot be followed (a loop?); perflab "
+            "does not save through it",
+            source=str(target),
+        ) from None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def _cannot_write(target: Path, exc: OSError) -> WriteError:
