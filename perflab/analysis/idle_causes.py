@@ -91,11 +91,16 @@ from perflab.analysis.steps import (
     work_steps,
 )
 from perflab.analysis.trace_intervals import exact_sum
-from perflab.analysis.trace_stats import US, Column, Frame
+from perflab.analysis.trace_stats import NO_GPU_WORK, US, Column, Frame
 from perflab.errors import InputError
 from perflab.model.display import Shown
-from perflab.model.trace import Trace
-from perflab.model.trace_keys import device_pair_label, device_pairs, launch_links
+from perflab.model.trace import GPU_WORK_KINDS, Trace
+from perflab.model.trace_keys import (
+    device_pair_label,
+    device_pairs,
+    event_device_pairs,
+    launch_links,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,6 +116,7 @@ __all__ = [
     "CauseTotal",
     "Evidence",
     "IdleCauses",
+    "IdleWithoutGpu",
     "cause_totals",
     "idle_causes",
     "step_window",
@@ -244,6 +250,25 @@ class IdleCauses(Shown):
         )
 
 
+@dataclass
+class IdleWithoutGpu(IdleCauses):
+    """The idle time of a trace with no GPU work (no kernels, copies or memsets): no gaps,
+    since there is no GPU timeline to find them in, and a message that says so (its views
+    say that instead of "0 ns in 0 gaps"; ``to_dict()`` has it as ``no_gpu_work``)."""
+
+    @property
+    def message(self) -> str:
+        return f"{NO_GPU_WORK}, so there is no GPU timeline to find idle time in"
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), "no_gpu_work": self.message}
+
+
+def has_gpu_work(trace: Trace) -> bool:
+    """Whether any kernel, copy or memset lies on a GPU track (the summary's devices)."""
+    return bool((trace.mask(*GPU_WORK_KINDS) & (event_device_pairs(trace) >= 0)).any())
+
+
 def step_window(trace: Trace, step: int) -> tuple[int, int]:
     """The GPU time of ``ProfilerStep#<step>``: from the start of the gap before the first
     GPU work it launched (or that work's start) to the end of the last (see
@@ -300,7 +325,8 @@ def idle_causes(trace: Trace, min_ns: int = 0, step: int | None = None) -> IdleC
     split = step_split(trace, steps, every, links, len(CAUSES)) if len(steps) else None
     by_step = _step_frame(split, labels) if split is not None else None
     strip = build_strip(trace, gaps, labels, window)
-    return IdleCauses(trace, gaps, host, stacks, labels, int(min_ns), step, window, by_step, strip)
+    found = IdleCauses if has_gpu_work(trace) else IdleWithoutGpu
+    return found(trace, gaps, host, stacks, labels, int(min_ns), step, window, by_step, strip)
 
 
 def _step_frame(split: StepSplit, labels: dict[int, str]) -> Frame:

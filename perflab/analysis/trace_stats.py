@@ -5,6 +5,7 @@ statistics, kernel tables, MFU and achieved bandwidth. Pure and vectorised.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, SupportsFloat, TypedDict
@@ -12,11 +13,13 @@ from typing import TYPE_CHECKING, SupportsFloat, TypedDict
 import numpy as np
 import numpy.typing as npt
 
+from perflab.analysis.host_stacks import HOST_KINDS
 from perflab.analysis.idle_classify import CAUSES
+from perflab.analysis.idle_evidence import thread_name
 from perflab.analysis.trace_intervals import union_length
 from perflab.model.display import Shown
 from perflab.model.optable import OpTable
-from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind
+from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pairs, launch_links
 from perflab.model.units import format_ns, us_from_ns
 
@@ -273,3 +276,154 @@ def trace_mfu(trace: Trace, peak_flops: float) -> dict[str, float]:
         return {"flops": total, "seconds": 0.0, "mfu": float("nan")}
     seconds = float(trace.end_ns[work].max() - trace.start_ns[work].min()) / 1e9
     return {"flops": total, "seconds": seconds, "mfu": mfu(total, seconds, peak_flops)}
+
+
+# -- what the host did: the summary of a trace without GPU work ---------------------------------
+
+NO_GPU_WORK = "this trace has no GPU work (no kernels, copies or memsets)"
+TOP_OPS = 15  # CPU ops a summary lists (by self time)
+TOP_RANGES = 10  # user ranges a summary lists (by total time)
+STEP_RANGES = "ProfilerStep#*"  # torch.profiler's step ranges, counted as one name
+_STEP_NAME = re.compile(r"ProfilerStep#\d+")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """A CPU op by name: its calls, self time (each call's duration less its direct child
+    ops' on the same thread, summed) and total time (the calls' durations summed: an op that
+    calls itself counts both, as torch.profiler's tables do)."""
+
+    name: str
+    calls: int
+    self_us: float
+    total_us: float
+
+
+@dataclass(frozen=True)
+class HostOps:
+    """Every CPU op call (``count``, of ``distinct`` names, ``self_us`` their self time in
+    all) and the ``top`` names by self time."""
+
+    count: int
+    distinct: int
+    self_us: float
+    top: list[OpTime]
+
+
+@dataclass(frozen=True)
+class ThreadTime:
+    """A host thread (named as the timeline names it): its CPU ops, the time inside them
+    (the union of their intervals) and its span (first start to last end of its host
+    events: ops, ranges, runtime calls, Python functions)."""
+
+    thread: str
+    ops: int
+    in_ops_us: float
+    span_us: float
+
+
+@dataclass(frozen=True)
+class RangeTime:
+    """A user range by name (``record_function``, ``perflab.range``, NVTX): how many there
+    are and their durations summed. torch.profiler's ``ProfilerStep#N`` ranges count as one
+    name, :data:`STEP_RANGES`."""
+
+    name: str
+    count: int
+    total_us: float
+
+
+@dataclass(frozen=True)
+class HostRanges:
+    """Every user range on a host thread (``count``, of ``distinct`` names) and the ``top``
+    names by total time."""
+
+    count: int
+    distinct: int
+    top: list[RangeTime]
+
+
+@dataclass(frozen=True)
+class HostActivity:
+    """What a trace without GPU work shows instead: a note that says so (:data:`NO_GPU_WORK`),
+    its CPU ops by self time, its threads and its user ranges."""
+
+    note: str
+    ops: HostOps
+    threads: list[ThreadTime]
+    ranges: HostRanges
+
+
+def host_activity(
+    trace: Trace, top_ops: int = TOP_OPS, top_ranges: int = TOP_RANGES
+) -> HostActivity:
+    """The CPU ops (self time as :func:`cpu_self_time`), threads and user ranges of
+    ``trace``: the summary of a trace that has no GPU work."""
+    ops = np.flatnonzero(trace.kind == EventKind.CPU_OP)
+    self_ns = cpu_self_time(trace)[ops]
+    return HostActivity(
+        NO_GPU_WORK,
+        _host_ops(trace, ops, self_ns, top_ops),
+        _threads(trace, ops),
+        _host_ranges(trace, top_ranges),
+    )
+
+
+def _host_ops(
+    trace: Trace, ops: npt.NDArray[np.int64], self_ns: npt.NDArray[np.int64], top: int
+) -> HostOps:
+    ids = trace.name[ops]
+    size = len(trace.strings)
+    calls = np.bincount(ids, minlength=size)
+    own = np.bincount(ids, weights=self_ns, minlength=size)
+    total = np.bincount(ids, weights=trace.dur_ns[ops], minlength=size)
+    present = np.flatnonzero(calls)
+    rows = sorted(
+        (
+            OpTime(
+                trace.strings[i],
+                int(calls[i]),
+                us_from_ns(float(own[i])),
+                us_from_ns(float(total[i])),
+            )
+            for i in present.tolist()
+        ),
+        key=lambda op: (-op.self_us, op.name),
+    )
+    return HostOps(len(ops), len(present), us_from_ns(float(self_ns.sum())), rows[:top])
+
+
+def _threads(trace: Trace, ops: npt.NDArray[np.int64]) -> list[ThreadTime]:
+    """Every CPU track with host events, the one with the most time in ops first."""
+    on_cpu = trace.tracks["kind"][trace.track] == TrackKind.CPU
+    host = np.flatnonzero(trace.mask(*HOST_KINDS) & on_cpu)
+    start, end = trace.start_ns, trace.end_ns
+    out = []
+    for t in distinct(trace.track[host]).tolist():
+        mine = host[trace.track[host] == t]
+        its_ops = ops[trace.track[ops] == t]
+        span = int(end[mine].max()) - int(start[mine].min())
+        in_ops = union_length(start[its_ops], end[its_ops])
+        out.append(
+            ThreadTime(thread_name(trace, t), len(its_ops), us_from_ns(in_ops), us_from_ns(span))
+        )
+    out.sort(key=lambda th: (-th.in_ops_us, -th.span_us, th.thread))
+    return out
+
+
+def _host_ranges(trace: Trace, top: int) -> HostRanges:
+    on_cpu = trace.tracks["kind"][trace.track] == TrackKind.CPU
+    rows = np.flatnonzero((trace.kind == EventKind.ANNOTATION) & on_cpu)
+    ids = trace.name[rows]
+    counts = np.bincount(ids, minlength=len(trace.strings))
+    totals = np.bincount(ids, weights=trace.dur_ns[rows], minlength=len(trace.strings))
+    count: dict[str, int] = {}
+    total_ns: dict[str, float] = {}
+    for i in np.flatnonzero(counts).tolist():  # each distinct name once
+        name = trace.strings[i]
+        name = STEP_RANGES if _STEP_NAME.fullmatch(name) else name
+        count[name] = count.get(name, 0) + int(counts[i])
+        total_ns[name] = total_ns.get(name, 0.0) + float(totals[i])
+    ranked = sorted(count, key=lambda name: (-total_ns[name], name))
+    shown = [RangeTime(name, count[name], us_from_ns(total_ns[name])) for name in ranked[:top]]
+    return HostRanges(len(rows), len(count), shown)

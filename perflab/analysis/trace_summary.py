@@ -20,11 +20,20 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
   cause that held the next work back (host-busy, after-sync, launch-overhead,
   gpu-dependency, unknown: heuristics over the trace's events, see ``idle_causes.py``;
   ``perflab trace idle`` shows each gap's evidence); share = of all idle time
+- ``host`` (only in the summary of a trace with no GPU work: no kernels, copies or
+  memsets): what the host did instead (:class:`perflab.analysis.trace_stats.HostActivity`):
+  ``{note, ops: {count, distinct, self_us, top: [{name, calls, self_us, total_us}]},
+  threads: [{thread, ops, in_ops_us, span_us}], ranges: {count, distinct, top: [{name,
+  count, total_us}]}}``; ``note`` says that the trace has no GPU work; ops are CPU ops by
+  self time (an op's duration less its direct child ops' on the same thread), the
+  longest :data:`~perflab.analysis.trace_stats.TOP_OPS`; ranges are user ranges
+  (record_function, perflab.range, NVTX) by total time
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +43,7 @@ from perflab.analysis.categories import DEFAULT_RULES, Rules, is_comm_name, kern
 from perflab.analysis.copies import CopyKind, copies_by_kind
 from perflab.analysis.idle_causes import CauseTotal, cause_totals
 from perflab.analysis.trace_intervals import exact_sum, intersection_length, merge, union_length
+from perflab.analysis.trace_stats import HostActivity, host_activity
 from perflab.model.display import Shown
 from perflab.model.trace import GPU_WORK_KINDS, EventKind, Trace, TrackKind, distinct
 
@@ -45,6 +55,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
+HOST_KEY = "host"  # after KEYS, in the summary of a trace without GPU work only
 
 
 def _us(ns: float | int | np.integer) -> float:
@@ -114,10 +125,16 @@ class TraceSummary(Shown):
     gpu: str = "GPU"  # "AMD GPU" where the trace says so
     kept: int = 0  # of the entries read, those kept as events (not in the JSON document)
     not_kept: str = ""  # what the others were, where the format says
+    host: HostActivity | None = None  # a trace without GPU work: what the host did
+    origin: RankOrigin | None = None  # where the trace came from (a job checks its ranks')
 
     def to_dict(self) -> dict[str, object]:
-        """The document of :data:`KEYS`: plain ints, floats and strings only."""
-        return {key: _plain(getattr(self, key)) for key in KEYS}
+        """The document of :data:`KEYS` (and :data:`HOST_KEY` for a trace without GPU
+        work): plain ints, floats and strings only."""
+        doc = {key: _plain(getattr(self, key)) for key in KEYS}
+        if self.host is not None:
+            doc[HOST_KEY] = asdict(self.host)
+        return doc
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per device: busy/span/idle (us), utilisation, kernels."""
@@ -127,6 +144,42 @@ class TraceSummary(Shown):
         df = pd.DataFrame(rows, columns=["device", "busy_us", "span_us", "idle_us", "kernels"])
         df["utilisation"] = df["busy_us"] / df["span_us"].where(df["span_us"] > 0)
         return df
+
+
+@dataclass(frozen=True)
+class RankOrigin:
+    """Where a trace came from, as much as a job needs to tell whether its ranks are one run
+    on one clock: the first start and last end of its events on its own clock (None
+    without events), its file's name, and what its distributedInfo says: rank, world size
+    and the size of each process group it names (pg_config)."""
+
+    span_ns: tuple[int, int] | None
+    file: str
+    rank: int | None
+    world_size: int | None
+    group_sizes: dict[str, int] = field(default_factory=dict)
+
+
+def rank_origin(trace: Trace) -> RankOrigin:
+    meta = trace.meta
+    span = (int(trace.start_ns.min()), int(trace.end_ns.max())) if len(trace) else None
+    groups = meta.get("process_groups")
+    sizes = {
+        str(name): size
+        for name, size in (groups.items() if isinstance(groups, dict) else ())
+        if type(size) is int
+    }
+    return RankOrigin(
+        span,
+        PurePath(str(meta.get("source", ""))).name,
+        _count(meta.get("rank")),
+        _count(meta.get("world_size")),
+        sizes,
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int else None
 
 
 def _plain(value: object) -> object:
@@ -163,6 +216,8 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     copy_bytes = trace.memcpy["bytes"][kind[memcpy_rows] == EventKind.MEMCPY]
     dur = trace.dur_ns
     gpu = trace.meta.get("gpu")
+    # a trace without GPU work: say so, and what the host did instead
+    host = host_activity(trace) if not devices else None
     return TraceSummary(
         events=int(trace.meta.get("events_read", len(trace))),
         kept=len(trace),
@@ -180,6 +235,8 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
         idle=cause_totals(trace),
         source=str(trace.meta.get("source", "")),
         gpu=gpu if gpu == "AMD GPU" else "GPU",
+        host=host,
+        origin=rank_origin(trace),
     )
 
 

@@ -229,6 +229,10 @@ def idle_breakdown_html(idle: IdleBreakdown) -> str:
 
 def trace_summary_text(summary: TraceSummary) -> str:
     lines = [_summary_head(summary)]
+    if summary.host is not None:  # no GPU work: what the host did instead
+        from perflab.render.host_view import host_text
+
+        return "\n".join([*lines, host_text(summary.host)])
     for dev, v in summary.devices.items():
         lines.append(
             f"{summary.gpu} {dev}: busy {format_us(v.busy_us)} of {format_us(v.span_us)} "
@@ -294,6 +298,10 @@ def _kernel_share(summary: TraceSummary, totals: Totals) -> str:
 def trace_summary_html(summary: TraceSummary) -> str:
     """The summary's tables with times as people read them (``to_dict()`` keeps the exact
     microseconds), then what the tables do not show."""
+    if summary.host is not None:  # no GPU work: what the host did instead
+        from perflab.render.host_view import host_html
+
+        return wrap(f"<div>{esc(_summary_head(summary))}</div>" + host_html(summary.host))
     devices = [
         [
             dev,
