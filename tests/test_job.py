@@ -631,6 +631,42 @@ def test_process_group_names_alone_match_by_order_per_group(tmp_path: Path) -> N
     assert doc["stragglers"][0]["last_count"] == table[STRAGGLER]["last_count"]
 
 
+def test_sequence_numbers_without_process_groups_fall_back_to_streams_and_say_why(
+    tmp_path: Path,
+) -> None:
+    """Kernels that carry a Seq but no "Process Group Name" (a Seq counts within its group,
+    so it pairs nothing alone): matched by order per stream, the summary saying so and why,
+    with the generator's straggler table (they were 0 of 40, as by sequence numbers)."""
+    truth = generate(tmp_path, collective_args="seq")
+    for path in tmp_path.glob("rank-*.json.gz"):
+        with gzip.open(path, "rt") as fh:
+            text = fh.read().replace('"Process Group Name":"0",', "")
+        with gzip.open(path, "wt") as fh:
+            fh.write(text)
+    summary = summarize_job(load_job(tmp_path))
+    doc = summary.to_dict()
+    c = doc["collectives"]
+    assert c["matched_by"] == "order per stream" and "a Seq but no process group" in c["fallback"]
+    instances, table = expected_collectives(truth)
+    assert _instances(doc) == len(instances) == 40
+    assert doc["stragglers"][0]["rank"] == STRAGGLER
+    assert doc["stragglers"][0]["last_count"] == table[STRAGGLER]["last_count"]
+    line = str(summary).splitlines()[1]
+    assert line.startswith("40 collectives matched across ranks by order per stream (the NCCL")
+
+
+def test_a_rank_whose_kernels_lack_the_process_group_is_said(tmp_path: Path) -> None:
+    generate(tmp_path, ranks=2, iterations=6, straggler=1, collective_args="group")
+    path = tmp_path / "rank-1.json.gz"
+    with gzip.open(path, "rt") as fh:
+        text = fh.read().replace('"Process Group Name":"0",', "")
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+    c = summarize_job(load_job(tmp_path)).to_dict()["collectives"]
+    assert c["matched_by"] == "order per stream" and c["count"] == 6
+    assert c["fallback"] == "6 of the 12 NCCL kernels carry no process group"
+
+
 def test_sequence_numbers_survive_helpers_and_saved_traces(tmp_path: Path) -> None:
     generate(tmp_path, collective_args="seq")
     one = summarize_job(load_job(tmp_path, workers=0)).to_dict()

@@ -15,6 +15,11 @@ rank, matched across ranks in the first way the traces allow (``collectives.matc
   stream id when every rank has the same set of NCCL streams, else by the order of their first
   NCCL kernel.
 
+A way the kernels offer only in part is not taken, and ``collectives.fallback`` says why: a
+``Seq`` without its process group pairs nothing (each group counts its own), so kernels that
+carry a Seq but no group are matched by order per stream; kernels of which only some carry
+a group or a Seq go to the next way down.
+
 In start order, the k-th kernel of a group (or stream) on every rank is one instance. When
 ranks have different numbers of kernels there, each rank's sequence is placed in the longest
 one where their kernel ends agree best (up to 64 collectives in) and only instances found on
@@ -141,6 +146,7 @@ class Collectives:
     # (instances x ranks): each kernel's row in its rank's trace, -1 where a rank takes no part
     rows: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     matched_by: str = "order per stream"
+    fallback: str = ""  # why a way the kernels offered in part was not the one taken
 
     def __len__(self) -> int:
         return len(self.op)
@@ -221,7 +227,9 @@ def _collective_args(
     names, numbers = args["group"], np.asarray(args["seq"], dtype=np.int64)
     code_of: dict[str, int] = {}
     for i in np.flatnonzero(found).tolist():
-        codes[i] = code_of.setdefault(names[int(index[i])], len(code_of))
+        name = names[int(index[i])]
+        if name:  # None or "": a kernel with a Seq but no process group
+            codes[i] = code_of.setdefault(name, len(code_of))
     seq[found] = numbers[index[found]]
     return codes, list(code_of), seq
 
@@ -251,7 +259,7 @@ def match_kernels(per_rank: dict[int, CommKernels]) -> Collectives:
         name: i for i, name in enumerate(sorted({n for r in ranks for n in per_rank[r].op_names}))
     }
     active = {r: per_rank[r].recoded(vocabulary) for r in ranks}
-    how = _matching(active)
+    how, fallback = _matching(active)
     origin = min((int(k.start[0]) for k in active.values()), default=0)
     matched: list[Matched | None]
     if how == MATCHED_BY[0]:
@@ -262,18 +270,36 @@ def match_kernels(per_rank: dict[int, CommKernels]) -> Collectives:
         else:
             groups = _stream_groups({r: _streams(k) for r, k in active.items()}, notes)
         matched = [_match_group(label, members, notes) for label, members in groups]
-    return _collectives(ranks, matched, origin, notes, how)
+    collectives = _collectives(ranks, matched, origin, notes, how)
+    collectives.fallback = fallback
+    return collectives
 
 
-def _matching(per_rank: dict[int, CommKernels]) -> str:
+def _matching(per_rank: dict[int, CommKernels]) -> tuple[str, str]:
     """How the ranks' kernels can be matched: by (group, Seq) when every kernel has both,
-    by process group when every kernel has one, else by stream."""
+    by process group when every kernel has one, else by stream; and, when the kernels
+    offered a way in part only, why it was not taken ("" otherwise)."""
     kernels = list(per_rank.values())
-    if kernels and all(bool((k.group_code >= 0).all()) for k in kernels):
-        if all(bool((k.seq >= 0).all()) for k in kernels):
-            return MATCHED_BY[0]
-        return MATCHED_BY[1]
-    return MATCHED_BY[2]
+    every = sum(len(k) for k in kernels)
+    grouped = sum(int((k.group_code >= 0).sum()) for k in kernels)
+    numbered = sum(int((k.seq >= 0).sum()) for k in kernels)
+    if every and grouped == every:
+        if numbered in (0, every):
+            return MATCHED_BY[0 if numbered else 1], ""
+        return MATCHED_BY[1], _lacking(every - numbered, every, "Seq")
+    if grouped:
+        return MATCHED_BY[2], _lacking(every - grouped, every, "process group")
+    return MATCHED_BY[2], SEQ_WITHOUT_GROUP if numbered else ""
+
+
+SEQ_WITHOUT_GROUP = (
+    "the NCCL kernels carry a Seq but no process group, and a Seq counts within its group "
+    "only, so it cannot pair kernels by itself"
+)
+
+
+def _lacking(missing: int, every: int, what: str) -> str:
+    return f"{missing} of the {every} NCCL kernels carry no {what}"
 
 
 def _streams(kernels: CommKernels) -> list[CommStream]:

@@ -91,9 +91,14 @@ class SkewDoc(TypedDict):
 
 
 class CollectivesDoc(TypedDict):
+    """The matched collectives: how many, their arrival skew, how they were matched
+    (:data:`perflab.analysis.collective_match.MATCHED_BY`) and, where the kernels offered
+    a better way only in part, why it was not taken (``fallback``)."""
+
     count: int
     skew_us: SkewDoc
     matched_by: str
+    fallback: NotRequired[str]
 
 
 class StragglerDoc(TypedDict):
@@ -328,7 +333,7 @@ def clock_check(c: Collectives) -> list[str]:
 
 def collective_stats(c: Collectives) -> CollectivesDoc:
     skew = c.skew_ns
-    return {
+    stats: CollectivesDoc = {
         "count": len(c),
         "skew_us": {
             "median": us_from_ns(float(np.median(skew))) if len(skew) else None,
@@ -336,6 +341,9 @@ def collective_stats(c: Collectives) -> CollectivesDoc:
         },
         "matched_by": c.matched_by,
     }
+    if c.fallback:
+        stats["fallback"] = c.fallback
+    return stats
 
 
 def stragglers(c: Collectives) -> list[StragglerDoc]:

@@ -13,7 +13,14 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis.collective_match import Collectives, match_collectives
-from perflab.analysis.job import EngineDoc, JobDoc, JobSummary, KernelRow, stragglers
+from perflab.analysis.job import (
+    CollectivesDoc,
+    EngineDoc,
+    JobDoc,
+    JobSummary,
+    KernelRow,
+    stragglers,
+)
 from perflab.model.job import Job
 from perflab.model.trace import Trace
 from perflab.model.units import counted, format_ns, format_us, shorten
@@ -74,13 +81,7 @@ def headline(doc: JobDoc) -> list[str]:
     lines = [f"{len(doc['ranks'])} ranks; clocks aligned on {doc['clock']['aligned_on']}"]
     if "engine" in doc:
         lines.append(_engine_line(doc["engine"]))
-    if c["count"]:
-        lines.append(
-            f"{c['count']} collectives matched across ranks; arrival skew median "
-            f"{_time(c['skew_us']['median'])}, p99 {_time(c['skew_us']['p99'])}"
-        )
-    else:
-        lines.append("no collectives matched across ranks")
+    lines.append(collectives_line(c))
     if doc["stragglers"]:
         s = doc["stragglers"][0]
         lines.append(
@@ -88,6 +89,18 @@ def headline(doc: JobDoc) -> list[str]:
             f"collectives; the others waited {_time(s['wait_caused_us'])} for it"
         )
     return lines
+
+
+def collectives_line(c: CollectivesDoc) -> str:
+    """How many collectives were matched, how (and why so, where the kernels offered a
+    better way in part only), and their arrival skew."""
+    how = f" by {c['matched_by']} ({c['fallback']})" if "fallback" in c else ""
+    if not c["count"]:
+        return f"no collectives matched across ranks{how}"
+    return (
+        f"{c['count']} collectives matched across ranks{how}; arrival skew median "
+        f"{_time(c['skew_us']['median'])}, p99 {_time(c['skew_us']['p99'])}"
+    )
 
 
 def _engine_line(engine: EngineDoc) -> str:
@@ -248,8 +261,9 @@ class CollectiveLinks:
         c = self.collectives
         if not len(c):
             return ["collectives: none matched across ranks"]
+        why = f": {c.fallback}" if c.fallback else ""
         line = (
-            f"collectives: {len(c)} matched across ranks ({c.matched_by}), each linked "
+            f"collectives: {len(c)} matched across ranks ({c.matched_by}{why}), each linked "
             "through its ranks' NCCL kernel starts; a marker where the last rank arrived"
         )
         if self.straggler is not None:
