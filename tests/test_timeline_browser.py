@@ -107,7 +107,7 @@ def test_the_standalone_page_at_1600_px(browser: Any, page_file: Path) -> None:
     assert "its CPU op" in details and "idle before" in details
 
     # search: a count, the matches outlined, Enter centres the first
-    page.fill(".pl-tl-search", "nccl.*AllReduce")
+    page.fill(".pl-tl-search", "ncclKernel_AllReduce")
     page.wait_for_timeout(400)
     count = page.inner_text(".pl-tl-count")
     assert count.endswith("matches") and int(count.split()[0].replace(",", "")) > 0
@@ -203,7 +203,7 @@ def test_groups_collapse_and_expand_at_1600_px(browser: Any, page_file: Path) ->
     assert d["name"][i][:40] in page.inner_text(".pl-tl-details")
 
     # search highlights and the level of detail after a zoom stay on the rows shown
-    page.fill(".pl-tl-search", "nccl.*AllReduce")
+    page.fill(".pl-tl-search", "ncclKernel_AllReduce")
     page.wait_for_timeout(400)
     page.mouse.click(x, y)  # the keys go to the plot again, not the search box
     page.keyboard.press("w")

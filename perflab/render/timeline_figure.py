@@ -414,6 +414,8 @@ def _attach_scripts(
             "bands": src.headers,
             "gpu_bands": src.gpu_lanes,
             "css": static_text("timeline.css"),
+            # the search's regex matcher, started from this text as a Web Worker
+            "worker_code": static_text("timeline-search-worker.js"),
         },
         code=_page_script("timeline-helpers.js", "timeline-ui.js"),
     )

@@ -1,10 +1,10 @@
 // The controls around the timeline, as in Perfetto and chrome://tracing: W/S zoom around the
-// mouse, A/D pan, ? lists the keys, double-click fits the whole trace; a search box (name or
-// regular expression) that counts matches and steps through them (Enter / Shift+Enter); the
-// legend of the colours; a tooltip on each lane's name; Shift+drag across lanes and time for a
-// table of what ran there; a details panel for a clicked event (filled by timeline-tap.js);
-// groups of lanes that collapse into their header's row and expand again (a click on the
-// header, or C over the group), as in Perfetto.
+// mouse, A/D pan, ? lists the keys, double-click fits the whole trace; a search box (plain
+// text, or a regular expression on request) that counts matches and steps through them
+// (Enter / Shift+Enter); the legend of the colours; a tooltip on each lane's name; Shift+drag
+// across lanes and time for a table of what ran there; a details panel for a clicked event
+// (filled by timeline-tap.js); groups of lanes that collapse into their header's row and
+// expand again (a click on the header, or C over the group), as in Perfetto.
 // Runs after timeline-helpers.js as a bokeh CustomJS on each layout of the lanes' figure: it
 // fits the lane names to a fifth of the width every time, and builds the controls once. They
 // are plain elements beside bokeh's root; every text from the trace goes in as textContent.
@@ -143,6 +143,7 @@ for (const [k, what] of [
   ["click a group's name", "collapse / expand its lanes"],
   ["C", "collapse / expand the group under the mouse"],
   ["Enter / Shift+Enter", "(in the search box) next / previous match"],
+  [".*", "(beside the search box) search by regular expression, not plain text"],
   ["Esc", "close panels"], ["?", "this list"],
 ]) {
   const row = el("div", "pl-tl-help-row");
@@ -203,32 +204,62 @@ host.addEventListener("click", (ev) => {
 });
 
 // -- search --------------------------------------------------------------------------------
+// Plain text by default: a name matches when it contains the text, in any case. A regular
+// expression only on request (the .* toggle, kept while the page is open), matched in a Web
+// Worker (timeline-search-worker.js, given as worker_code) that is ended after REGEX_MS: a
+// pattern that backtracks without end, even half-typed, never freezes the page. Where no
+// worker can be started the regex is refused, never run on the page's own thread.
+const REGEX_MS = 500, START_MS = 5000;
+const TOO_SLOW = "pattern took too long (over " + REGEX_MS / 1000 + " s); "
+  + "plain text search is the default";
+const NO_WORKER = "regex search needs a Web Worker, which this page cannot start; "
+  + "plain text search is the default";
 const search = el("input", "pl-tl-search");
 search.type = "search";
-search.placeholder = "search names (text or regex)";
 search.setAttribute("aria-label", "search event names");
+const regex_btn = el("button", "pl-tl-btn pl-tl-regex", ".*");
+regex_btn.title = "regular expression (off: plain text, any case)";
 const count = el("span", "pl-tl-count");
+count.setAttribute("aria-busy", "false");  // true from a keystroke until its answer is shown
+const note = el("span", "pl-tl-search-note");  // why a regex was refused
+note.setAttribute("role", "status");
 const prev = el("button", "pl-tl-btn", "\u25c0"), next = el("button", "pl-tl-btn", "\u25b6");
 prev.title = "previous match (Shift+Enter)";
 next.title = "next match (Enter)";
 const keys_btn = el("button", "pl-tl-btn", "?");
 keys_btn.title = "keys and mouse";
 keys_btn.addEventListener("click", () => { help.hidden = !help.hidden; });
-bar.append(search, prev, next, count, keys_btn);
-let matches = [], at = -1, total = 0;
-function pattern(text) {
-  try { return new RegExp(text, "i"); } catch (e) {
-    return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i");
-  }
+bar.append(search, regex_btn, prev, next, count, note, keys_btn);
+let regex_on = false;
+function show_mode() {
+  regex_btn.setAttribute("aria-pressed", String(regex_on));
+  search.placeholder = regex_on ? "search names (regular expression)" : "search names (text)";
 }
+show_mode();
+let matches = [], at = -1, total = 0, pending = null;
+let asked = null, answered = null, step_wanted = 0;  // the last searches run and shown
+const search_key = () => (regex_on ? "regex:" : "text:") + search.value.trim();
 function run_search() {
-  const text = search.value.trim();
-  matches = []; at = -1; total = 0;
-  if (!text) { query.setv({data: {label: [], current: []}}); count.textContent = ""; return; }
-  const rx = pattern(text), nl = name_list.data, hit = new Set();
-  for (let i = 0; i < nl.text.length; i++) {
-    if (rx.test(nl.text[i])) { hit.add(i); total += nl.count ? nl.count[i] : 0; }
-  }
+  clearTimeout(pending);
+  const text = search.value.trim(), key = search_key();
+  asked = key;
+  stop_regex();
+  if (!text || !regex_on) { show_hits(key, text ? plain_hits(text) : []); return; }
+  count.setAttribute("aria-busy", "true");
+  regex_hits(text, (hits) => show_hits(key, hits), (why) => refuse(key, why));
+}
+function plain_hits(text) {
+  const want = text.toLowerCase(), all = name_list.data.text, hits = [];
+  for (let i = 0; i < all.length; i++) { if (all[i].toLowerCase().includes(want)) hits.push(i); }
+  return hits;
+}
+function show_hits(key, hits) {  // hits: indexes into the name list
+  matches = []; at = -1; total = 0; answered = key;
+  note.textContent = "";
+  count.setAttribute("aria-busy", "false");
+  if (!search.value.trim()) { query.setv({data: {label: [], current: []}}); count.textContent = ""; return; }
+  const counts = name_list.data.count, hit = new Set(hits);
+  if (counts) { for (const i of hit) total += counts[i]; }
   const labs = [];
   for (let lab = 0; lab < lt.name.length; lab++) { if (hit.has(lt.name[lab])) labs.push(lab); }
   const want = new Set(labs), E = events.data;
@@ -236,6 +267,14 @@ function run_search() {
   matches.sort((a, b) => E.start[a] - E.start[b]);
   query.setv({data: {label: labs, current: []}});
   show_count();
+  const by = step_wanted;
+  step_wanted = 0;
+  if (by) step(by);
+}
+function refuse(key, why) {
+  show_hits(key, []);
+  count.textContent = "";
+  note.textContent = why;
 }
 function show_count() {
   const n = matches.length;
@@ -255,16 +294,91 @@ function step(by) {
   query.setv({data: {label: query.data.label, current: [0, e]}});
   show_count();
 }
-let pending = null;
-search.addEventListener("input", () => { clearTimeout(pending); pending = setTimeout(run_search, 150); });
+
+// The regex worker: started on the first regex search, ended (and started again on the next
+// one) when a pattern runs past its time or a new search comes while it still matches.
+const rx_state = {url: null, worker: null, names: null, sent: 0, job: null, id: 0, timer: null,
+                  refused: false};  // refused: this page cannot start one (not tried again)
+function regex_worker() {
+  if (rx_state.worker || rx_state.refused) return rx_state.worker;
+  try {
+    if (rx_state.url == null) {
+      rx_state.url = URL.createObjectURL(new Blob([worker_code], {type: "text/javascript"}));
+    }
+    rx_state.worker = new Worker(rx_state.url);
+  } catch (e) {  // e.g. a page whose security policy allows no worker
+    rx_state.refused = true;
+    return null;
+  }
+  rx_state.names = null;
+  rx_state.worker.onmessage = (ev) => regex_answer(ev.data);
+  rx_state.worker.onerror = (ev) => {  // its script could not load or run
+    ev.preventDefault();
+    rx_state.refused = true;
+    regex_failed(NO_WORKER);
+  };
+  return rx_state.worker;
+}
+function regex_hits(text, done, fail) {
+  const w = regex_worker();
+  if (w == null) { fail(NO_WORKER); return; }
+  const all = name_list.data.text;
+  if (rx_state.names !== all || rx_state.sent !== all.length) {  // live views add names
+    w.postMessage({names: Array.from(all)});
+    rx_state.names = all;
+    rx_state.sent = all.length;
+  }
+  rx_state.job = {id: ++rx_state.id, done: done, fail: fail};
+  // until it says it started: the worker's own start-up, which a busy machine may slow
+  rx_state.timer = setTimeout(() => regex_failed(NO_WORKER), START_MS);
+  w.postMessage({id: rx_state.id, pattern: text});
+}
+function regex_answer(m) {
+  const job = rx_state.job;
+  if (job == null || m.id !== job.id) return;  // the answer to a search since replaced
+  clearTimeout(rx_state.timer);
+  if (m.started) { rx_state.timer = setTimeout(() => regex_failed(TOO_SLOW), REGEX_MS); return; }
+  rx_state.job = null;
+  if (m.error) job.fail("pattern refused: " + m.error);
+  else job.done(m.hits);
+}
+function end_worker() {
+  clearTimeout(rx_state.timer);
+  if (rx_state.worker) rx_state.worker.terminate();
+  rx_state.worker = null;
+}
+function regex_failed(why) {
+  const job = rx_state.job;
+  rx_state.job = null;
+  end_worker();
+  if (job) job.fail(why);
+}
+function stop_regex() {  // a search still matching is no longer wanted: its worker may be stuck
+  if (rx_state.job == null) return;
+  rx_state.job = null;
+  end_worker();
+}
+
+search.addEventListener("input", () => {
+  stop_regex();  // the text changed: an answer still to come is for an earlier one
+  count.setAttribute("aria-busy", "true");
+  clearTimeout(pending);
+  pending = setTimeout(run_search, 150);
+});
 search.addEventListener("keydown", (ev) => {
   if (ev.key === "Enter") {
-    clearTimeout(pending);
-    if (search.value.trim() && !query.data.label.length && !matches.length) run_search();
-    step(ev.shiftKey ? -1 : 1);
+    const by = ev.shiftKey ? -1 : 1;
+    if (asked !== search_key()) run_search();
+    if (answered === asked) step(by); else step_wanted = by;  // a regex's answer is still to come
     ev.preventDefault();
   }
   ev.stopPropagation();  // typing here is text, not the plot's keys (or the notebook's)
+});
+regex_btn.addEventListener("click", () => {
+  regex_on = !regex_on;
+  show_mode();
+  run_search();
+  search.focus();
 });
 prev.addEventListener("click", () => step(-1));
 next.addEventListener("click", () => step(1));
@@ -403,7 +517,9 @@ function summarise(a, b, lanes) {
     const cell = el("td", "pl-tl-name", names[name]);
     cell.title = "search for it";
     cell.addEventListener("click", () => {
-      search.value = "^" + names[name].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+      // the exact name as a regex, or the name as text (it finds names that contain it)
+      const exact = "^" + names[name].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+      search.value = regex_on ? exact : names[name];
       run_search();
     });
     tr.append(cell, el("td", null, s.count.toLocaleString()), el("td", null, fmt(s.inside)),
