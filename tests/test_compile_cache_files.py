@@ -68,6 +68,15 @@ def test_an_edited_header_is_compiled_again(
     assert "(cached)" in capsys.readouterr().out.splitlines()[0]
 
 
+def test_the_notebook_view_says_cached() -> None:
+    from perflab.render.ptx_view import CompileView
+
+    source = "__global__ void view_cached(float* y) { y[0] = 7.0f; }"
+    assert "(cached)" not in CompileView(compile_cuda(source))._repr_mimebundle_()["text/html"]
+    bundle = CompileView(compile_cuda(source))._repr_mimebundle_()
+    assert "(cached)" in bundle["text/html"] and "(cached)" in bundle["text/plain"]
+
+
 def _stores(lines: dict[str, Any]) -> list[str]:
     return [s["text"] for s in lines["kernels"][0]["sass_lines"] if "STG" in s["text"]]
 

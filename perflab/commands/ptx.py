@@ -51,10 +51,19 @@ def register(sub: Subcommands) -> None:
         "spills, shared memory, occupancy, instruction mix and plain-language insights; "
         "--json gives machine-readable output with SASS mapped to source lines, each "
         "instruction's scheduling controls, live registers and barrier waits; --html writes "
-        "the Source | PTX | SASS view as a page of its own. Compile errors print "
-        "FILE:LINE: error: ... and exit 1. 'perflab ptx' is the same command.",
+        "the Source | PTX | SASS view as a page of its own. A .cu file is only read, but a "
+        ".py file is RUN as Python first (as 'python FILE' would, its folder first on the "
+        "import path), so that its kernels exist: compile only a .py file you would run. "
+        "Results are cached by source, options, tools and the contents of every header "
+        "read (a Triton kernel: as loaded, with the constants of your own modules it "
+        "reads); a result from the cache says 'cached' (--json: \"cached\": true). Compile "
+        "errors print FILE:LINE: error: ... and exit 1. 'perflab ptx' is the same command.",
     )
-    p.add_argument("file", metavar="FILE", help="CUDA C++ source (.cu) or Triton source (.py)")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="CUDA C++ source (.cu, read) or Triton source (.py, run as Python)",
+    )
     add_arguments(p, COMPILE_ARGUMENTS)
     add_arguments(p, TRITON_ARGUMENTS)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
