@@ -90,6 +90,7 @@ def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -
     assert (
         "  python3 -m pip download --no-deps --only-binary=:all: "
         f"--python-version {python} --implementation cp "
+        f"--platform manylinux_2_28_{platform.machine()} "
         f"--platform manylinux_2_17_{platform.machine()} -d .whl "
         f"msgspec=={importlib.metadata.version('msgspec')}"
     ) in err

@@ -155,11 +155,13 @@ def test_missing_at_import_reads_a_test_files_module_level(tmp_path: Path) -> No
 def test_core_dependencies_are_needed_and_those_the_lent_machine_lacks_travel() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    core = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in project["dependencies"]}
-    assert core <= set(PACKAGES)
+    dists = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in project["dependencies"]}
+    by_dist = {package.dist: name for name, package in PACKAGES.items()}
+    assert dists <= set(by_dist)
+    core = {by_dist[d] for d in dists}  # as imported: google-re2 is re2
     assert all(PACKAGES[n].needed for n in core if n != "isal" or platform.machine() == "x86_64")
     lacking = {n for n in core if not PACKAGES[n].on_lent_machine}
-    assert lacking == {"msgspec", "isal"}
+    assert lacking == {"msgspec", "isal", "re2"}
     # and IPython, for the %%ptx gpu test, with its dependencies
     travel = set(gpu_modules.lent_machine_lacks())
     assert travel == set(WHEEL_PINS) == lacking | {"IPython"}
@@ -184,7 +186,8 @@ def test_instructions_name_the_packages_and_give_the_download_line() -> None:
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     line = (
         f"  python3 -m pip download --no-deps --only-binary=:all: --python-version {python} "
-        f"--implementation cp --platform manylinux_2_17_{platform.machine()} -d .whl "
+        f"--implementation cp --platform manylinux_2_28_{platform.machine()} "
+        f"--platform manylinux_2_17_{platform.machine()} -d .whl "
         f"{gpu_modules.pinned('msgspec')}"
     )
     lines = text.splitlines()
@@ -303,7 +306,8 @@ def test_gpu_wheels_downloads_pinned_wheels_for_the_lent_python_and_this_one(
             assert "--only-binary=:all:" in cmd
         # the core's wheels without dependencies, IPython's with theirs
         assert "--no-deps" in alone and "--no-deps" not in together
-        assert alone[-2:] == [gpu_modules.pinned("msgspec"), gpu_modules.pinned("isal")]
+        core = [gpu_modules.pinned(n) for n in ("msgspec", "isal", "re2")]
+        assert alone[-3:] == core
         assert together[-1] == gpu_modules.pinned("IPython")
 
 

@@ -183,7 +183,7 @@ def sections(
     """Every section in order; seconds are estimates (H200: about 2x what a run on
     one took, 2026-12-04; this 2-core VM's CPU)."""
     steps = [
-        Section("modules", 5, 5, functools.partial(modules, wheel_dir=wheel_dir)),
+        Section("modules", 15, 5, functools.partial(modules, wheel_dir=wheel_dir)),
         Section("environment", 5, 5, environment),
         Section("timing engine", 10, 15, timing_engine),
     ]

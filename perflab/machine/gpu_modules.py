@@ -2,7 +2,8 @@
 any section starts.
 
 The lent GPU machine has Python, torch, triton, cupy, nvidia-ml-py and pytest, and no
-package registry: perflab's core dependencies msgspec and isal are not there. A package
+package registry: perflab's core dependencies msgspec, isal and google-re2 are not there,
+nor IPython (which the ``%%ptx`` gpu test runs the magic in). A package
 missing there would surface as a failed gpu test minutes into the run (or, in the dry run,
 not at all: the GPU-only tests are skipped on the CPU), so the check reads the imports of
 everything it runs and stops at once, exit 2, naming what is missing and how to bring it.
@@ -80,6 +81,14 @@ PACKAGES: dict[str, Package] = {
         "isal",
         platform.machine() in ISAL_MACHINES,
         "perflab's core on x86-64 and ARM: gunzip of traces (zlib's, slower, without it)",
+        False,
+        travels=True,
+    ),
+    "re2": Package(
+        "google-re2",
+        True,
+        "perflab's core: users' patterns (trace diff --rename re:, category rules) in linear "
+        "time (plain-text patterns only without it)",
         False,
         travels=True,
     ),
@@ -457,7 +466,7 @@ def version_of(name: str) -> str | None:
 
 
 # the versions checked with this tree (the dev venv's); gpu-wheels pins to its own venv's
-WHEEL_PINS = {"msgspec": "0.23.0", "isal": "1.9.1", "IPython": "9.19.1"}
+WHEEL_PINS = {"msgspec": "0.23.0", "isal": "1.9.1", "re2": "1.1.20251105", "IPython": "9.19.1"}
 
 
 def pinned(name: str) -> str:
@@ -466,8 +475,12 @@ def pinned(name: str) -> str:
     return f"{dist_of(name)}=={version}" if version else dist_of(name)
 
 
-def wheel_platform() -> str:
-    return f"manylinux_2_17_{platform.machine()}"
+# glibc 2.28 and later (google-re2 builds only for those), or 2.17 and later
+MANYLINUX = ("manylinux_2_28", "manylinux_2_17")
+
+
+def wheel_platforms() -> list[str]:
+    return [f"{tag}_{platform.machine()}" for tag in MANYLINUX]
 
 
 def brings_dependencies(names: Iterable[str]) -> bool:
@@ -493,8 +506,7 @@ def download_command(
         python_version,
         "--implementation",
         "cp",
-        "--platform",
-        wheel_platform(),
+        *(arg for tag in wheel_platforms() for arg in ("--platform", tag)),
         "-d",
         dest,
         *(pinned(n) for n in names),
