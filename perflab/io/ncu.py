@@ -95,6 +95,7 @@ class _Rows:
         self.report, self.source = report, source
         self.kernel_of: dict[str, int] = {}
         self.seen: dict[str, str] = {}  # every kernel repeats the same sections, names, units
+        self.given = _GivenMetrics()  # a metric given twice must agree
 
     def _shared(self, text: str) -> str:
         """One string object for each distinct text, not one per row."""
@@ -114,17 +115,7 @@ class _Rows:
             row = row + [""] * (self.width - len(row))
         k = self._kernel(row)
         if row[self.name_at]:
-            value = row[self.value_at]
-            self.report.metrics.append(
-                NcuMetric(
-                    k,
-                    self._shared(row[self.section_at]),
-                    self._shared(row[self.name_at]),
-                    self._shared(row[self.unit_at]),
-                    _number(value),
-                    value,
-                )
-            )
+            self._metric(k, row, line)
         name_at, type_at, text_at, gain_type_at, gain_at = self.rule_at
         if name_at is not None and row[name_at]:
 
@@ -143,6 +134,25 @@ class _Rows:
                 )
             )
 
+    def _metric(self, k: int, row: list[str], line: int) -> None:
+        """The row's metric, added to kernel ``k``'s unless the kernel has it already: the
+        same value again is left out, another value is an InputError (which one is right
+        cannot be told, and the one read last would win unseen)."""
+        section, name = self._shared(row[self.section_at]), self._shared(row[self.name_at])
+        value = row[self.value_at]
+        metric = NcuMetric(k, section, name, self._shared(row[self.unit_at]), _number(value), value)
+        first = self.given.first(metric, self.report.metrics)
+        if first is metric:
+            self.report.metrics.append(metric)
+        elif (first.unit, first.text) != (metric.unit, metric.text):
+            kid = self.report.kernels[k].get("ID", str(k))
+            raise InputError(
+                f"kernel ID {kid} has metric {name!r} ({section}) twice, with different "
+                f"values: {_shown(first)} and {_shown(metric)}",
+                source=self.source,
+                position=f"line {line}",
+            )
+
     def _kernel(self, row: list[str]) -> int:
         """The index of the row's kernel, added to the report when its "ID" is new."""
         kid = row[self.id_at]
@@ -151,6 +161,39 @@ class _Rows:
             k = self.kernel_of[kid] = len(self.report.kernels)
             self.report.kernels.append({name: row[at] for name, at in self.launch})
         return k
+
+
+class _GivenMetrics:
+    """The first metric of each (kernel, section, name) read so far. ncu writes a kernel's
+    rows together, so only the current kernel's are kept (a dict per metric of a report of
+    thousands of kernels is tens of MB); a file that comes back to an earlier kernel has
+    every kernel's kept from then on."""
+
+    def __init__(self) -> None:
+        self.kernel = -1
+        self.current: dict[tuple[str, str], NcuMetric] = {}
+        self.finished: set[int] = set()
+        self.every: dict[tuple[int, str, str], NcuMetric] | None = None
+
+    def first(self, metric: NcuMetric, metrics: list[NcuMetric]) -> NcuMetric:
+        """The kernel's metric of that section and name read first: ``metric`` itself when
+        it is new (``metrics``: those read so far, which it is not among yet)."""
+        if self.every is not None:
+            return self.every.setdefault((metric.kernel, metric.section, metric.name), metric)
+        if metric.kernel != self.kernel:
+            if metric.kernel in self.finished:  # rows out of ncu's order: keep them all
+                self.every = {}
+                for m in metrics:
+                    self.every.setdefault((m.kernel, m.section, m.name), m)
+                return self.first(metric, metrics)
+            self.finished.add(self.kernel)
+            self.kernel, self.current = metric.kernel, {}
+        return self.current.setdefault((metric.section, metric.name), metric)
+
+
+def _shown(metric: NcuMetric) -> str:
+    """A metric's value as the file gives it, with its unit."""
+    return f"{metric.text} {metric.unit}".strip()
 
 
 def _load_report(path: str | os.PathLike[str]) -> NcuReport:
