@@ -94,6 +94,17 @@ def test_the_traceback_starts_at_the_users_code(
     assert shown.index("ZeroDivisionError") < shown.index("Cell In[")
 
 
+def test_an_exception_raised_again_shows_where_it_was_raised_last(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell(ip, f"%%gpuprofile {FAST}\nkept = ValueError('kept')\nraise kept", history=True)
+    capsys.readouterr()
+    res = cell(ip, f"%%gpuprofile {FAST}\nx = 1\n\nraise kept", history=True)
+    assert res.error_in_exec is ip.user_ns["kept"]
+    shown = shown_text(capsys)
+    assert re.search(rf"^Cell In\[{res.execution_count}\], line 4", shown, re.MULTILINE), shown
+
+
 def test_a_users_chained_exception_keeps_its_cause(
     ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:

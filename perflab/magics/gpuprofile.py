@@ -159,7 +159,7 @@ def shown_from_user_code(ip: InteractiveShell, exc: Exception, filename: str) ->
     "Cell In[3], line 2" first, as for a cell run without perflab."""
     user_tb = user_frames(exc.__traceback__, filename)
     exc = exc.with_traceback(user_tb)
-    if hasattr(exc, "_render_traceback_"):  # an exception that renders itself does so
+    if hasattr(type(exc), "_render_traceback_"):  # a kind of exception that renders itself
         return exc
 
     def render() -> list[str]:
