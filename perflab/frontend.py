@@ -129,7 +129,8 @@ TIMING_ARGUMENTS: ArgumentSpecs = [
         ArgumentOptions(
             action="store_true",
             help="hot measurement for tiny kernels (as nvbench's): calls back to back, one "
-            "timed window around a batch long enough to dwarf the timer's floor, no cache "
+            "timed window around a batch long enough to dwarf an empty sample's window (the "
+            "timer's own overhead), no cache "
             "flush; reported per call",
         ),
     ),

@@ -1,4 +1,5 @@
-"""Shared fixtures. The autouse fixture checks that no profiler, NVTX or GC state leaks.
+"""Shared fixtures. The autouse fixture checks that no profiler, NVTX, NVML-polling or GC
+state leaks.
 
 Under a gpu-only selection (``pytest -m gpu``, as on the lent GPU machine, which lacks
 hypothesis, IPython and nbformat), a test file with no gpu test is not imported: every test
@@ -36,9 +37,11 @@ def gpu_available() -> bool:
 @pytest.fixture(autouse=True)
 def _no_leaked_state() -> Iterator[None]:
     from perflab.capture.nvtx import open_ranges
+    from perflab.capture.throttle import active_pollers
 
     yield
     assert open_ranges() == 0, "a perflab range was left open"
+    assert active_pollers() == 0, "an NVML polling thread was left running"
     assert gc.isenabled(), "garbage collection was left disabled"
     assert not _profiler_enabled(), "a torch.profiler session was left running"
 

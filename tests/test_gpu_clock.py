@@ -1,13 +1,12 @@
-"""The logic of the GPU clock checks, run on the host: the SM clock of each sample from its
-queue filler and the drop rule, NVML through ctypes (and its absence), CUDA-graph capture
-failures and their clean-up (against a stand-in for torch.cuda that behaves as torch's
-``torch.cuda.graph`` does), and side-stream warnings from real traces. The same paths on
-a real GPU are in test_timing_gpu.py."""
+"""The GPU side of the timing engine, run on the host: NVML through ctypes (and its
+absence), the event clocks' queries, CUDA-graph capture failures and their clean-up
+(against a stand-in for torch.cuda that behaves as torch's ``torch.cuda.graph`` does), and
+side-stream warnings from real traces. The clock check's rule is in test_throttle.py; the
+same paths on a real GPU are in test_timing_gpu.py."""
 
 from __future__ import annotations
 
 import ctypes
-import math
 import shutil
 import subprocess
 import sys
@@ -17,18 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from perflab.analysis.side_streams import kernels_per_stream, side_stream_warning
-from perflab.capture import env, gpu_clock, graph, nvml, timer
-from perflab.capture.gpu_clock import (
-    ThrottleWatch,
-    TorchCudaClock,
-    below_clock,
-    clock_mhz_from_filler,
-)
-from perflab.capture.timer import HostQueueClock, time_function
+from perflab.capture import env, gpu_clock, graph, nvml
+from perflab.capture.gpu_clock import TorchCudaClock
+from perflab.capture.throttle import ThrottleWatch, active_pollers
 from perflab.errors import InputError
 from perflab.io import load_trace
 from perflab.model.trace import EventKind
@@ -43,191 +36,12 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nvml, "LIBRARY", ABSENT_LIBRARY)
 
 
-# --- the SM clock of a sample, from its filler ----------------------------------------
-
-
-def test_clock_from_filler_is_cycles_over_time() -> None:
-    # 1,980,000 cycles in 1 ms: 1980 MHz; 1.5 ms: 1320 MHz
-    mhz = clock_mhz_from_filler(1_980_000, [1e6, 1.5e6, 0.0, math.nan, -5.0])
-    assert mhz[:2].tolist() == pytest.approx([1980.0, 1320.0])
-    assert np.isnan(mhz[2:]).all()  # no filler, or no time: no clock
-    assert np.isnan(clock_mhz_from_filler(0, [1e6])).all()
-
-
-def test_samples_below_three_quarters_of_the_default_clock_are_dropped() -> None:
-    clocks = [1980.0, 1500.0, 1485.0, 1484.9, math.nan, 700.0]
-    assert below_clock(clocks, 1980.0).tolist() == [False, False, False, True, False, True]
-    assert not below_clock(clocks, math.nan).any()  # no reference: nothing dropped
-    assert not below_clock(clocks, 0.0).any()
-
-
-class _FakeNvml:
-    """pynvml's surface, with counters that rise during the run."""
-
-    NVML_CLOCK_SM = 1
-    NVML_CLOCK_MEM = 2
-    NVML_PERF_POLICY_POWER = 0
-    NVML_PERF_POLICY_THERMAL = 1
-
-    def __init__(self) -> None:
-        self.power_ns = 0
-        self.shut = False
-
-    def nvmlInit(self) -> None:
-        pass
-
-    def nvmlShutdown(self) -> None:
-        self.shut = True
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
-        return f"handle of {uuid}"
-
-    def nvmlDeviceGetDefaultApplicationsClock(self, handle: str, kind: int) -> int:
-        return 1980
-
-    def nvmlDeviceGetViolationStatus(self, handle: str, policy: int) -> Any:
-        status = type("Status", (), {})()
-        status.violationTime = 0
-        if policy == self.NVML_PERF_POLICY_POWER:
-            status.violationTime = self.power_ns
-            self.power_ns += 2_000_000  # 2 ms more each time it is read
-        return status
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:
-        return 0x4 | 0x40
-
-
 class _FakeCudaClock:
     name = "cuda"
     max_sm_mhz = 1755.0
 
     def __init__(self) -> None:
         self.identity = {"uuid": "GPU-1"}
-
-    def filler_cycles(self, ns: float) -> int:
-        return int(ns * 1.98)  # a filler calibrated at 1980 MHz
-
-
-def test_watch_drops_slow_windows_and_reads_nvml_counters(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _FakeNvml()
-    monkeypatch.setattr(nvml, "load_nvml", lambda: (fake, None))
-    watch = ThrottleWatch.start(_FakeCudaClock())
-    lead = 50_000.0
-    # the filler's event time per sample: at 1980, 1980, 1320 (throttled), none
-    out = watch.finish([lead, lead, 1.5 * lead, 0.0], lead)
-    watch.close()
-    assert fake.shut
-    assert out["checked"] is True
-    assert out["drop"].tolist() == [False, False, True, False]
-    assert out["dropped_samples"] == 1
-    assert out["default_sm_mhz"] == 1980.0  # NVML's default clock wins over CUDA's maximum
-    assert out["window_sm_mhz"] == {"min": 1320.0, "median": 1980.0, "max": 1980.0}
-    assert out["violation_ns"] == {"power": 2_000_000}
-    assert out["reasons_after"] == ["software power cap", "hardware thermal slowdown"]
-    assert out["warnings"][0].startswith("dropped 1 of 4 samples run below 75% of the default")
-    assert "lowest 1320 MHz" in out["warnings"][0]
-    assert out["warnings"][1] == "clocks throttled during the run: power 2.0 ms"
-    assert "queue filler" in out["method"] and "NVML" in out["method"]
-
-
-def test_without_nvml_the_filler_clock_is_checked_against_cudas_maximum(no_nvml: None) -> None:
-    watch = ThrottleWatch.start(_FakeCudaClock())
-    lead = 50_000.0
-    out = watch.finish([lead, 3 * lead], lead)  # 1980 MHz, then 660 MHz
-    watch.close()
-    assert out["checked"] is True
-    assert out["default_sm_mhz"] == 1755.0
-    assert out["default_from"] == "the CUDA device's maximum SM clock"
-    assert out["drop"].tolist() == [False, True]
-    assert out["violation_ns"] == {}
-    assert any(
-        w.startswith("NVML unavailable (pynvml is not installed and " + ABSENT_LIBRARY)
-        for w in out["warnings"]
-    )
-
-
-def test_nothing_to_check_says_why(no_nvml: None) -> None:
-    class NoFiller:
-        name = "cuda"
-
-    out = ThrottleWatch.start(NoFiller()).finish([0.0, 0.0], 0.0)
-    assert out["checked"] is False
-    assert out["why"].startswith("no queue filler to measure the SM clock, and pynvml")
-    assert out["warnings"] == [f"throttle check unavailable: {out['why']}"]
-
-
-def test_without_a_filler_nvml_alone_is_checked_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nvml, "load_nvml", lambda: (_FakeNvml(), None))
-    watch = ThrottleWatch.start(_FakeCudaClock())
-    out = watch.finish([0.0, 0.0], 0.0)  # fill_queue=False: no filler ran
-    watch.close()
-    assert out["checked"] is True and out["window_sm_mhz"] is None
-    assert out["method"] == "NVML violation counters before/after"
-    assert out["warnings"][0].startswith("SM clock per sample not measured (no queue filler)")
-    assert not out["drop"].any()
-
-
-def test_without_a_default_clock_nothing_is_dropped_and_it_says_so(no_nvml: None) -> None:
-    clock = _FakeCudaClock()
-    clock.max_sm_mhz = math.nan  # CUDA gave no clock rate either
-    watch = ThrottleWatch.start(clock)
-    out = watch.finish([50_000.0, 500_000.0], 50_000.0)
-    assert out["window_sm_mhz"] == {"min": 198.0, "median": 1089.0, "max": 1980.0}
-    assert not out["drop"].any() and out["default_sm_mhz"] is None
-    assert out["warnings"][0].startswith("SM clock per sample measured but not checked")
-
-
-class _ThrottlingQueue(HostQueueClock):
-    """The host queue as a 'cuda' clock whose filler is a busy spin that runs 10x as
-    long as asked on every other sample (a clock at a tenth of its speed)."""
-
-    name = "cuda"
-    max_sm_mhz = 1000.0
-    flushes = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.holds = 0
-
-    def filler_cycles(self, ns: float) -> int:
-        return int(ns * 2.0)  # 2000 MHz when the spin takes the time asked
-
-    def hold(self, ns: float) -> None:
-        self.holds += 1
-        stretch = 10.0 if self.holds % 2 == 0 else 1.0
-
-        def spin() -> None:
-            end = time.perf_counter_ns() + ns * stretch
-            while time.perf_counter_ns() < end:
-                pass
-
-        self.submit(spin)
-
-
-def test_slow_fillers_drop_their_samples_through_the_timer(
-    monkeypatch: pytest.MonkeyPatch, no_nvml: None
-) -> None:
-    """The real sampling loop on a real queue: each sample's filler is event-timed, and
-    the samples after a filler that ran at a tenth of the clock are dropped and counted."""
-    made: list[_ThrottlingQueue] = []
-
-    def make(opts: Any) -> _ThrottlingQueue:
-        made.append(_ThrottlingQueue())
-        return made[0]
-
-    monkeypatch.setattr(timer, "_make_clock", make)
-    r = time_function(lambda: None, repeat=20, warmup_ms=0, number=1)
-    throttle = r.throttle
-    total = r.options["samples"]
-    assert total == 20
-    dropped = throttle["dropped_samples"]
-    # half the samples ran at 200 MHz (< 750): always dropped; a fast one only when the
-    # worker thread was descheduled for over 2.6x its filler
-    assert dropped >= total // 2
-    assert r.n == total - dropped
-    assert any(w.startswith(f"dropped {dropped} of {total} samples") for w in r.warnings)
-    assert throttle["window_sm_mhz"]["min"] <= 200.0
-    assert "drop" not in throttle  # applied by the timer, not saved
 
 
 # --- NVML through ctypes ------------------------------------------------------------
@@ -329,6 +143,11 @@ int nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t d, int kind, unsigned int
     *mhz = kind == 1 ? 1755 : 3201;
     return 0;
 }
+int nvmlDeviceGetClockInfo(nvmlDevice_t d, int kind, unsigned int *mhz) {
+    if (d != &device) return 2;
+    *mhz = kind == 1 ? 1200 : 3201;
+    return 0;
+}
 int nvmlDeviceGetViolationStatus(nvmlDevice_t d, int policy, nvmlViolationTime_t *v) {
     v->referenceTime = 1;
     v->violationTime = policy == 0 ? power_ns : 0;
@@ -371,14 +190,24 @@ def test_throttle_check_through_a_compiled_nvml(
         api.nvmlDeviceGetHandleByUUID("GPU-2")
     assert api.nvmlSystemGetDriverVersion() == "580.65.06"
     watch = ThrottleWatch.start(_FakeCudaClock())
-    lead = 50_000.0
-    out = watch.finish([lead, 2 * lead], lead)  # 1980 MHz, then 990 MHz
-    watch.close()
+    try:
+        windows = []
+        for _ in range(2):  # two samples of 3 ms, NVML polled meanwhile
+            t0 = time.perf_counter_ns()
+            time.sleep(0.003)
+            windows.append((t0, time.perf_counter_ns()))
+        out = watch.finish(*zip(*windows, strict=True))
+    finally:
+        watch.close()
+    assert active_pollers() == 0
     assert out["default_sm_mhz"] == 1755.0  # the default applications clock, from C
     assert out["default_from"] == "NVML's default applications SM clock"
-    assert out["drop"].tolist() == [False, True]
-    assert out["violation_ns"] == {"power": 3_000_000}
-    assert out["reasons_after"] == ["software power cap"]
+    # every read: the power cap on, the power counter 3 ms further, the SM clock at 1200
+    # MHz, below 75% of 1755: NVML confirms the throttling, so both are dropped
+    assert out["drop"].tolist() == [True, True]
+    assert out["window_sm_mhz"] == {"min": 1200.0, "median": 1200.0, "max": 1200.0}
+    assert out["violation_ns"]["power"] >= 3_000_000
+    assert out["reasons_after"] == out["reasons_seen"] == ["software power cap"]
     assert not any(w.startswith("NVML unavailable") for w in out["warnings"])
 
 
@@ -604,7 +433,26 @@ def test_torch_clock_knows_the_filler_cycles_and_the_maximum_clock() -> None:
     assert clock.max_sm_mhz == 1980.0
     clock._cycles_per_ns = 1.98  # as calibrated at 1980 MHz
     assert clock.filler_cycles(50_000.0) == 99_000
-    assert clock_mhz_from_filler(clock.filler_cycles(50_000.0), [50_000.0])[0] == 1980.0
+
+
+class _Event:
+    """A CUDA event as torch and CuPy show it: ``query()``/``done`` say whether the device
+    has got to it (cudaEventQuery)."""
+
+    def __init__(self, done: bool) -> None:
+        self.done = done
+
+    def query(self) -> bool:
+        return self.done
+
+
+def test_event_clocks_ask_whether_the_device_reached_a_mark() -> None:
+    clock = _torch_clock(_FakeCuda())
+    assert clock.reached(_Event(True)) is True
+    assert clock.reached(_Event(False)) is False
+    cupy_reached = gpu_clock.CupyCudaClock.reached
+    assert cupy_reached(clock, _Event(False)) is False  # type: ignore[arg-type]
+    assert cupy_reached(clock, _Event(True)) is True  # type: ignore[arg-type]
 
 
 def test_a_stream_left_current_by_the_timed_code_is_noted() -> None:

@@ -1,5 +1,5 @@
-"""The timer's floor and resolution, and the hot (batched) measurement, on the host clock
-and the host queue (the analog of a GPU stream). The CUDA side runs in
+"""An empty sample's window and the clock's tick, and the hot (batched) measurement, on
+the host clock and the host queue (the analog of a GPU stream). The CUDA side runs in
 test_timing_gpu.py through the same functions."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from perflab.capture import timer
 from perflab.capture.timer import (
-    FLOOR_WARN_FACTOR,
+    EMPTY_WINDOW_FACTOR,
     HOT_MIN_BATCH_NS,
     HostClock,
     HostQueueClock,
@@ -23,12 +23,12 @@ from perflab.capture.timer import (
     _plan,
     clock_step,
     empty_step,
+    empty_window,
     hot_batch,
     take_samples,
     time_function,
-    timer_floor,
-    timer_resolution,
     timer_steps,
+    timer_tick,
     timer_warnings,
 )
 from perflab.errors import InputError
@@ -45,13 +45,13 @@ def queue_clock() -> Any:
 
 @pytest.fixture
 def fake_host_timer(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Make the host clock's floor and resolution whatever a test sets (in ns)."""
+    """Make the host clock's empty window and tick whatever a test sets (in ns)."""
     steps: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     monkeypatch.setattr(timer, "_TIMER_STEPS", steps)
     key = ("HostClock", HostClock(flush=False).device)
 
-    def set_steps(floor_ns: float | None, resolution_ns: float | None) -> None:
-        steps[key] = (floor_ns, resolution_ns)
+    def set_steps(empty_window_ns: float | None, tick_ns: float | None) -> None:
+        steps[key] = (empty_window_ns, tick_ns)
 
     return set_steps
 
@@ -72,42 +72,45 @@ def test_clock_step_is_the_tick_of_whole_ns_readings_else_the_least_gap_between_
     assert clock_step([math.nan, -5.0]) is None
 
 
-def test_host_clock_floor_and_resolution_are_measured_once() -> None:
+def test_host_clock_empty_window_and_tick_are_measured_once() -> None:
     clock = HostClock(flush=False)
-    floor, resolution = timer_steps(clock)
-    assert floor is not None and 0 < floor < 1e6  # an empty window: two readings
-    assert resolution is not None and 0 < resolution <= floor
+    empty, tick = timer_steps(clock)
+    assert empty is not None and 0 < empty < 1e6  # an empty window: two readings
+    assert tick is not None and 0 < tick <= empty
     info = __import__("time").get_clock_info("perf_counter")
-    assert resolution >= info.resolution * 1e9 * 0.999  # never finer than the clock says
-    assert timer_steps(HostClock(flush=False)) == (floor, resolution)  # cached per process
+    assert tick >= info.resolution * 1e9 * 0.999  # never finer than the clock says
+    assert timer_steps(HostClock(flush=False)) == (empty, tick)  # cached per process
 
 
-def test_queue_floor_is_an_empty_work_item_behind_the_filler(queue_clock: Any) -> None:
+def test_queue_empty_window_is_an_empty_work_item_behind_the_filler(queue_clock: Any) -> None:
     empty = empty_step(queue_clock)
     assert empty is not None and empty[1] == 1  # one empty work item per sample
-    floor = timer_floor(queue_clock)
-    assert floor is not None and floor > 0
-    resolution = timer_resolution(queue_clock)
-    assert resolution is not None and resolution > 0
+    window = empty_window(queue_clock)
+    assert window is not None and window > 0
+    tick = timer_tick(queue_clock)
+    assert tick is not None and tick > 0
 
 
-def test_a_queue_without_an_empty_kernel_has_no_floor() -> None:
+def test_a_queue_without_an_empty_kernel_has_no_empty_window() -> None:
     class NoFiller:
         asynchronous = True
         can_fill = False
 
     assert empty_step(NoFiller()) is None
-    assert timer_floor(NoFiller()) is None
+    assert empty_window(NoFiller()) is None
 
 
 def test_every_result_carries_them_saved_and_loaded(tmp_path: Any) -> None:
     r = time_function(lambda: sum(range(100)), backend="cpu", budget_ms=10, warmup_ms=0)
-    assert (r.floor_ns, r.resolution_ns) == timer_steps(HostClock(flush=False))
+    assert (r.empty_window_ns, r.tick_ns) == timer_steps(HostClock(flush=False))
     doc = json.loads(r.save(tmp_path / "r.json").read_text())
-    assert doc["floor_ns"] == r.floor_ns and doc["resolution_ns"] == r.resolution_ns
+    assert doc["empty_window_ns"] == r.empty_window_ns and doc["tick_ns"] == r.tick_ns
+    assert "floor_ns" not in doc and "resolution_ns" not in doc
     back = TimingResult.load(tmp_path / "r.json")
-    assert (back.floor_ns, back.resolution_ns) == (r.floor_ns, r.resolution_ns)
-    assert "timer floor" in back._repr_mimebundle_()["text/plain"]
+    assert (back.empty_window_ns, back.tick_ns) == (r.empty_window_ns, r.tick_ns)
+    text = back._repr_mimebundle_()["text/plain"]
+    assert "empty window" in text and "tick" in text
+    assert "floor" not in text and "resolution" not in text
 
 
 # --- what they change in a result ---------------------------------------------------------
@@ -115,45 +118,48 @@ def test_every_result_carries_them_saved_and_loaded(tmp_path: Any) -> None:
 
 def test_timer_warnings() -> None:
     samples = np.linspace(100.0, 110.0, 41)
-    # a sample's median of 105 ns is within 5x a 30 ns floor; 1 ns steps do not matter
-    floor_only = timer_warnings(samples, 1, 30.0, 1.0)
-    assert len(floor_only) == 1
-    assert floor_only[0].startswith("the median is within 5x the timer's floor (30 ns")
-    assert "-n to batch calls or --hot" in floor_only[0]
+    # a sample's median of 105 ns is within 5x a 30 ns empty window; 1 ns ticks do not matter
+    empty_only = timer_warnings(samples, 1, 30.0, 1.0)
+    assert len(empty_only) == 1
+    assert empty_only[0].startswith("the median is within 5x an empty sample's window (30 ns")
+    assert "-n to batch calls or --hot" in empty_only[0]
     assert timer_warnings(samples, 10, 30.0, 1.0) == []  # batched: 1,050 ns a sample
-    # a 512 ns step against an interval of a few ns: widened, and said so
+    # a 512 ns tick against an interval of a few ns: widened, and said so
     coarse = timer_warnings(samples, 1, None, 512.0)
     assert len(coarse) == 1 and "comparable to the median's 95% interval" in coarse[0]
+    assert coarse[0].startswith("the timer's tick (512 ns per sample")
     assert "widened by 512 ns on each side" in coarse[0]
     assert timer_warnings(samples, 1, None, None) == []
 
 
-def test_a_median_near_the_floor_is_flagged_and_the_interval_widened(
+def test_a_median_near_the_empty_window_is_flagged_and_the_interval_widened(
     fake_host_timer: Any,
 ) -> None:
-    fake_host_timer(1e6, 500.0)  # a 1 ms floor, a 500 ns step
+    fake_host_timer(1e6, 500.0)  # a 1 ms empty window, a 500 ns tick
     r = time_function(lambda: None, backend="cpu", number=2, repeat=20, warmup_ms=0)
-    assert any(f"within {FLOOR_WARN_FACTOR:g}x the timer's floor (1 ms" in w for w in r.warnings)
+    said = f"within {EMPTY_WINDOW_FACTOR:g}x an empty sample's window (1 ms"
+    assert any(said in w for w in r.warnings)
     assert any("widened by 250 ns on each side" in w for w in r.warnings)  # 500 ns / 2 calls
     raw_lo, raw_hi = stats.median_ci95(r.samples_ns)
     assert r.ci95_ns == (max(raw_lo - 250.0, 0.0), raw_hi + 250.0)
-    assert "timer floor 1 ms, resolution 500 ns per sample" in str(r._repr_mimebundle_())
+    method = "empty window 1 ms (samples near it are mostly the timer's own overhead), tick 500 ns"
+    assert method in str(r._repr_mimebundle_())
 
 
-def test_unknown_floor_says_nothing(fake_host_timer: Any) -> None:
+def test_unknown_empty_window_says_nothing(fake_host_timer: Any) -> None:
     fake_host_timer(None, None)
     r = time_function(lambda: None, backend="cpu", number=1, repeat=10, warmup_ms=0)
-    assert r.floor_ns is None and r.resolution_ns is None
+    assert r.empty_window_ns is None and r.tick_ns is None
     assert not any("timer" in w for w in r.warnings)
 
 
 # --- hot --------------------------------------------------------------------------------
 
 
-def test_hot_batch_dwarfs_the_floor_and_the_step() -> None:
+def test_hot_batch_dwarfs_the_empty_window_and_the_tick() -> None:
     assert hot_batch(None, None) == HOT_MIN_BATCH_NS
-    assert hot_batch(2_000.0, 500.0) == 500_000.0  # 1000 steps of 0.5 us
-    assert hot_batch(30_000.0, 1.0) == 3_000_000.0  # 100 floors
+    assert hot_batch(2_000.0, 500.0) == 500_000.0  # 1000 ticks of 0.5 us
+    assert hot_batch(30_000.0, 1.0) == 3_000_000.0  # 100 empty windows
     # 2 us calls in batches of 0.5 ms; fewer when min_samples batches would outlast the budget
     hot = TimingOptions(hot=True)
     assert _plan(hot, 2_000.0, "cuda", hot_batch_ns=500_000.0).number == 250
@@ -187,7 +193,7 @@ def test_hot_from_the_shell(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["time", "--hot", "--json", "--budget", "10", "--warmup", "0", "x = 1"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["options"]["hot"] is True and doc["options"]["flush_l2"] is False
-    assert doc["floor_ns"] > 0 and doc["resolution_ns"] > 0
+    assert doc["empty_window_ns"] > 0 and doc["tick_ns"] > 0
     assert doc["options"]["cold"].startswith("none (hot: ")
 
 
@@ -201,11 +207,11 @@ def test_hot_in_the_magic() -> None:
     assert res.result.options["hot"] is True and res.result.number > 1
 
 
-def test_the_floor_is_measured_without_a_cache_flush() -> None:
+def test_the_empty_window_is_measured_without_a_cache_flush() -> None:
     clock = HostClock(flush=True)
     flushes = [0]
     clock.flush = lambda: flushes.__setitem__(0, flushes[0] + 1)  # type: ignore[method-assign]
-    assert timer_floor(clock) is not None
+    assert empty_window(clock) is not None
     assert flushes[0] == 0
 
 
@@ -213,18 +219,29 @@ def test_the_floor_is_measured_without_a_cache_flush() -> None:
 
 
 class _ZeroEvery(HostClock):
-    """The host clock, but every ``period``-th window reads 0 ns (as events around no
-    device work do)."""
+    """The host clock, but every ``period``-th window (two marks in a row) reads 0 ns, as
+    events around no device work do. Marks are boxes, so that each has its own serial."""
 
     period = 1
 
     def __init__(self) -> None:
         super().__init__(flush=False)
-        self.reads = 0
+        self.serial: dict[int, int] = {}
+        self.marks = 0
+        self.windows = 0
+
+    def mark(self) -> list[int]:  # type: ignore[override]
+        box = [time.perf_counter_ns()]
+        self.marks += 1
+        self.serial[id(box)] = self.marks  # an id freed and taken again gets a new serial
+        return box
 
     def elapsed_ns(self, start: Any, end: Any) -> float:
-        self.reads += 1
-        return 0.0 if self.reads % self.period == 0 else super().elapsed_ns(start, end)
+        if self.serial.get(id(end)) == self.serial.get(id(start), -2) + 1:
+            self.windows += 1
+            if self.windows % self.period == 0:
+                return 0.0
+        return super().elapsed_ns(start, end)
 
 
 def test_a_run_whose_every_window_read_0_ns_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

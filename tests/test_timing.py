@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -276,13 +277,69 @@ def test_html_histogram_draws_any_loadable_result() -> None:
     assert histogram_counts([math.nan, math.inf]).sum() == 0
 
 
-def test_older_files_without_timer_floor_load_as_unknown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_older_files_without_timer_steps_load_as_unknown(tmp_path) -> None:  # type: ignore[no-untyped-def]
     old = TimingResult.load(_saved(tmp_path, [100.0, 110.0, 120.0]))
-    assert old.floor_ns is None and old.resolution_ns is None
-    assert old.ci95_ns == (100.0, 120.0)  # no resolution: the interval is not widened
+    assert old.empty_window_ns is None and old.tick_ns is None
+    assert old.ci95_ns == (100.0, 120.0)  # no tick: the interval is not widened
     known = TimingResult.load(
+        _saved(tmp_path, [100.0, 110.0, 120.0], empty_window_ns=30.0, tick_ns=20.0)
+    )
+    assert (known.empty_window_ns, known.tick_ns) == (30.0, 20.0)
+    assert known.ci95_ns == (80.0, 140.0)  # +-20 ns: one tick of the clock per sample
+    assert known.to_dict()["empty_window_ns"] == 30.0 and known.to_dict()["tick_ns"] == 20.0
+
+
+def test_files_with_the_former_names_load_under_the_new_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Results saved before call an empty sample's window ``floor_ns`` and the clock's
+    tick ``resolution_ns``: they load under today's names (and keep answering to the old
+    ones), and save under today's names only; where a file has both, today's name wins."""
+    old = TimingResult.load(
         _saved(tmp_path, [100.0, 110.0, 120.0], floor_ns=30.0, resolution_ns=20.0)
     )
-    assert (known.floor_ns, known.resolution_ns) == (30.0, 20.0)
-    assert known.ci95_ns == (80.0, 140.0)  # +-20 ns: one step of the clock per sample
-    assert known.to_dict()["floor_ns"] == 30.0 and known.to_dict()["resolution_ns"] == 20.0
+    assert (old.empty_window_ns, old.tick_ns) == (30.0, 20.0)
+    assert (old.floor_ns, old.resolution_ns) == (30.0, 20.0)
+    assert old.ci95_ns == (80.0, 140.0)
+    doc = old.to_dict()
+    assert (doc["empty_window_ns"], doc["tick_ns"]) == (30.0, 20.0)
+    assert "floor_ns" not in doc and "resolution_ns" not in doc
+    both = TimingResult.load(
+        _saved(tmp_path, [100.0], floor_ns=30.0, empty_window_ns=40.0, tick_ns=8.0)
+    )
+    assert (both.empty_window_ns, both.tick_ns) == (40.0, 8.0)
+
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "notebooks" / "recordings"
+
+
+def _timing_recordings() -> list[Path]:
+    found = []
+    for path in sorted(RECORDINGS.rglob("*.json")):
+        with path.open(encoding="utf-8") as fh:
+            head = fh.read(64)
+        if '"TimingResult"' in head:
+            found.append(path)
+    return found
+
+
+def test_every_recorded_timing_loads_with_its_timer_steps() -> None:
+    recorded = _timing_recordings()
+    assert len(recorded) >= 40
+    for path in recorded:
+        r = TimingResult.load(path)
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        assert r.empty_window_ns == doc["floor_ns"] and r.tick_ns == doc["resolution_ns"], path
+
+
+def test_a_recorded_kernel_below_the_empty_window_is_not_shown_below_a_floor() -> None:
+    """On the H200 an add kernel read 3.17 us, under the 3.39 us an empty kernel's window
+    reads: that is a warning threshold, and no view calls it a floor (nor the 32 ns tick
+    a resolution), the saved warnings included."""
+    (path,) = [p for p in _timing_recordings() if p.name == "add-2-0.json"]
+    r = TimingResult.load(path)
+    assert r.empty_window_ns is not None and r.median_ns < r.empty_window_ns
+    bundle = r._repr_mimebundle_()
+    for view in (bundle["text/plain"], bundle["text/html"]):
+        assert "floor" not in view and "resolution" not in view
+        assert "empty window 3.39 us" in view and "tick 32 ns" in view
+    assert r.warnings[0].startswith("the median is within 5x an empty sample's window (3.39 us")
+    assert r.warnings[1].startswith("the timer's tick (32 ns per sample")

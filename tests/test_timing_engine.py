@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from perflab.capture.gpu_clock import ThrottleWatch
+from perflab.capture import timer
+from perflab.capture.sampling import Samples, back_to_back_ns, idle_in_window
+from perflab.capture.throttle import ThrottleWatch
 from perflab.capture.timer import (
     HostClock,
     HostQueueClock,
@@ -250,45 +252,108 @@ def test_time_json_says_budget_cut(capsys: pytest.CaptureFixture[str]) -> None:
 # --- host-bound samples -----------------------------------------------------------------
 
 
-def test_host_bound_rule() -> None:
-    # host issued the sample in 3 ms, no filler, 1 ms of work: flagged
+def test_the_host_time_bound() -> None:
+    # host issued the sample in 3 ms, no filler, 1 ms of work: room for a wait
     assert host_bound([1e6], [3e6], [0.0]).tolist() == [True]
-    # a 20 ms filler covers the host: not flagged
+    # a 20 ms filler covers the host: no room
     assert host_bound([1e6], [3e6], [20e6]).tolist() == [False]
     # a long kernel hides a short host cost (the bound is < 5% of the window)
     assert host_bound([10e6], [10e3], [0.0]).tolist() == [False]
     assert lead_for(1e6) == 2e6 + 20e3
 
 
-def test_host_sleep_between_start_and_call_is_flagged(queue_clock: Any) -> None:
-    """The host sleeps 3 ms between the start mark and enqueueing 1 ms of work: without a
-    filler the queue ran dry inside the window (flagged); with one, it did not."""
-
-    def late_call() -> None:
-        time.sleep(0.003)
-        queue_clock.submit(lambda: time.sleep(0.001))
-
-    dry = take_samples(queue_clock, late_call, 1, 4)
-    assert host_bound(dry.window_ns, dry.host_ns, dry.lead_ns).all()
-    full = take_samples(queue_clock, late_call, 1, 4, lead_ns=50e6)
-    assert not host_bound(full.window_ns, full.host_ns, full.lead_ns).any()
-    assert min(full.lead_ns) >= 50e6  # the filler really held the queue
-
-
-def test_engine_sizes_the_filler_from_the_host_cost(queue_clock: Any) -> None:
-    def late_call() -> None:
-        time.sleep(0.002)
-        queue_clock.submit(lambda: time.sleep(0.0005))
-
-    run = measure(queue_clock, late_call, TimingOptions(budget_ms=60, warmup_ms=1))
-    assert run.lead_ns >= 2 * 2e6  # twice the host's time to issue a sample
-    flags = host_bound(run.samples.window_ns, run.samples.host_ns, run.samples.lead_ns)
-    assert flags.sum() <= len(flags) // 4  # a loaded machine may delay a few issues
-    off = measure(
-        queue_clock, late_call, TimingOptions(budget_ms=30, warmup_ms=1, fill_queue=False)
+def test_the_host_bound_rule_asks_the_device() -> None:
+    """Flagged: the device reached the window before the host had issued it (not
+    covered), the host's time leaves room for a wait, and the window is over 5% longer
+    than the calls back to back."""
+    s = Samples(
+        window_ns=[100e3, 100e3, 61e3, 100e3, 100e3],
+        host_ns=[500e3, 500e3, 500e3, 1e3, 500e3],
+        lead_ns=[0.0] * 5,
+        covered=[True, False, False, False, False],
     )
-    assert off.lead_ns == 0
-    assert host_bound(off.samples.window_ns, off.samples.host_ns, off.samples.lead_ns).all()
+    check = idle_in_window(s, 60e3)
+    # covered; a wait; within 5% of back to back; no room in host time; a wait
+    assert check.flagged.tolist() == [False, True, False, False, True]
+    assert not check.undecided.any() and check.back_to_back_ns == 60e3
+    unknown = idle_in_window(s, None)  # nothing to compare with: undecided, not flagged
+    assert not unknown.flagged.any()
+    assert unknown.undecided.tolist() == [False, True, True, False, True]
+    assert back_to_back_ns(s) is None  # one covered sample is too few
+    covered = Samples(window_ns=[10.0, 12.0, 11.0, 99.0], covered=[True, True, True, False])
+    assert back_to_back_ns(covered) == 11.0
+
+
+def _late_call(clock: HostQueueClock) -> Any:
+    """The host sleeps 5 ms before enqueueing 0.5 ms of work."""
+
+    def late_call() -> None:
+        time.sleep(0.005)
+        clock.submit(lambda: time.sleep(0.0005))
+
+    return late_call
+
+
+def test_a_late_host_is_host_bound_and_a_filler_hides_it(queue_clock: Any) -> None:
+    """Without a filler the queue runs dry inside each window and the device waits ~4.5 ms
+    for the host: every sample is flagged, against the same calls timed back to back
+    behind a filler (~0.5 ms). With the filler the device never gets ahead of the host."""
+    bare = measure(
+        queue_clock,
+        _late_call(queue_clock),
+        TimingOptions(budget_ms=60, warmup_ms=1, fill_queue=False),
+    )
+    assert bare.lead_ns == 0 and bare.idle is not None
+    assert not any(bare.samples.covered)
+    assert bare.idle.back_to_back_ns is not None and bare.idle.back_to_back_ns < 3e6
+    assert bare.idle.flagged.all()
+    filled = measure(queue_clock, _late_call(queue_clock), TimingOptions(budget_ms=60, warmup_ms=1))
+    assert filled.lead_ns >= 2 * 5e6  # twice the host's time to issue a sample
+    assert filled.idle is not None
+    assert filled.idle.flagged.sum() <= len(filled.samples.window_ns) // 4  # a loaded machine
+    assert min(filled.samples.lead_ns) >= filled.lead_ns  # the filler really held the queue
+
+
+def _full_queue_call(clock: HostQueueClock) -> Any:
+    """A call that enqueues 5 ms of work and returns at once (when the queue has room)."""
+    return lambda: clock.submit(lambda: time.sleep(0.005))
+
+
+def test_a_host_held_back_by_a_full_launch_queue_is_not_host_bound() -> None:
+    """A launch queue of 6 items and samples of 5 (mark, filler, mark, call, mark): the
+    host waits for room, so it issues a sample in ~5 ms behind a 1 ms filler, and the
+    host-time bound alone would flag every sample after the first; but the device had
+    each sample queued ahead of it when its issue ended, so it never waited."""
+    clock = HostQueueClock(depth=6)
+    try:
+        s = take_samples(clock, _full_queue_call(clock), 1, 8, lead_ns=1e6)
+    finally:
+        clock.close()
+    assert float(np.median(s.host_ns)) > 4e6  # held back at the device's pace
+    assert host_bound(s.window_ns, s.host_ns, s.lead_ns)[1:].all()
+    assert all(s.covered)
+    check = idle_in_window(s, back_to_back_ns(s))
+    assert not check.flagged.any() and not check.undecided.any()
+
+
+def test_a_full_launch_queue_gives_no_host_bound_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = HostQueueClock(depth=6)
+    monkeypatch.setattr(timer, "_make_clock", lambda opts: clock)
+    r = time_function(_full_queue_call(clock), repeat=12, warmup_ms=1, number=1)
+    assert r.host_ns is not None and float(np.median(r.host_ns)) > r.options["queue_filler_ns"]
+    assert r.options["host_bound_samples"] == 0
+    assert r.options["host_bound_undecided"] == 0
+    assert r.options["back_to_back_ns"] is not None
+    assert not any(w.startswith("host-bound") for w in r.warnings)
+
+
+def test_a_late_host_is_said_through_the_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = HostQueueClock()
+    monkeypatch.setattr(timer, "_make_clock", lambda opts: clock)
+    r = time_function(_late_call(clock), repeat=8, warmup_ms=1, number=1, fill_queue=False)
+    assert r.options["host_bound_samples"] == 8
+    (said,) = [w for w in r.warnings if w.startswith("host-bound")]
+    assert said.startswith("host-bound: in 8 of 8 samples the GPU waited for the host")
 
 
 def test_cpu_result_keeps_host_time_per_sample() -> None:
@@ -311,7 +376,7 @@ def test_cold_calls_say_exactly_what_was_flushed() -> None:
 
 
 def test_throttle_check_unavailable_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    on_cpu = ThrottleWatch.start(HostClock(flush=False)).finish([0.0] * 3, 0.0)
+    on_cpu = ThrottleWatch.start(HostClock(flush=False)).finish([0.0] * 3, [1.0] * 3)
     assert on_cpu["checked"] is False and "no GPU" in on_cpu["why"]
     assert on_cpu["warnings"] == []
 
@@ -320,7 +385,7 @@ def test_throttle_check_unavailable_is_reported(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # the import now fails
     watch = ThrottleWatch.start(Named())
-    missing = watch.finish([0.0] * 3, 0.0)  # no filler, no NVML: nothing to read
+    missing = watch.finish([0.0] * 3, [1.0] * 3)  # no NVML: nothing to read
     watch.close()
     assert missing["checked"] is False and "pynvml" in missing["why"]
     assert missing["warnings"] == [f"throttle check unavailable: {missing['why']}"]

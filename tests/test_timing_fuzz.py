@@ -75,8 +75,10 @@ def _timing_doc() -> dict[str, Any]:
         host_ns=np.full(12, 5e3),
         stop_reason="noise",
         throttle={"checked": False, "why": "pynvml is not installed"},
-        floor_ns=1.5e3,
-        resolution_ns=512.0,
+        empty_window_ns=1.5e3,
+        tick_ns=512.0,
+        sm_clock_min_mhz=np.full(12, 1980.0),
+        sm_clock_median_mhz=np.full(12, 1980.0),
     )
     return {"perflab": "TimingResult", "schema_version": 1, **r.to_dict()}
 
@@ -214,9 +216,15 @@ def test_tampered_results_load_correctly_or_name_the_field(
         ("samples_ns", "[5.0, 0]", r"field samples_ns\[1\]\): must be a per-call time"),
         ("samples_ns", "[1e300, 1e300]", r"field samples_ns\[0\]\): .*one day"),
         ("samples_ns", "[5.0, 86400000000001.0]", r"field samples_ns\[1\]"),
+        ("empty_window_ns", "0", r"field empty_window_ns\): .*nothing was timed"),
+        ("tick_ns", "1e300", r"field tick_ns\): .*one day"),
+        ("tick_ns", "-1", "field tick_ns"),
+        # the names files written before use are checked alike
         ("floor_ns", "0", r"field floor_ns\): .*nothing was timed"),
         ("resolution_ns", "1e300", r"field resolution_ns\): .*one day"),
         ("resolution_ns", "-1", "field resolution_ns"),
+        ("sm_clock_min_mhz", "[1980.0]", r"field sm_clock_min_mhz\): has 1 values where 12"),
+        ("sm_clock_median_mhz", "[-1.0]", r"field sm_clock_median_mhz\[0\]"),
     ],
 )
 def test_reported_tampers_are_refused(field: str, raw: str, message: str, tmp_path: Path) -> None:

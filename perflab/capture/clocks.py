@@ -38,9 +38,10 @@ class Clock(Protocol):
     :class:`~perflab.capture.gpu_clock.CupyCudaClock`.
 
     A mark is opaque (a ``perf_counter_ns`` reading, a CUDA event): only :meth:`elapsed_ns`
-    reads two of them, and on an asynchronous clock only after :meth:`sync`. A CUDA clock
-    also has ``identity``, ``max_sm_mhz``, ``filler_cycles`` and ``stream_change``, which the
-    throttle check and the result read where present."""
+    reads two of them, and on an asynchronous clock only after :meth:`sync`; :meth:`reached`
+    asks, without waiting, whether the device has got to one yet. A CUDA clock also has
+    ``identity``, ``max_sm_mhz`` and ``stream_change``, which the throttle check and the
+    result read where present."""
 
     name: str  # the result's backend: "cpu", "cuda" or "host-queue"
     device: str  # the result's device, in words
@@ -56,6 +57,11 @@ class Clock(Protocol):
 
     def elapsed_ns(self, start: object, end: object) -> float:
         """The time between two marks of this clock."""
+        ...
+
+    def reached(self, mark: object) -> bool:
+        """Whether the device has already got to ``mark`` (a query that does not wait:
+        ``cudaEventQuery``). Always True on the host, which is its own device."""
         ...
 
     def hold(self, ns: float) -> None:
@@ -105,6 +111,9 @@ class HostClock:
     def elapsed_ns(self, start: object, end: object) -> float:
         return float(_reading(end) - _reading(start))
 
+    def reached(self, mark: object) -> bool:
+        return True
+
     def hold(self, ns: float) -> None:
         """No queue to fill on the host."""
 
@@ -136,18 +145,22 @@ class HostQueueClock:
     in order, as a GPU stream runs kernels. Marks are ``perf_counter_ns`` readings taken
     by the worker when it reaches them; ``hold(ns)`` keeps the worker busy (the queue
     filler). Work is put on the queue with :meth:`submit`. It lets the queue logic
-    (fillers, host-bound flags) run for real without a GPU; it is not a user backend."""
+    (fillers, host-bound flags) run for real without a GPU; it is not a user backend.
+
+    ``depth`` bounds the queue as a GPU's launch queue is bounded: with ``depth`` items
+    waiting, :meth:`submit` blocks until the worker takes one, so the host is held back
+    by a full queue while the worker never waits (None: unbounded)."""
 
     name = "host-queue"
     asynchronous = True
     can_fill = True
     flushes = False
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int | None = None) -> None:
         self.device = "CPU worker thread (the host analog of a GPU stream)"
         self.notes: list[str] = []
         self.setup: dict[str, object] = {}
-        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[Callable[[], object] | None] = queue.Queue(maxsize=depth or 0)
         self._worker = threading.Thread(target=self._work, name="perflab-host-queue", daemon=True)
         self._worker.start()
 
@@ -169,6 +182,9 @@ class HostQueueClock:
 
     def elapsed_ns(self, start: object, end: object) -> float:
         return float(_reading(end) - _reading(start))
+
+    def reached(self, mark: object) -> bool:
+        return _reading(mark) != 0  # the worker stamps the box when it gets there
 
     def hold(self, ns: float) -> None:
         self.submit(lambda: time.sleep(ns / 1e9))  # sleeps at least ns

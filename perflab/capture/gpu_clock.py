@@ -1,10 +1,11 @@
 """The CUDA side of the timing engine: event clocks (torch, else CuPy) with a queue
-filler, the persisting-L2 reset, and the clock-throttle check (the SM clock of each sample
-from its filler, NVML's violation counters).
+filler, the persisting-L2 reset, and finding the CUDA device in NVML (for the clock check,
+:mod:`perflab.capture.throttle`).
 
 Everything here touches a GPU and runs only on one (``gpu`` tests, scripts/gpu-check);
 the logic it feeds (planning, stopping, host-bound flags) lives in
-:mod:`perflab.capture.timer` and runs on the host clock too.
+:mod:`perflab.capture.timer` and :mod:`perflab.capture.sampling` and runs on the host
+clock and the host queue too.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import contextlib
 import ctypes
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from perflab.capture import env, graph
 from perflab.capture.clocks import DEFAULT_FLUSH_BYTES
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
 CALIBRATION_CYCLES = 2_000_000  # ~1 ms at 2 GHz: long enough to time with events
 CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
-THROTTLE_CLOCK_FRACTION = 0.75  # nvbench drops samples below 75% of the default SM clock
 
 SPIN_SOURCE = r"""
 extern "C" __global__ void perflab_spin(long long cycles) {
@@ -41,9 +39,8 @@ extern "C" __global__ void perflab_spin(long long cycles) {
 
 class _EventClock:
     """One CUDA event pair per sample on the current stream, read after one sync.
-    ``hold(ns)`` enqueues a spinning kernel of about ``ns`` (the queue filler); it spins a
-    known number of SM cycles (:meth:`filler_cycles`), so its event-timed length gives the
-    SM clock just before each sample's window."""
+    ``hold(ns)`` enqueues a spinning kernel of about ``ns`` (the queue filler): it spins
+    :meth:`filler_cycles` SM cycles, calibrated once with events."""
 
     name = "cuda"
     asynchronous = True
@@ -60,8 +57,12 @@ class _EventClock:
         self.notes: list[str] = []
         self.setup: dict[str, object] = {}
 
-    # subclasses: new_event, event_ms, spin, flush, sync, capture_graph, current_stream
+    # subclasses: new_event, event_ms, reached, spin, flush, sync, capture_graph,
+    # current_stream
     def new_event(self) -> Any:
+        raise NotImplementedError
+
+    def reached(self, mark: object) -> bool:
         raise NotImplementedError
 
     def event_ms(self, start: Any, end: Any) -> float:
@@ -166,6 +167,9 @@ class TorchCudaClock(_EventClock):
     def event_ms(self, start: Any, end: Any) -> float:
         return float(start.elapsed_time(end))
 
+    def reached(self, mark: object) -> bool:
+        return bool(mark.query())  # type: ignore[attr-defined]  # cudaEventQuery
+
     def spin(self, cycles: int) -> None:
         self.torch.cuda._sleep(cycles)
 
@@ -216,6 +220,9 @@ class CupyCudaClock(_EventClock):
 
     def event_ms(self, start: Any, end: Any) -> float:
         return float(self.cupy.cuda.get_elapsed_time(start, end))
+
+    def reached(self, mark: object) -> bool:
+        return bool(mark.done)  # type: ignore[attr-defined]  # cudaEventQuery
 
     def spin(self, cycles: int) -> None:
         self._spin((1,), (1,), (np.int64(cycles),))
@@ -350,263 +357,3 @@ def reset_persisting_l2(notes: list[str]) -> dict[str, str]:
         "to 0 before timing"
     )
     return {"persisting_l2": f"reset from {size.value} bytes"}
-
-
-# --- throttling ---------------------------------------------------------------------
-
-
-def clock_mhz_from_filler(cycles: int, filler_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """The SM clock (MHz) of each sample from its queue filler: the filler spins ``cycles``
-    SM cycles (clock64), and an event pair around it gives its time. That time also holds
-    the filler's start in the stream (and, in a host-bound sample, any wait for the host
-    to enqueue it), so this reads low: a lower bound. NaN where there was no filler."""
-    ns = np.asarray(filler_ns, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mhz = cycles * 1e3 / ns
-    return np.where((ns > 0) & np.isfinite(ns) & (cycles > 0), mhz, math.nan)
-
-
-def below_clock(mhz: npt.ArrayLike, reference_mhz: float) -> npt.NDArray[np.bool_]:
-    """Samples run below THROTTLE_CLOCK_FRACTION of the reference (default) SM clock,
-    as nvbench drops them; an unknown clock (NaN) is never dropped."""
-    clocks = np.asarray(mhz, dtype=np.float64)
-    if not (math.isfinite(reference_mhz) and reference_mhz > 0):
-        return np.zeros(clocks.shape, dtype=bool)
-    with np.errstate(invalid="ignore"):
-        return np.asarray(clocks < THROTTLE_CLOCK_FRACTION * reference_mhz, dtype=np.bool_)
-
-
-def _summary(mhz: npt.NDArray[np.float64]) -> dict[str, float] | None:
-    finite = mhz[np.isfinite(mhz)]
-    if not finite.size:
-        return None
-    return {
-        "min": round(float(finite.min()), 1),
-        "median": round(float(np.median(finite)), 1),
-        "max": round(float(finite.max()), 1),
-    }
-
-
-@dataclass(frozen=True)
-class ThrottleReport:
-    """What the clock check of a run found (:meth:`ThrottleWatch.finish`): :meth:`recorded`
-    is the result's ``throttle`` field; ``drop`` (one flag per sample: run below the clock
-    floor) and ``warnings`` are for the timer to apply."""
-
-    checked: bool
-    why: str | None = None  # why nothing was checked
-    method: str = ""
-    default_sm_mhz: float | None = None
-    default_from: str | None = None
-    window_sm_mhz: dict[str, float] | None = None  # min, median, max of the samples' clocks
-    violation_ns: dict[str, int] = field(default_factory=dict)  # NVML's, gained in the run
-    reasons_after: list[str] = field(default_factory=list)
-    drop: npt.NDArray[np.bool_] | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    def recorded(self) -> dict[str, object]:
-        """The ``throttle`` field a :class:`~perflab.model.timing.TimingResult` keeps."""
-        if not self.checked:
-            return {"checked": False, "why": self.why}
-        return {
-            "checked": True,
-            "method": self.method,
-            "default_sm_mhz": self.default_sm_mhz,
-            "default_from": self.default_from,
-            "window_sm_mhz": self.window_sm_mhz,
-            "min_sm_mhz": self.window_sm_mhz["min"] if self.window_sm_mhz else None,
-            "violation_ns": self.violation_ns,
-            "reasons_after": self.reasons_after,
-            "dropped_samples": int(self.drop.sum()) if self.drop is not None else 0,
-        }
-
-    def __getitem__(self, key: str) -> object:
-        """The report as one mapping: the recorded field with ``drop`` and ``warnings``."""
-        if key == "warnings":
-            return self.warnings
-        if key == "drop" and self.drop is not None:
-            return self.drop
-        return self.recorded()[key]
-
-
-class ThrottleWatch:
-    """The clock check of a run, after nvbench: the SM clock of every sample, measured by
-    its queue filler (cycles spun over the filler's event-timed duration), against the
-    default SM clock (samples below 75% of it are dropped); and NVML's violation counters
-    before and after, with the throttle reasons at the end. NVML comes from pynvml or
-    ``libnvidia-ml.so.1`` (:mod:`perflab.capture.nvml`). ``finish`` returns a
-    :class:`ThrottleReport`, unchecked (with why) when neither part can run."""
-
-    _REASONS: ClassVar[dict[int, str]] = {
-        0x4: "software power cap",
-        0x8: "hardware slowdown",
-        0x20: "software thermal slowdown",
-        0x40: "hardware thermal slowdown",
-        0x80: "hardware power brake",
-    }
-    _POLICIES: ClassVar[tuple[str, ...]] = ("NVML_PERF_POLICY_POWER", "NVML_PERF_POLICY_THERMAL")
-
-    def __init__(
-        self, why: str | None, clock: Clock | None = None, nvml: Any = None, handle: Any = None
-    ) -> None:
-        self.why = why  # why nothing can be checked (no GPU); None on a GPU
-        self.clock = clock
-        self.nvml = nvml
-        self.handle = handle
-        self.nvml_why: str | None = None
-        self.reference_mhz = math.nan
-        self.reference = ""
-        self.before: dict[str, int] = {}
-
-    @classmethod
-    def start(cls, clock: Clock) -> ThrottleWatch:
-        if clock.name != "cuda":
-            return cls("no GPU: the throttle check reads an NVIDIA GPU's clocks")
-        watch = cls(None, clock)
-        watch._open_nvml(getattr(clock, "identity", {}))
-        if watch.nvml is not None:
-            watch.reference_mhz, watch.reference = watch._nvml_reference()
-            watch.before = watch._violations()
-        if not math.isfinite(watch.reference_mhz):
-            mhz = float(getattr(clock, "max_sm_mhz", math.nan))
-            watch.reference_mhz, watch.reference = mhz, "the CUDA device's maximum SM clock"
-        return watch
-
-    def _open_nvml(self, identity: dict[str, str]) -> None:
-        from perflab.capture.nvml import load_nvml
-
-        nvml, why = load_nvml()
-        if nvml is None:
-            self.nvml_why = why
-            return
-        try:
-            nvml.nvmlInit()
-        except Exception as exc:  # NVML raises its own error types
-            self.nvml_why = f"NVML did not start: {exc}"
-            return
-        handle = nvml_handle(nvml, identity)
-        if handle is None:
-            with contextlib.suppress(Exception):
-                nvml.nvmlShutdown()
-            self.nvml_why = "cannot match the CUDA device to an NVML device (by UUID or PCI bus id)"
-            return
-        self.nvml, self.handle = nvml, handle
-
-    def _nvml_reference(self) -> tuple[float, str]:
-        nvml, h = self.nvml, self.handle
-        for getter, label in (
-            ("nvmlDeviceGetDefaultApplicationsClock", "NVML's default applications SM clock"),
-            ("nvmlDeviceGetMaxClockInfo", "NVML's maximum SM clock"),
-        ):
-            with contextlib.suppress(Exception):
-                mhz = float(getattr(nvml, getter)(h, nvml.NVML_CLOCK_SM))
-                if mhz > 0:
-                    return mhz, label
-        return math.nan, ""
-
-    def _violations(self) -> dict[str, int]:
-        out = {}
-        for policy in self._POLICIES:
-            with contextlib.suppress(Exception):
-                status = self.nvml.nvmlDeviceGetViolationStatus(
-                    self.handle, getattr(self.nvml, policy)
-                )
-                out[policy.rsplit("_", 1)[-1].lower()] = int(status.violationTime)
-        return out
-
-    def _reasons(self) -> list[str]:
-        for getter in (
-            "nvmlDeviceGetCurrentClocksEventReasons",
-            "nvmlDeviceGetCurrentClocksThrottleReasons",
-        ):
-            with contextlib.suppress(Exception):
-                mask = int(getattr(self.nvml, getter)(self.handle))
-                return [text for bit, text in self._REASONS.items() if mask & bit]
-        return []
-
-    def window_clocks(self, filler_ns: npt.ArrayLike, lead_ns: float) -> npt.NDArray[np.float64]:
-        """Each sample's SM clock (MHz) from its filler; NaN throughout without one."""
-        ns = np.asarray(filler_ns, dtype=np.float64)
-        cycles_of = getattr(self.clock, "filler_cycles", None)
-        if lead_ns <= 0 or cycles_of is None:
-            return np.full(ns.shape, math.nan)
-        return clock_mhz_from_filler(int(cycles_of(lead_ns)), ns)
-
-    def finish(self, filler_ns: npt.ArrayLike, lead_ns: float) -> ThrottleReport:
-        """What the check found, from each sample's filler time (``filler_ns``: the
-        event-timed filler before it; ``lead_ns``: the filler length asked for, 0 when
-        none ran)."""
-        if self.why is not None:
-            return ThrottleReport(checked=False, why=self.why)
-        mhz = self.window_clocks(filler_ns, lead_ns)
-        clocked = _summary(mhz)
-        if clocked is None and self.nvml is None:
-            why = f"no queue filler to measure the SM clock, and {self.nvml_why}"
-            return ThrottleReport(
-                checked=False, why=why, warnings=[f"throttle check unavailable: {why}"]
-            )
-        drop = below_clock(mhz, self.reference_mhz)
-        violated, reasons = self._nvml_after()
-        return ThrottleReport(
-            checked=True,
-            method=_method(clocked is not None, self.nvml is not None),
-            default_sm_mhz=self.reference_mhz if math.isfinite(self.reference_mhz) else None,
-            default_from=self.reference or None,
-            window_sm_mhz=clocked,
-            violation_ns=violated,
-            reasons_after=reasons,
-            drop=drop,
-            warnings=self._clock_warnings(mhz, drop) + self._nvml_warnings(violated),
-        )
-
-    def _nvml_after(self) -> tuple[dict[str, int], list[str]]:
-        """What NVML's violation counters gained during the run (ns per policy), and the
-        throttle reasons at its end; nothing without NVML."""
-        if self.nvml is None:
-            return {}, []
-        after = self._violations()
-        violated = {k: after[k] - v for k, v in self.before.items() if after.get(k, v) > v}
-        return violated, self._reasons()
-
-    def _clock_warnings(
-        self, mhz: npt.NDArray[np.float64], drop: npt.NDArray[np.bool_]
-    ) -> list[str]:
-        if not np.isfinite(mhz).any():
-            return [
-                "SM clock per sample not measured (no queue filler): only NVML's violation "
-                "counters were checked"
-            ]
-        if not math.isfinite(self.reference_mhz):
-            return [
-                "SM clock per sample measured but not checked: no default SM clock known "
-                "(neither NVML nor the CUDA device gave one)"
-            ]
-        if not drop.any():
-            return []
-        return [
-            f"dropped {int(drop.sum())} of {drop.size} samples run below 75% of the default "
-            f"SM clock ({self.reference_mhz:.0f} MHz; lowest {np.nanmin(mhz):.0f} MHz)"
-        ]
-
-    def _nvml_warnings(self, violated: dict[str, int]) -> list[str]:
-        if self.nvml is None:
-            return [f"NVML unavailable ({self.nvml_why}): throttle reasons not read"]
-        if not violated:
-            return []
-        spent = ", ".join(f"{k} {ns / 1e6:.1f} ms" for k, ns in violated.items())
-        return [f"clocks throttled during the run: {spent}"]
-
-    def close(self) -> None:
-        if self.nvml is not None:
-            with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()
-            self.nvml = None
-
-
-def _method(per_window: bool, nvml: bool) -> str:
-    parts = []
-    if per_window:
-        parts.append("SM clock of each sample from its queue filler (cycles spun / event time)")
-    if nvml:
-        parts.append("NVML violation counters before/after")
-    return "; ".join(parts)

@@ -20,6 +20,16 @@ NVML_CLOCK_SM = 1  # nvmlClockType_t
 NVML_CLOCK_MEM = 2
 NVML_PERF_POLICY_POWER = 0  # nvmlPerfPolicyType_t
 NVML_PERF_POLICY_THERMAL = 1
+# nvmlClocksEventReasons (formerly "clocks throttle reasons") that mean a power or thermal
+# limit holds the clocks down; the others (GPU idle, applications clocks setting, sync
+# boost, display clock setting) say the clock was chosen, not held down
+THROTTLE_REASONS = {
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
 TEXT_BUFFER = 96  # NVML_DEVICE_UUID_V2_BUFFER_SIZE; driver versions need 80
 
 

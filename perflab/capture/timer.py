@@ -17,20 +17,26 @@ One sample is: [cache flush] [queue filler] start-mark, ``number`` calls, end-ma
 The flush and the filler are enqueued before the start mark, so neither is inside the
 timed window. On a GPU the filler is a spinning kernel (``torch.cuda._sleep``) sized
 from the host's cost of issuing a sample, so the start event and the calls sit in a
-full queue and the GPU never waits for the host inside the window (nvbench's blocking
-kernel). The host time of issuing every sample (``host_ns``) is kept too, and a sample
-whose filler was shorter than its host time is flagged host-bound: the GPU may have
-waited for the CPU, and the sample then measures the host's loop, not the kernel.
-The filler spins a known number of SM cycles, so its event-timed length (``lead_ns``)
-also gives the SM clock just before each window: the throttle check
-(:class:`perflab.capture.gpu_clock.ThrottleWatch`) drops samples whose clock was below
-75% of the default SM clock, as nvbench does.
+full queue and the GPU does not wait for the host inside the window (nvbench's blocking
+kernel). The host time of issuing every sample (``host_ns``) is kept too. A sample is
+flagged host-bound only on the device's evidence that it waited inside the window: it
+had reached the start mark before the host finished issuing the sample, and the window
+is longer than the same calls take queued back to back (the rule, in full, is in
+:mod:`perflab.capture.sampling`). A host held back by a full launch queue is not
+flagged: the device had the whole sample queued ahead of it.
 
-The timer's floor (what it reads for a sample of nothing: on a GPU one empty kernel
-between the events) and resolution (its smallest step) are measured once per clock and
-process and stored with every result; a median within a few floors is flagged, and the
-median's interval is widened by one step per call. ``hot`` batches calls back to back
-(no flush between them) until the batch dwarfs both, as nvbench's hot measurement does.
+The clock check (:class:`perflab.capture.throttle.ThrottleWatch`) polls NVML from a
+background thread while the samples run (SM clock, clock-event reasons, violation
+counters), attributes the polls to samples by host time and drops a sample only where
+NVML confirms throttling during it and its clock fell below 75% of the default.
+
+An empty sample's window (what the timer reads for a sample of nothing: on a GPU one
+empty kernel between the events) and the clock's tick (the step its readings come in)
+are measured once per clock and process and stored with every result: a median within a
+few empty windows is flagged (the marks' own overhead dominates it; a kernel can read
+below it), and the median's interval is widened by one tick per call. ``hot`` batches
+calls back to back (no flush between them) until the batch dwarfs both, as nvbench's
+hot measurement does.
 
 Every sample is kept; garbage collection is off while timing. CPU backend: the host is
 the device (``perf_counter_ns`` marks, no queue, nothing to fill).
@@ -61,15 +67,24 @@ import numpy.typing as npt
 from perflab._gc import gc_paused
 from perflab.capture import env
 
-# the clocks (clocks.py) and what a result warns about (timer_warnings.py) have their own
-# modules; their names are importable from here too
+# the clocks (clocks.py), a round of samples and the host-bound rule (sampling.py) and what
+# a result warns about (timer_warnings.py) have their own modules; their names are
+# importable from here too
 from perflab.capture.clocks import Clock as Clock
 from perflab.capture.clocks import HostClock as HostClock
 from perflab.capture.clocks import HostQueueClock as HostQueueClock
 from perflab.capture.clocks import nothing
 from perflab.capture.nvtx import Range
-from perflab.capture.timer_warnings import FLOOR_WARN_FACTOR as FLOOR_WARN_FACTOR
+from perflab.capture.sampling import HOST_BOUND_FRACTION as HOST_BOUND_FRACTION
+from perflab.capture.sampling import PROBE_SAMPLES as PROBE_SAMPLES
+from perflab.capture.sampling import IdleCheck, check_idle, queue_lead
+from perflab.capture.sampling import Samples as Samples
+from perflab.capture.sampling import host_bound as host_bound
+from perflab.capture.sampling import lead_for as lead_for
+from perflab.capture.sampling import take_samples as take_samples
+from perflab.capture.timer_warnings import EMPTY_WINDOW_FACTOR as EMPTY_WINDOW_FACTOR
 from perflab.capture.timer_warnings import cold_calls as cold_calls
+from perflab.capture.timer_warnings import host_bound_warnings
 from perflab.capture.timer_warnings import noise_warnings as noise_warnings
 from perflab.capture.timer_warnings import nothing_timed as nothing_timed
 from perflab.capture.timer_warnings import timer_warnings as timer_warnings
@@ -80,24 +95,19 @@ from perflab.model.timing import TimingResult, first_unmeasurable, measurable
 from perflab.model.units import format_ns
 
 if TYPE_CHECKING:  # the GPU side, imported when a run starts
-    from perflab.capture.gpu_clock import ThrottleReport
+    from perflab.capture.throttle import ThrottleReport
 
 CPU_MIN_SAMPLE_NS = 20_000  # batch tiny CPU calls so perf_counter overhead stays < ~1%
 ESTIMATE_SAMPLES = 5
-PROBE_SAMPLES = 3  # samples that measure the host's cost of issuing one (GPU, with filler)
 MAX_BUDGET_MS = 3_600_000.0  # one hour: a larger budget is a typo, and int() would overflow
 MAX_COUNT = 10_000_000  # calls per sample / samples: beyond this a run never ends
 MAX_WARMUP_CALLS = 100_000
-HOST_BOUND_FRACTION = 0.05  # the GPU may have idled > 5% of a sample: flag it
-LEAD_FACTOR = 2.0  # the queue filler lasts twice the host's cost of issuing a sample
-LEAD_MARGIN_NS = 20_000.0
-MAX_LEAD_NS = 50_000_000.0
 ROUND_GROWTH = 0.5  # each round adds half as many samples as there are
-FLOOR_SAMPLES = 51  # samples of nothing timed for the timer's floor (once per clock)
-RESOLUTION_READS = 1_000  # back-to-back clock readings for its resolution
-HOT_FLOOR_FACTOR = 100.0  # a hot batch lasts >= 100 floors (the floor < 1% of it)
-HOT_RESOLUTION_FACTOR = 1_000.0  # and >= 1000 steps of the clock
-HOT_MIN_BATCH_NS = 20_000.0  # and >= 20 us (all there is when the floor is unknown)
+EMPTY_SAMPLES = 51  # samples of nothing timed for an empty sample's window (once per clock)
+TICK_READS = 1_000  # back-to-back clock readings for its tick
+HOT_EMPTY_FACTOR = 100.0  # a hot batch lasts >= 100 empty windows (their overhead < 1% of it)
+HOT_TICK_FACTOR = 1_000.0  # and >= 1000 ticks of the clock
+HOT_MIN_BATCH_NS = 20_000.0  # and >= 20 us (all there is when neither is known)
 
 
 @dataclass
@@ -110,7 +120,7 @@ class TimingOptions:
     repeat: int | None = None  # samples (-r): a fixed count, no stopping rule
     flush_l2: bool | None = None  # None: on for CUDA, off for CPU
     graph: bool = False
-    hot: bool = False  # calls back to back, no flush, batched until the timer's floor is < 1%
+    hot: bool = False  # calls back to back, no flush, batched until an empty window is < 1%
     backend: str = "auto"
     name: str = "fn"
     nvtx: bool = True
@@ -300,93 +310,7 @@ def next_round(n: int, elapsed_ns: float, opts: TimingOptions, plan: Plan) -> in
     return max(1, min(growth, by_budget, cap))
 
 
-# --- host-bound samples -------------------------------------------------------------
-
-
-def host_bound(
-    window_ns: npt.ArrayLike, host_ns: npt.ArrayLike, lead_ns: npt.ArrayLike
-) -> npt.NDArray[np.bool_]:
-    """Samples in which the device may have waited for the host.
-
-    A sample's work is issued within ``host_ns`` of its filler being enqueued; the filler
-    keeps the device busy for ``lead_ns``. So the device can have idled inside the timed
-    window for at most ``host_ns - lead_ns``; a sample is flagged when that bound exceeds
-    HOST_BOUND_FRACTION of its window (``window_ns``: the time of all its calls)."""
-    window = np.asarray(window_ns, dtype=np.float64)
-    idle_bound = np.maximum(
-        0.0, np.asarray(host_ns, dtype=np.float64) - np.asarray(lead_ns, dtype=np.float64)
-    )
-    return np.asarray(idle_bound > HOST_BOUND_FRACTION * window, dtype=np.bool_)
-
-
-def lead_for(host_issue_ns: float) -> float:
-    """Queue-filler length for samples the host issues in ``host_issue_ns``."""
-    return min(MAX_LEAD_NS, LEAD_FACTOR * host_issue_ns + LEAD_MARGIN_NS)
-
-
 # --- sampling -----------------------------------------------------------------------
-
-
-@dataclass
-class Samples:
-    """Raw samples of one round or run: the window of each sample (all its calls), the
-    host's time to issue it, and the device time of the filler before it."""
-
-    window_ns: list[float] = field(default_factory=list)
-    host_ns: list[float] = field(default_factory=list)
-    lead_ns: list[float] = field(default_factory=list)
-
-    def extend(self, other: Samples) -> None:
-        self.window_ns += other.window_ns
-        self.host_ns += other.host_ns
-        self.lead_ns += other.lead_ns
-
-
-def take_samples(
-    clock: Clock,
-    step: Callable[[], object],
-    steps: int,
-    count: int,
-    lead_ns: float = 0.0,
-    after_issue: Callable[[], None] | None = None,
-    flush: bool = True,
-) -> Samples:
-    """``count`` samples of ``steps`` calls of ``step``, in this order per sample: flush,
-    [filler], start mark, the calls, end mark, then ``after_issue`` (a hook called once
-    the sample is issued). With a filler, one more goes first. Only the calls lie between
-    the marks; one sync at the end."""
-    host = time.perf_counter_ns
-    marks = []
-    issued = []
-    calls = range(steps)
-    if lead_ns > 0:
-        # a head start: after the last round's sync the queue is empty, so the first sample
-        # has only its own filler ahead of it, and on an H200 its issue (flush, filler,
-        # calls) overran that filler in the first sample of every round; later samples queue
-        # behind the ones before them
-        clock.hold(lead_ns)
-    for _ in range(count):
-        if flush:
-            clock.flush()
-        h0 = host()
-        pre = None
-        if lead_ns > 0:
-            pre = clock.mark()
-            clock.hold(lead_ns)
-        start = clock.mark()
-        for _ in calls:
-            step()
-        end = clock.mark()
-        issued.append(float(host() - h0))
-        marks.append((pre, start, end))
-        if after_issue is not None:
-            after_issue()
-    clock.sync()
-    out = Samples(host_ns=issued)
-    for pre, start, end in marks:
-        out.window_ns.append(clock.elapsed_ns(start, end))
-        out.lead_ns.append(clock.elapsed_ns(pre, start) if pre is not None else 0.0)
-    return out
 
 
 def _estimate(clock: Clock, fn: Callable[[], object], budget_ns: float) -> Samples:
@@ -410,17 +334,18 @@ def _back_to_back_per_call(
     return min(single_ns, float(np.median(probe.window_ns)) / number)
 
 
-# --- the timer's floor and resolution -------------------------------------------------
+# --- an empty sample's window and the clock's tick ------------------------------------
 
 _TIMER_STEPS: dict[tuple[str, str], tuple[float | None, float | None]] = {}
 
 
 def timer_steps(clock: Clock) -> tuple[float | None, float | None]:
-    """The clock's floor and resolution in ns (None where they cannot be measured),
-    measured on the first use of each kind of clock and device in this process."""
+    """An empty sample's window and the clock's tick in ns (None where they cannot be
+    measured), measured on the first use of each kind of clock and device in this
+    process."""
     key = (type(clock).__name__, str(clock.device))
     if key not in _TIMER_STEPS:
-        _TIMER_STEPS[key] = (timer_floor(clock), timer_resolution(clock))
+        _TIMER_STEPS[key] = (empty_window(clock), timer_tick(clock))
     return _TIMER_STEPS[key]
 
 
@@ -435,31 +360,26 @@ def empty_step(clock: Clock) -> tuple[Callable[[], object], int] | None:
     return (lambda: clock.spin(0)), 1
 
 
-def queue_lead(clock: Clock, step: Callable[[], object], steps: int, flush: bool = True) -> float:
-    """The queue filler for samples of ``steps`` calls of ``step``, sized from the host's
-    cost of issuing PROBE_SAMPLES of them (after a first hold, which calibrates it)."""
-    clock.hold(1.0)
-    probe = take_samples(clock, step, steps, PROBE_SAMPLES, flush=flush)
-    return lead_for(float(np.max(probe.host_ns)))
-
-
-def timer_floor(clock: Clock) -> float | None:
-    """What the timer reads for a sample of nothing: the median of FLOOR_SAMPLES samples
+def empty_window(clock: Clock) -> float | None:
+    """What the timer reads for a sample of nothing: the median of EMPTY_SAMPLES samples
     of :func:`empty_step`, taken as the engine takes samples (behind the queue filler
-    where there is one; no cache flush). Every sample's window includes it."""
+    where there is one; no cache flush). It is a warning threshold, not a floor: a
+    sample near it is dominated by the marks' own overhead, and a short kernel can read
+    below it (on a GPU the empty kernel's launch is in it, and a kernel's own may overlap
+    the events')."""
     empty = empty_step(clock)
     if empty is None:
         return None
     step, steps = empty
     lead = queue_lead(clock, step, steps, flush=False) if clock.asynchronous else 0.0
-    empties = take_samples(clock, step, steps, FLOOR_SAMPLES, lead, flush=False)
+    empties = take_samples(clock, step, steps, EMPTY_SAMPLES, lead, flush=False)
     return _measurable(stats.median(empties.window_ns))
 
 
-def timer_resolution(clock: Clock) -> float | None:
-    """The clock's smallest step, from RESOLUTION_READS back-to-back readings (see
-    :func:`clock_step`). On a queue they are read again behind a filler longer than their
-    issue, so that the device records them back to back, not at the host's pace."""
+def timer_tick(clock: Clock) -> float | None:
+    """The clock's tick, from TICK_READS back-to-back readings (see :func:`clock_step`).
+    On a queue they are read again behind a filler longer than their issue, so that the
+    device records them back to back, not at the host's pace."""
     steps, issued_ns = _back_to_back(clock, 0.0)
     if clock.asynchronous and clock.can_fill:
         steps, _ = _back_to_back(clock, lead_for(issued_ns))
@@ -472,7 +392,7 @@ def _back_to_back(clock: Clock, lead_ns: float) -> tuple[npt.NDArray[np.float64]
     if lead_ns > 0:
         clock.hold(lead_ns)
     t0 = time.perf_counter_ns()
-    marks = [clock.mark() for _ in range(RESOLUTION_READS)]
+    marks = [clock.mark() for _ in range(TICK_READS)]
     issued = float(time.perf_counter_ns() - t0)
     clock.sync()
     steps = [clock.elapsed_ns(a, b) for a, b in itertools.pairwise(marks)]
@@ -504,13 +424,13 @@ def _measurable(ns: float) -> float | None:
     return ns if first_unmeasurable([ns]) is None else None
 
 
-def hot_batch(floor_ns: float | None, resolution_ns: float | None) -> float:
-    """The least time of a hot batch: HOT_FLOOR_FACTOR floors and HOT_RESOLUTION_FACTOR
-    steps of the clock (the timer's overhead < 1% of it), and HOT_MIN_BATCH_NS."""
+def hot_batch(empty_window_ns: float | None, tick_ns: float | None) -> float:
+    """The least time of a hot batch: HOT_EMPTY_FACTOR empty windows and HOT_TICK_FACTOR
+    ticks of the clock (the timer's overhead < 1% of it), and HOT_MIN_BATCH_NS."""
     return max(
         HOT_MIN_BATCH_NS,
-        HOT_FLOOR_FACTOR * (floor_ns or 0.0),
-        HOT_RESOLUTION_FACTOR * (resolution_ns or 0.0),
+        HOT_EMPTY_FACTOR * (empty_window_ns or 0.0),
+        HOT_TICK_FACTOR * (tick_ns or 0.0),
     )
 
 
@@ -531,19 +451,21 @@ class _Run:
     warmup_calls: int
     lead_ns: float
     elapsed_ns: float
-    floor_ns: float | None = None  # the timer's, per sample (timer_steps)
-    resolution_ns: float | None = None
+    empty_window_ns: float | None = None  # the timer's, per sample (timer_steps)
+    tick_ns: float | None = None
+    idle: IdleCheck | None = None  # host-bound samples (None: the host clock, no queue)
 
 
 def measure(clock: Clock, fn: Callable[[], object], opts: TimingOptions) -> _Run:
     """The engine proper, on any clock: estimate, plan, warm up per call, sample in
-    rounds until a stopping rule fires."""
-    floor_ns, resolution_ns = timer_steps(clock)
+    rounds until a stopping rule fires; on a queue, then check which samples the device
+    waited for the host in (:func:`perflab.capture.sampling.check_idle`)."""
+    empty_ns, tick_ns = timer_steps(clock)
     fn()  # first call: compilation, allocation, lazy loading
     clock.sync()
     estimate = _estimate(clock, fn, opts.budget_ms * 1e6)
     per_call = float(np.median(estimate.window_ns))
-    batch = hot_batch(floor_ns, resolution_ns)
+    batch = hot_batch(empty_ns, tick_ns)
     if opts.hot and opts.number is None and clock.asynchronous:
         per_call = _back_to_back_per_call(clock, fn, per_call, batch)
     plan = _plan(opts, per_call, clock.name, _flush_cost_ns(clock), batch)
@@ -577,9 +499,9 @@ def measure(clock: Clock, fn: Callable[[], object], opts: TimingOptions) -> _Run
         per_call_ns = np.asarray(samples.window_ns) / plan.number
         reason = stop_reason(per_call_ns, time.perf_counter_ns() - t0, opts, plan)
     elapsed = float(time.perf_counter_ns() - t0)
-    return _Run(
-        samples, reason, plan, n_warm * calls_per_step, lead, elapsed, floor_ns, resolution_ns
-    )
+    idle = check_idle(clock, step, steps, samples) if clock.asynchronous else None
+    warm = n_warm * calls_per_step
+    return _Run(samples, reason, plan, warm, lead, elapsed, empty_ns, tick_ns, idle)
 
 
 def time_function(
@@ -596,18 +518,19 @@ def time_function(
     if not callable(fn):
         raise InputError(f"the function to time must be callable, got {type(fn).__name__}")
     clock = _make_clock(opts)
-    from perflab.capture.gpu_clock import ThrottleWatch
-
-    watch = ThrottleWatch.start(clock)
     try:
-        timer_steps(clock)  # once per process, before the NVTX range
-        with gc_paused(), Range(opts.name, nvtx=opts.nvtx):
-            run = measure(clock, fn, opts)
-        # the SM clock of each sample, from its filler (event-timed in lead_ns)
-        throttle = watch.finish(run.samples.lead_ns, run.lead_ns)
+        from perflab.capture.throttle import ThrottleWatch
+
+        watch = ThrottleWatch.start(clock)
+        try:  # the watch's NVML polling thread stops here, whatever happens while timing
+            timer_steps(clock)  # once per process, before the NVTX range
+            with gc_paused(), Range(opts.name, nvtx=opts.nvtx):
+                run = measure(clock, fn, opts)
+            throttle = watch.finish(run.samples.start_at_ns, run.samples.end_at_ns)
+        finally:
+            watch.close()
     finally:
         clock.close()
-        watch.close()
     return _result(clock, opts, run, throttle)
 
 
@@ -615,11 +538,7 @@ def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleRepo
     number = run.plan.number
     window = np.asarray(run.samples.window_ns, dtype=np.float64)
     host = np.asarray(run.samples.host_ns, dtype=np.float64)
-    flagged = (
-        host_bound(window, host, run.samples.lead_ns)
-        if clock.asynchronous
-        else np.zeros(window.size, bool)
-    )
+    idle = run.idle or IdleCheck.none(window.size)
     measured = measurable(window / number)
     if not measured.any():
         # events left on two streams read no ordered time: the stream change is the cause
@@ -634,14 +553,8 @@ def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleRepo
     if not measured.all():
         warnings.append(unmeasured_warning(window, measured))
     warnings += list(clock.notes)
-    if flagged.any():
-        warnings.append(
-            f"host-bound: in {int(flagged.sum())} of {flagged.size} samples the GPU may have "
-            "waited for the host inside the timed window (the queue filler was shorter than "
-            "the host's time to issue the sample); these samples time the host's loop: use "
-            "--graph, or -n to batch calls"
-        )
-    warnings += timer_warnings(per_call, number, run.floor_ns, run.resolution_ns)
+    warnings += host_bound_warnings(idle.flagged, idle.undecided, idle.back_to_back_ns)
+    warnings += timer_warnings(per_call, number, run.empty_window_ns, run.tick_ns)
     if run.stop_reason == "budget-cut":
         warnings.append(
             f"-r {opts.repeat:,} cut to {window.size:,} samples: the {opts.budget_ms:g} ms "
@@ -652,6 +565,7 @@ def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleRepo
         warnings.append(f"L2 flushed before each sample only: cold calls are the {cold}")
     if clock.name == "cpu":
         warnings.append("no GPU: timed with the host clock (perf_counter_ns)")
+    sm_min, sm_median = throttle.sample_clocks(keep)
     return TimingResult(
         samples_ns=per_call,
         backend=clock.name,
@@ -663,8 +577,10 @@ def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleRepo
         host_ns=host[keep],
         stop_reason=run.stop_reason,
         throttle=throttle.recorded(),
-        floor_ns=run.floor_ns,
-        resolution_ns=run.resolution_ns,
+        empty_window_ns=run.empty_window_ns,
+        tick_ns=run.tick_ns,
+        sm_clock_min_mhz=sm_min,
+        sm_clock_median_mhz=sm_median,
         options={
             "warmup_ms": opts.warmup_ms,
             "budget_ms": opts.budget_ms,
@@ -679,7 +595,9 @@ def _result(clock: Clock, opts: TimingOptions, run: _Run, throttle: ThrottleRepo
             "samples": int(window.size),
             "relative_standard_error": _finite_or_none(relative_standard_error(per_call)),
             "queue_filler_ns": run.lead_ns,
-            "host_bound_samples": int(flagged[keep].sum()),
+            "host_bound_samples": int(idle.flagged[keep].sum()),
+            "host_bound_undecided": int(idle.undecided[keep].sum()),
+            "back_to_back_ns": idle.back_to_back_ns,
             "unmeasured_samples": int((~measured).sum()),  # read 0 ns: left out
             **clock.setup,
             **opts.extra,

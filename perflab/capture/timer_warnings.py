@@ -1,6 +1,7 @@
-"""What a timing result warns about: samples that read no time, a median within a few of
-the timer's floors or an interval as narrow as its resolution, noisy samples, and which
-calls ran with a cold cache. Pure functions of the samples, for :mod:`perflab.capture.timer`.
+"""What a timing result warns about: samples that read no time, a median within a few
+empty windows or an interval as narrow as the clock's tick, noisy samples, host-bound
+samples, and which calls ran with a cold cache. Pure functions of the samples, for
+:mod:`perflab.capture.timer`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from perflab.model.units import format_ns
 
 NOISE_IQR_FRACTION = 0.10
 WORST_OVER_BEST = 4.0
-FLOOR_WARN_FACTOR = 5.0  # a median within 5 floors is mostly timing overhead
+EMPTY_WINDOW_FACTOR = 5.0  # a median within 5 empty windows is mostly timing overhead
 
 
 def nothing_timed(window_ns: npt.NDArray[np.float64], clock_name: str) -> str:
@@ -49,29 +50,55 @@ def _readings(window_ns: npt.NDArray[np.float64]) -> str:
 def timer_warnings(
     per_call: npt.NDArray[np.float64],
     number: int,
-    floor_ns: float | None,
-    resolution_ns: float | None,
+    empty_window_ns: float | None,
+    tick_ns: float | None,
 ) -> list[str]:
-    """What the timer's floor and resolution do to these samples: a median within
-    FLOOR_WARN_FACTOR floors, and a step of the clock comparable to the median's interval
-    (which :attr:`TimingResult.ci95_ns` widens by one step per call)."""
+    """What an empty sample's window and the clock's tick do to these samples: a median
+    within EMPTY_WINDOW_FACTOR empty windows, and a tick comparable to the median's
+    interval (which :attr:`TimingResult.ci95_ns` widens by one tick per call)."""
     warnings = []
-    if floor_ns is not None and stats.median(per_call) * number < FLOOR_WARN_FACTOR * floor_ns:
+    median = stats.median(per_call) * number
+    if empty_window_ns is not None and median < EMPTY_WINDOW_FACTOR * empty_window_ns:
         warnings.append(
-            f"the median is within {FLOOR_WARN_FACTOR:g}x the timer's floor "
-            f"({format_ns(floor_ns)} per sample): the number is dominated by timing overhead; "
-            "use -n to batch calls or --hot"
+            f"the median is within {EMPTY_WINDOW_FACTOR:g}x an empty sample's window "
+            f"({format_ns(empty_window_ns)} per sample, the timer's marks around nothing): "
+            "the number is dominated by timing overhead; use -n to batch calls or --hot"
         )
-    if resolution_ns is not None:
-        step = resolution_ns / number
+    if tick_ns is not None:
+        step = tick_ns / number
         lo, hi = stats.median_ci95(per_call)
         if 2 * step >= hi - lo:
             warnings.append(
-                f"the timer's resolution ({format_ns(resolution_ns)} per sample, "
+                f"the timer's tick ({format_ns(tick_ns)} per sample, "
                 f"{format_ns(step)} per call) is comparable to the median's 95% interval "
                 f"({format_ns(hi - lo)} wide from the samples alone): the interval is widened "
                 f"by {format_ns(step)} on each side; use -n to batch calls or --hot"
             )
+    return warnings
+
+
+def host_bound_warnings(
+    flagged: npt.NDArray[np.bool_], undecided: npt.NDArray[np.bool_], back_to_back_ns: float | None
+) -> list[str]:
+    """What :func:`perflab.capture.sampling.idle_in_window` found: the samples the device
+    waited for the host in, and those it may have waited in with nothing to compare."""
+    warnings = []
+    if flagged.any():
+        versus = f", {format_ns(back_to_back_ns)}" if back_to_back_ns is not None else ""
+        warnings.append(
+            f"host-bound: in {int(flagged.sum())} of {flagged.size} samples the GPU waited "
+            "for the host inside the timed window (it reached the window before the host had "
+            "issued it, and the window was over 5% longer than the same calls queued back to "
+            f"back{versus}); these samples time the host's loop: use --graph, or -n to batch "
+            "calls"
+        )
+    if undecided.any():
+        warnings.append(
+            f"{int(undecided.sum())} of {undecided.size} samples may include GPU time spent "
+            "waiting for the host: the GPU reached their windows before the host had issued "
+            "them, and the same calls could not be timed queued back to back to compare "
+            "(no queue filler, or more launches than the queue holds)"
+        )
     return warnings
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from perflab.model.fields import MAX_FLOAT
+from perflab.model.fields import MAX_FLOAT, MAX_ITEMS
 from perflab.model.machine import Provenance, provenance_of
 from perflab.model.schema import (
     Amount,
@@ -43,11 +43,16 @@ class OpTableDoc(msgspec.Struct, kw_only=True):
     rows: list[OpRow]
 
 
+Clocks = Annotated[list[Amount | None], msgspec.Meta(max_length=MAX_ITEMS)]  # null: not read
+
+
 class TimingDoc(msgspec.Struct, kw_only=True):
     """A saved TimingResult. ``summary`` is what the samples give (written for readers of
-    the file, recomputed when loaded)."""
+    the file, recomputed when loaded). ``sm_clock_min_mhz`` and ``sm_clock_median_mhz``
+    hold one clock per sample (null where none was read)."""
 
     missing_first: ClassVar[tuple[str, ...]] = ("samples_ns",)
+    timer_steps: ClassVar[tuple[str, ...]] = ("empty_window_ns", "tick_ns")
 
     name: Text = "cell"
     backend: Text
@@ -61,8 +66,10 @@ class TimingDoc(msgspec.Struct, kw_only=True):
     host_ns: Amounts | None = None
     stop_reason: Text = ""
     throttle: Options = {}
-    floor_ns: Amount | None = None
-    resolution_ns: Amount | None = None
+    empty_window_ns: Amount | None = None
+    tick_ns: Amount | None = None
+    sm_clock_min_mhz: Clocks | None = None
+    sm_clock_median_mhz: Clocks | None = None
     summary: Options | None = None
     kernels: OpTableDoc | None = None
     flops: Amount | None = None
@@ -76,12 +83,32 @@ class TimingDoc(msgspec.Struct, kw_only=True):
         bad = first_unmeasurable(self.samples_ns)
         if bad is not None:
             raise Invalid(f"samples_ns[{bad}]", unmeasurable_text(self.samples_ns[bad]))
-        if self.host_ns is not None:
-            require_length("host_ns", self.host_ns, len(self.samples_ns))
-        for key in ("floor_ns", "resolution_ns"):
+        for column in ("host_ns", "sm_clock_min_mhz", "sm_clock_median_mhz"):
+            values = getattr(self, column)
+            if values is not None:
+                require_length(column, values, len(self.samples_ns))
+        for key in self.timer_steps:
             step = getattr(self, key)
             if step is not None and first_unmeasurable([step]) is not None:
                 raise Invalid(key, unmeasurable_text(step))
+
+
+class TimingFile(TimingDoc, kw_only=True):
+    """What a saved TimingResult is read as: :class:`TimingDoc`, and the names that
+    files written before carry for its timer steps (an empty sample's window was saved
+    as ``floor_ns``, the clock's tick as ``resolution_ns``), checked alike; the current
+    name wins where a file holds both."""
+
+    timer_steps: ClassVar[tuple[str, ...]] = (*TimingDoc.timer_steps, "floor_ns", "resolution_ns")
+
+    floor_ns: Amount | None = None
+    resolution_ns: Amount | None = None
+
+    def empty_window(self) -> float | None:
+        return self.empty_window_ns if self.empty_window_ns is not None else self.floor_ns
+
+    def tick(self) -> float | None:
+        return self.tick_ns if self.tick_ns is not None else self.resolution_ns
 
 
 # -- microbenchmarks -----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +49,39 @@ def _json_safe(value: object) -> object:
     if isinstance(value, np.bool_):
         return bool(value)
     return value
+
+
+# a timer warning in the words results were saved with before, and its words now: the
+# empty window was called the timer's floor (a kernel can read below it) and the tick its
+# resolution
+_RENAMED_WARNINGS = (
+    (
+        re.compile(r"^the median is within (\S+)x the timer's floor \("),
+        r"the median is within \1x an empty sample's window (",
+    ),
+    (re.compile(r"^the timer's resolution \("), "the timer's tick ("),
+)
+
+
+def current_words(warning: str) -> str:
+    """``warning`` in today's words, where a saved result has it in older ones."""
+    for before, now in _RENAMED_WARNINGS:
+        warning = before.sub(now, warning, count=1)
+    return warning
+
+
+def _column(values: npt.NDArray[np.float64] | None) -> list[float | None] | None:
+    """A column as saved: NaN (nothing read) as null."""
+    if values is None:
+        return None
+    return [float(v) if math.isfinite(v) else None for v in values.tolist()]
+
+
+def _array(values: list[float | None] | None) -> npt.NDArray[np.float64] | None:
+    """A saved column back as an array: null as NaN."""
+    if values is None:
+        return None
+    return np.asarray([math.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def measurable(values: npt.ArrayLike) -> npt.NDArray[np.bool_]:
@@ -138,10 +172,16 @@ class TimingResult(Shown):
     issue each sample (all its calls), ``stop_reason`` why sampling stopped (``noise``,
     ``budget``, ``repeat``, ``budget-cut`` when the budget ended a ``-r`` count early,
     ``max_samples``), ``throttle`` what the clock check found (``{"checked": False,
-    "why": ...}`` when it could not run). ``floor_ns`` is what the timer reads for a sample
-    of nothing (on a GPU: one empty kernel between the events) and ``resolution_ns`` the
-    smallest nonzero step between two of its readings; both per sample, None when unknown
-    (results saved before they were recorded).
+    "why": ...}`` when it could not run). ``empty_window_ns`` is what the timer reads for
+    a sample of nothing (on a GPU: one empty kernel between the events): a warning
+    threshold, not a floor, since samples near it are dominated by the event pair's
+    overhead and a short kernel can read below it. ``tick_ns`` is the clock's tick, the
+    step every reading comes in (32 ns for CUDA events on an H200; their accuracy, about
+    0.5 us by NVIDIA's documentation, is another matter). Both are per sample, None when
+    unknown (results saved before they were recorded); files that call them ``floor_ns``
+    and ``resolution_ns`` load too. ``sm_clock_min_mhz`` and ``sm_clock_median_mhz`` are
+    the least and the median SM clock NVML read during each sample (NaN where none was
+    read; None when the clocks were not polled).
     """
 
     samples_ns: npt.NDArray[np.float64]
@@ -160,13 +200,30 @@ class TimingResult(Shown):
     host_ns: npt.NDArray[np.float64] | None = None
     stop_reason: str = ""
     throttle: dict[str, object] = field(default_factory=dict)
-    floor_ns: float | None = None
-    resolution_ns: float | None = None
+    empty_window_ns: float | None = None
+    tick_ns: float | None = None
+    sm_clock_min_mhz: npt.NDArray[np.float64] | None = None
+    sm_clock_median_mhz: npt.NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         self.samples_ns = np.asarray(self.samples_ns, dtype=np.float64)
         if self.host_ns is not None:
             self.host_ns = np.asarray(self.host_ns, dtype=np.float64)
+        for name in ("sm_clock_min_mhz", "sm_clock_median_mhz"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, np.asarray(value, dtype=np.float64))
+
+    # the names these had before (read-only): code written against them keeps working
+    @property
+    def floor_ns(self) -> float | None:
+        """:attr:`empty_window_ns` under its former name."""
+        return self.empty_window_ns
+
+    @property
+    def resolution_ns(self) -> float | None:
+        """:attr:`tick_ns` under its former name."""
+        return self.tick_ns
 
     # --- statistics -------------------------------------------------------------------
     @property
@@ -183,14 +240,14 @@ class TimingResult(Shown):
 
     @property
     def quantum_ns(self) -> float:
-        """The timer's resolution per call (0 when unknown): each sample of ``number``
-        calls can be off by one step of the clock, which the samples' spread does not show."""
-        return (self.resolution_ns or 0.0) / self.number
+        """The clock's tick per call (0 when unknown): each sample of ``number`` calls can
+        be off by one tick, which the samples' spread does not show."""
+        return (self.tick_ns or 0.0) / self.number
 
     @property
     def ci95_ns(self) -> tuple[float, float]:
         """The median's 95% interval from the samples' order statistics, widened by the
-        timer's resolution per call (``quantum_ns``) on each side."""
+        clock's tick per call (``quantum_ns``) on each side."""
         lo, hi = stats.median_ci95(self.samples_ns)
         q = self.quantum_ns
         return (max(lo - q, 0.0), hi + q)
@@ -259,8 +316,10 @@ class TimingResult(Shown):
             host_ns=None if self.host_ns is None else self.host_ns.tolist(),
             stop_reason=self.stop_reason,
             throttle={str(k): _json_safe(v) for k, v in self.throttle.items()},
-            floor_ns=self.floor_ns,
-            resolution_ns=self.resolution_ns,
+            empty_window_ns=self.empty_window_ns,
+            tick_ns=self.tick_ns,
+            sm_clock_min_mhz=_column(self.sm_clock_min_mhz),
+            sm_clock_median_mhz=_column(self.sm_clock_median_mhz),
             summary=summary,
             kernels=kernels,
             flops=self.flops,
@@ -271,17 +330,17 @@ class TimingResult(Shown):
     def from_dict(cls, doc: object, source: str = "<dict>") -> TimingResult:
         """Build from a saved document, checking every field (types, finiteness, ranges);
         a bad field is a SchemaError naming ``source`` and the field."""
-        from perflab.model.saved import TimingDoc
+        from perflab.model.saved import TimingFile
         from perflab.model.schema import decode
 
-        saved = decode(doc, TimingDoc, source)
+        saved = decode(doc, TimingFile, source)
         return cls(
             samples_ns=np.asarray(saved.samples_ns, dtype=np.float64),
             backend=saved.backend,
             device=saved.device,
             name=saved.name,
             number=saved.number,
-            warnings=saved.warnings,
+            warnings=[current_words(w) for w in saved.warnings],
             created=saved.created,
             versions=saved.versions,
             options=saved.options,
@@ -291,8 +350,10 @@ class TimingResult(Shown):
             host_ns=None if saved.host_ns is None else np.asarray(saved.host_ns, np.float64),
             stop_reason=saved.stop_reason,
             throttle=saved.throttle,
-            floor_ns=saved.floor_ns,
-            resolution_ns=saved.resolution_ns,
+            empty_window_ns=saved.empty_window(),
+            tick_ns=saved.tick(),
+            sm_clock_min_mhz=_array(saved.sm_clock_min_mhz),
+            sm_clock_median_mhz=_array(saved.sm_clock_median_mhz),
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:

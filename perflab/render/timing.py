@@ -22,9 +22,9 @@ def provenance(r: TimingResult) -> str:
 
 
 def method_line(r: TimingResult) -> str:
-    """How the samples were taken: why sampling stopped, which calls ran cold, the timer's
-    floor and resolution, whether the clocks were checked (each left out when the result
-    was saved before it was recorded)."""
+    """How the samples were taken: why sampling stopped, which calls ran cold, an empty
+    sample's window and the clock's tick, whether the clocks were checked (each left out
+    when the result was saved before it was recorded)."""
     parts = []
     if r.stop_reason:
         rse = r.options.get("relative_standard_error")
@@ -33,10 +33,10 @@ def method_line(r: TimingResult) -> str:
     cold = r.options.get("cold")
     if cold:
         parts.append(f"cold: {cold}")
-    if r.floor_ns is not None or r.resolution_ns is not None:
+    if r.empty_window_ns is not None or r.tick_ns is not None:
         parts.append(
-            f"timer floor {_known_ns(r.floor_ns)}, resolution {_known_ns(r.resolution_ns)} "
-            "per sample"
+            f"empty window {_known_ns(r.empty_window_ns)} (samples near it are mostly the "
+            f"timer's own overhead), tick {_known_ns(r.tick_ns)} per sample"
         )
     if r.throttle:
         checked = r.throttle.get("checked")
