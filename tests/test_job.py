@@ -355,6 +355,14 @@ def test_real_traces_load_and_summarise_as_ranks(two_real_ranks: Path) -> None:
     assert any("world size" in w for w in doc["warnings"])
     assert any("collective #1 differs" in w for w in doc["warnings"])  # SendRecv vs AllReduce
     assert doc["collectives"]["count"] == 0 and doc["stragglers"] == []
+    assert doc["alignment"] == {
+        "one_job": False,
+        "why": [
+            "rank 0 has no baseTimeNanoseconds and times outside the others': its clock was "
+            "only guessed (its first event put at theirs)",
+            "distributedInfo gives different world sizes (2, 128)",
+        ],
+    }
     start0 = int(job.aligned_start_ns(0).min())
     assert start0 == int(job.aligned_start_ns(1).min())  # first events put together
 
@@ -391,7 +399,8 @@ def test_cli_summary_json_has_the_documented_keys(
     directory, _ = job_dir
     assert main(["trace", "summary", str(directory), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert list(doc) == ["ranks", "collectives", "stragglers", "clock", "warnings"]
+    assert list(doc) == ["ranks", "collectives", "stragglers", "clock", "alignment", "warnings"]
+    assert doc["alignment"] == {"one_job": True, "why": []}
     for entry in doc["ranks"].values():
         assert list(entry) == ["busy_us", "idle_us", "span_us", "kernels", "comm", "memcpy"]
         assert list(entry["comm"]) == ["count", "total_us", "overlapped_us"]

@@ -21,11 +21,20 @@ the ranks that arrived last at least once, the largest ``wait_caused_us`` first.
 Clocks: a collective ends at about the same moment on every rank, so a rank whose collective
 ends are consistently off the others' (median over instances, beyond 20 us or 5% of the
 median collective) gets a warning that its clock is probably off by that much.
+
+One job (``alignment``): the ranks are taken as one job on one clock unless their traces do
+not overlap in time on the job's clock, a rank's clock could only be guessed (put at the
+others' first event), or their distributedInfo disagrees about the job (different world
+sizes, a rank beyond the world size, a rank other than its file name's, a process group of
+different sizes). Then ``alignment.one_job`` is false with a sentence per reason, and the
+summary makes no claim that rests on comparing the ranks' times: the collectives are counted
+but have no arrival skew, there are no stragglers and no clock-offset warnings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
@@ -37,16 +46,16 @@ from perflab.analysis.collective_match import (
     trace_comm_kernels,
 )
 from perflab.analysis.trace_stats import kernel_table
-from perflab.analysis.trace_summary import TraceSummary, summarize
+from perflab.analysis.trace_summary import RankOrigin, TraceSummary, rank_origin, summarize
 from perflab.model.display import Shown
-from perflab.model.job import Job
+from perflab.model.job import ALIGNED_ON, Job
 from perflab.model.trace import Trace
-from perflab.model.units import us_from_ns
+from perflab.model.units import format_ns, us_from_ns
 
 if TYPE_CHECKING:
     import pandas as pd
 
-KEYS = ("ranks", "collectives", "stragglers", "clock", "warnings")
+KEYS = ("ranks", "collectives", "stragglers", "clock", "alignment", "warnings")
 RANK_KEYS = ("busy_us", "idle_us", "span_us", "kernels", "comm", "memcpy")
 CLOCK_TOLERANCE_NS = 20_000  # collective ends further apart than this suggest a clock offset
 
@@ -118,6 +127,14 @@ class ClockDoc(TypedDict):
     ranks: dict[str, RankClockDoc]
 
 
+class AlignmentDoc(TypedDict):
+    """Whether the ranks are one job on one clock and, where not, why (a sentence per
+    reason; see the module docstring)."""
+
+    one_job: bool
+    why: list[str]
+
+
 class FailedDoc(TypedDict):
     file: str
     error: str
@@ -140,6 +157,7 @@ class JobDoc(TypedDict):
     collectives: CollectivesDoc
     stragglers: list[StragglerDoc]
     clock: ClockDoc
+    alignment: AlignmentDoc
     warnings: list[str]
     engine: NotRequired[EngineDoc]
 
@@ -200,18 +218,29 @@ class RankClock:
 @dataclass
 class CollectiveFindings:
     """What the matched collectives put in a job summary: their count and skew, the
-    stragglers and the warnings of matching and of the clock check. A few numbers per
+    stragglers, and the warnings of matching and of the clock check. A few numbers per
     straggler: this is all that a cluster's matching task sends back."""
 
     stats: CollectivesDoc
     stragglers: list[StragglerDoc]
     warnings: list[str]
+    clock_warnings: list[str] = field(default_factory=list)
+
+    def without_times(self) -> CollectiveFindings:
+        """These findings less all that rests on comparing the ranks' times (skew,
+        stragglers, clock offsets): what is left to say of ranks not on one clock."""
+        stats = self.stats.copy()
+        stats["skew_us"] = SkewDoc(median=None, p99=None)
+        return CollectiveFindings(stats, [], self.warnings)
 
 
 def summarize_job(job: Job) -> JobSummary:
     parts = {r.rank: summarize_rank(r.trace) for r in job}
-    clocks = {r.rank: RankClock(r.clock_offset_ns, r.aligned_on) for r in job}
-    return merge_ranks(parts, clocks, job.clock, job.warnings)
+    return merge_ranks(parts, rank_clocks(job), job.clock, job.warnings)
+
+
+def rank_clocks(job: Job) -> dict[int, RankClock]:
+    return {r.rank: RankClock(r.clock_offset_ns, r.aligned_on) for r in job}
 
 
 def summarize_rank(trace: Trace) -> RankPart:
@@ -244,7 +273,8 @@ def match_ranks(
     findings = CollectiveFindings(
         collective_stats(collectives),
         stragglers(collectives),
-        [*collectives.warnings, *clock_check(collectives)],
+        list(collectives.warnings),
+        clock_check(collectives),
     )
     return collectives, findings
 
@@ -256,8 +286,13 @@ def job_document(
     warnings: list[str],
     findings: CollectiveFindings,
 ) -> JobDoc:
-    """The job summary's document from its parts (the same on every path)."""
+    """The job summary's document from its parts (the same on every path). Of ranks that
+    are not one job on one clock (:func:`alignment_doubts`), it says so and why, and
+    leaves out what rests on comparing their times."""
     ranks = sorted(summaries)
+    why = alignment_doubts({rank: summaries[rank].origin for rank in ranks}, clocks)
+    if why:
+        findings = findings.without_times()
     return {
         "ranks": {str(rank): rank_entry(summaries[rank]) for rank in ranks},
         "collectives": findings.stats,
@@ -272,7 +307,8 @@ def job_document(
                 for rank in ranks
             },
         },
-        "warnings": [*warnings, *findings.warnings],
+        "alignment": {"one_job": not why, "why": why},
+        "warnings": [*warnings, *findings.warnings, *findings.clock_warnings],
     }
 
 
@@ -302,6 +338,125 @@ def rank_entry(summary: TraceSummary) -> RankDoc:
             },
         ),
     }
+
+
+# -- one job on one clock? --------------------------------------------------------------------
+
+# a rank number in a file's name, as the job's reader finds it (perflab.io.job)
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_GUESSED = ALIGNED_ON[2]  # a rank's clock put at the others' first event
+_HOUR_NS = 3600 * 10**9
+_SHOWN = 3  # examples a reason names before counting the rest
+
+
+def job_alignment(job: Job) -> list[str]:
+    """:func:`alignment_doubts` of a job whose traces are at hand."""
+    return alignment_doubts({r.rank: rank_origin(r.trace) for r in job}, rank_clocks(job))
+
+
+def alignment_doubts(
+    origins: dict[int, RankOrigin | None], clocks: dict[int, RankClock]
+) -> list[str]:
+    """Why the ranks (the job's rank numbers -> where each trace came from) are not one job
+    on one clock, a sentence per reason; empty when nothing says so."""
+    known = {rank: o for rank, o in sorted(origins.items()) if o is not None}
+    return [
+        *_apart_in_time(known, clocks),
+        *_guessed_clocks(clocks),
+        *_world_sizes(known),
+        *_names(known),
+        *_groups(known),
+    ]
+
+
+def _apart_in_time(origins: dict[int, RankOrigin], clocks: dict[int, RankClock]) -> list[str]:
+    """No moment that every rank's trace covers, on the job's clock."""
+    spans = {
+        rank: (o.span_ns[0] + clocks[rank].offset_ns, o.span_ns[1] + clocks[rank].offset_ns)
+        for rank, o in origins.items()
+        if o.span_ns is not None
+    }
+    if len(spans) < 2:
+        return []
+    late = max(spans, key=lambda r: spans[r][0])
+    early = min(spans, key=lambda r: spans[r][1])
+    gap = spans[late][0] - spans[early][1]
+    if gap < 0:
+        return []
+    return [
+        f"the traces do not overlap in time: rank {early}'s ends {_duration(gap)} before "
+        f"rank {late}'s begins"
+    ]
+
+
+def _guessed_clocks(clocks: dict[int, RankClock]) -> list[str]:
+    guessed = sorted(rank for rank, c in clocks.items() if c.aligned_on == _GUESSED)
+    if not guessed:
+        return []
+    return [
+        f"{_ranks(guessed)} no baseTimeNanoseconds and times outside the others': its "
+        "clock was only guessed (its first event put at theirs)"
+    ]
+
+
+def _world_sizes(origins: dict[int, RankOrigin]) -> list[str]:
+    sizes = sorted({o.world_size for o in origins.values() if o.world_size is not None})
+    if len(sizes) > 1:
+        return [f"distributedInfo gives different world sizes ({', '.join(map(str, sizes))})"]
+    beyond = [rank for rank in origins if sizes and rank >= sizes[0]]
+    if beyond:
+        return [f"{_ranks(beyond, 'is', 'are')} outside the world size {sizes[0]}"]
+    return []
+
+
+def _names(origins: dict[int, RankOrigin]) -> list[str]:
+    """Files whose name says another rank than their distributedInfo does."""
+    odd = []
+    for o in origins.values():
+        named = _RANK_IN_NAME.search(o.file)
+        if named and o.rank is not None and int(named.group(1)) != o.rank:
+            odd.append(f"{o.file} says rank {o.rank}")
+    if not odd:
+        return []
+    return [f"distributedInfo disagrees with the file names ({_some(odd)})"]
+
+
+def _groups(origins: dict[int, RankOrigin]) -> list[str]:
+    """Process groups that ranks give different sizes (pg_config)."""
+    first: dict[str, tuple[int, int]] = {}  # group -> (the first rank naming it, its size)
+    clashes = []
+    for rank, o in origins.items():
+        for name, size in o.group_sizes.items():
+            seen_on, seen_size = first.setdefault(name, (rank, size))
+            if size != seen_size:
+                clashes.append(
+                    f"process group {name} has {seen_size} ranks on rank {seen_on}, "
+                    f"{size} on rank {rank}"
+                )
+    if not clashes:
+        return []
+    return [f"their process groups disagree ({_some(clashes)})"]
+
+
+def _some(items: list[str]) -> str:
+    more = f"; and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
+    return "; ".join(items[:_SHOWN]) + more
+
+
+def _ranks(ranks: list[int], one: str = "has", many: str = "have") -> str:
+    """``rank 3 has`` or ``ranks 3, 5 have``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]} {one}"
+    return f"ranks {', '.join(map(str, ranks))} {many}"
+
+
+def _duration(ns: int) -> str:
+    """A gap between traces, in days or hours when that long (7.35e+05 s reads badly)."""
+    if ns >= 48 * _HOUR_NS:
+        return f"{ns / (24 * _HOUR_NS):.1f} days"
+    if ns >= 2 * _HOUR_NS:
+        return f"{ns / _HOUR_NS:.1f} h"
+    return format_ns(ns)
 
 
 # -- collectives ------------------------------------------------------------------------------

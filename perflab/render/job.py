@@ -5,7 +5,7 @@ warnings) is escaped in HTML; in the timeline they are data of bokeh models."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -19,6 +19,7 @@ from perflab.analysis.job import (
     JobDoc,
     JobSummary,
     KernelRow,
+    job_alignment,
     stragglers,
 )
 from perflab.model.job import Job
@@ -76,9 +77,12 @@ def straggler_rows(doc: JobDoc) -> list[list[str]]:
 
 
 def headline(doc: JobDoc) -> list[str]:
-    """The lines that say what matters: clocks, collectives, the worst straggler."""
+    """The lines that say what matters: clocks, whether the ranks are one job on one clock
+    (said first where not), collectives, the worst straggler."""
     c = doc["collectives"]
     lines = [f"{len(doc['ranks'])} ranks; clocks aligned on {doc['clock']['aligned_on']}"]
+    if not doc["alignment"]["one_job"]:
+        lines.append(not_one_job_line(doc["alignment"]["why"]))
     if "engine" in doc:
         lines.append(_engine_line(doc["engine"]))
     lines.append(collectives_line(c))
@@ -91,12 +95,25 @@ def headline(doc: JobDoc) -> list[str]:
     return lines
 
 
+NOT_ONE_JOB = "these ranks are not one job on one clock"
+
+
+def not_one_job_line(why: list[str]) -> str:
+    """That the ranks are not one job on one clock, why, and what is not said of them."""
+    return (
+        f"{NOT_ONE_JOB} ({'; '.join(why)}), so nothing here compares their times: no "
+        "arrival skew, stragglers or waits"
+    )
+
+
 def collectives_line(c: CollectivesDoc) -> str:
     """How many collectives were matched, how (and why so, where the kernels offered a
-    better way in part only), and their arrival skew."""
+    better way in part only), and their arrival skew (none for ranks not on one clock)."""
     how = f" by {c['matched_by']} ({c['fallback']})" if "fallback" in c else ""
     if not c["count"]:
         return f"no collectives matched across ranks{how}"
+    if c["skew_us"]["median"] is None:
+        return f"{c['count']} collectives paired across ranks{how}; no arrival skew (see above)"
     return (
         f"{c['count']} collectives matched across ranks{how}; arrival skew median "
         f"{_time(c['skew_us']['median'])}, p99 {_time(c['skew_us']['p99'])}"
@@ -132,7 +149,12 @@ def summary_text(summary: JobSummary) -> str:
 
 def summary_bundle(summary: JobSummary) -> dict[str, str]:
     doc = summary.to_dict()
-    body = "".join(f"<div>{esc(line)}</div>" for line in headline(doc))
+    body = "".join(
+        f'<div class="warn">{esc(line)}</div>'
+        if line.startswith(NOT_ONE_JOB)
+        else f"<div>{esc(line)}</div>"
+        for line in headline(doc)
+    )
     body += table(RANK_HEADERS, rank_rows(doc))
     if doc["stragglers"]:
         body += "<div>stragglers (worst first)</div>" + table(
@@ -296,6 +318,9 @@ def job_timeline(job: Job, **options: Any) -> Timeline:
     :func:`perflab.render.timeline.timeline`."""
     from perflab.render.timeline import timeline
 
+    why = job_alignment(job)
+    if why:
+        return _own_clocks_timeline(job, why, **options)
     collectives = match_collectives(job)
     worst = stragglers(collectives)
     straggler = worst[0]["rank"] if worst else None
@@ -310,6 +335,32 @@ def job_timeline(job: Job, **options: Any) -> Timeline:
     merged = job.merged()
     links = CollectiveLinks(merged, job, collectives, straggler)
     return timeline(merged, overlay=links, **options)
+
+
+def _own_clocks_timeline(job: Job, why: list[str], **options: Any) -> Timeline:
+    """The timeline of ranks that are not one job on one clock: each rank on its own clock,
+    from its own first event (a common axis would put them days apart, or line them up on a
+    guess), no collectives linked, and a message that says so above it and first in its
+    text."""
+    from perflab.render.timeline import timeline
+
+    message = (
+        f"{NOT_ONE_JOB} ({'; '.join(why)}): each rank is drawn on its own clock, from its "
+        "own first event, and no collectives are linked"
+    )
+    if "title" not in options:  # the page keeps 150 characters: what matters first
+        options["title"] = (
+            f"{job.describe().split(';')[0]}: {NOT_ONE_JOB}; the time axis is each rank's "
+            f"time since its own first event; {'; '.join(why)}"
+        )
+    ranks = {r.rank: replace(r, clock_offset_ns=-_first_start(r.trace)) for r in job}
+    own = Job(ranks, "each rank's own first event", job.warnings, job.world_size)
+    view = timeline(own.merged(), **options)
+    return replace(view, text=f"{message}\n{view.text}")
+
+
+def _first_start(trace: Trace) -> int:
+    return int(trace.start_ns.min()) if len(trace) else 0
 
 
 def save_job_timeline(job: Job, path: str | os.PathLike[str], **options: Any) -> Path:

@@ -1,4 +1,5 @@
-"""The trace's ``meta`` from the file's top level: source, devices, distributed info."""
+"""The trace's ``meta`` from the file's top level: source, devices, distributed info (rank,
+world size, backend and, from pg_config, each process group's size)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def trace_meta(doc: Doc, source: str, python: bool, events_read: int) -> dict[st
     for key in ("rank", "world_size", "backend"):
         if key in doc.distributed:
             meta[key] = _plain(doc.distributed[key], source)
+    groups = group_sizes(doc.distributed.get("pg_config"))
+    if groups:
+        meta["process_groups"] = groups
     for key, low, what in (("rank", 0, "a rank number"), ("world_size", 1, "a size")):
         value = meta.get(key, low)
         if isinstance(value, str) and value.isascii() and value.isdigit():
@@ -48,6 +52,24 @@ def trace_meta(doc: Doc, source: str, python: bool, events_read: int) -> dict[st
         if type(value) is not int or not low <= value <= I64_MAX:  # analyses count with it
             raise InputError(f"distributedInfo.{key} {value!r} is not {what}", source=source)
     return meta
+
+
+def group_sizes(config: object) -> dict[str, int]:
+    """distributedInfo.pg_config's process groups as ``{pg_name: pg_size}`` (a job compares
+    its ranks' groups); entries without a name and a size are left out."""
+    if not isinstance(config, list):
+        return {}
+    return {
+        str(group["pg_name"]): group["pg_size"]
+        for group in config[:MAX_GROUPS]
+        if isinstance(group, dict)
+        and isinstance(group.get("pg_name"), (str, int))
+        and type(group.get("pg_size")) is int
+        and 0 < group["pg_size"] <= I64_MAX
+    }
+
+
+MAX_GROUPS = 4096  # process groups kept per trace: their sizes, not their member lists
 
 
 def _plain(value: object, source: str) -> object:
