@@ -23,7 +23,7 @@ from perflab.cli import main
 from perflab.model.kernel import CompileResult
 
 if TYPE_CHECKING:
-    from perflab.capture.compile_cache import Compiled
+    from perflab.capture.compile_cache import Compiled, FileDigest
 
 KERNEL = """#include "h.cuh"
 __global__ void k(float* y, const float* x) { y[threadIdx.x] = f(x[threadIdx.x]); }
@@ -113,11 +113,20 @@ def test_the_entry_lists_the_users_headers_by_their_own_paths(tmp_path: Path) ->
     source = KERNEL.replace("h.cuh", header.name)
     result = compile_cuda(source, include_dirs=[tmp_path])
     assert not result.cached
-    entries = [json.loads(p.read_text()) for p in _entries_of("k(float*, float const*)")]
-    read = {f["path"]: f["sha256"] for doc in entries for f in doc["read"]}
+    entries = [_recorded(p) for p in _entries_of("k(float*, float const*)")]
+    read = {f.path: f.sha256 for files in entries for f in files}
     assert read[str(header)] == file_digest(str(header))
     assert not any("/include-" in p for p in read)  # perflab's links, not the user's folder
     assert compile_cuda(source, include_dirs=[tmp_path]).cached
+
+
+def _recorded(entry: Path) -> list[FileDigest]:
+    """The files a cache entry says its compile read."""
+    from perflab.capture.compile_cache import _read_list
+
+    found = _read_list(json.loads(entry.read_text())["read"])
+    assert found is not None
+    return found
 
 
 def _entries_of(kernel_name: str) -> list[Path]:
@@ -150,6 +159,39 @@ def test_a_missing_or_changed_file_is_a_miss(tmp_path: Path) -> None:
     assert entry.load() is None
 
 
+def test_a_quiet_file_vouches_by_its_status_and_a_rewrite_is_still_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header untouched for a while is not read again while its status (inode, size,
+    times) is the same; rewritten with the same size and its old mtime put back, its
+    change time gives it away and its bytes are compared."""
+    from perflab.capture import compile_cache
+
+    header = tmp_path / "h.cuh"
+    _write(header, PLAIN)
+    entry = _CacheEntry("aa" + "4" * 62, root=tmp_path / "cache")
+    entry.store(_compiled([str(header)], time.time_ns()))
+    (recorded,) = _recorded(entry.json_path)
+    assert recorded.status is None  # changed (its ctime) just now: its bytes vouch
+    monkeypatch.setattr(compile_cache, "QUIET_NS", 0)
+    entry.store(_compiled([str(header)], time.time_ns()))
+    (recorded,) = _recorded(entry.json_path)
+    assert recorded.status is not None and recorded.status[2] == len(PLAIN)
+    reads: list[str] = []
+    real_digest = compile_cache.file_digest
+
+    def counted(path: str) -> str | None:
+        reads.append(path)
+        return real_digest(path)
+
+    monkeypatch.setattr(compile_cache, "file_digest", counted)
+    assert entry.load() is not None and reads == []
+    before = header.stat()
+    header.write_text(PLAIN.replace("2.0f", "3.0f"))  # the same size
+    os.utime(header, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert entry.load() is None and reads == [str(header)]
+
+
 def test_a_file_changed_while_compiling_keeps_the_result_out(tmp_path: Path) -> None:
     header = tmp_path / "h.cuh"
     started = time.time_ns()
@@ -166,6 +208,28 @@ def test_a_new_entry_drops_the_disassembly_of_the_old_one(tmp_path: Path) -> Non
     entry.write_live("old")
     entry.store(_compiled([], time.time_ns()))
     assert entry.read_sass() is None and entry.read_live() is None
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        [],
+        {"paths": "/a", "sha256": "0" * 64},
+        {"paths": "/a", "sha256": "0" * 63, "status": "-"},
+        {"paths": "/a", "sha256": "g" * 64, "status": "-"},
+        {"paths": "/a\0/b", "sha256": "0" * 128, "status": "-"},
+        {"paths": "/a", "sha256": "0" * 64, "status": "1 2 3"},
+        {"paths": "/a", "sha256": "0" * 64, "status": "1 2 3 4 x"},
+        {"paths": 1, "sha256": "", "status": ""},
+    ],
+)
+def test_an_entry_whose_file_list_is_not_perflabs_is_a_miss(tmp_path: Path, read: object) -> None:
+    entry = _CacheEntry("bb" + "5" * 62, root=tmp_path / "cache")
+    entry.store(_compiled([], time.time_ns()))
+    assert entry.load() is not None
+    doc = json.loads(entry.json_path.read_text())
+    entry.json_path.write_text(json.dumps({**doc, "read": read}))
+    assert entry.load() is None
 
 
 def test_line_marker_names_are_unescaped(tmp_path: Path) -> None:

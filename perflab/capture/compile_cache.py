@@ -20,6 +20,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,57 +71,114 @@ class Compiled:
     started_ns: int = 0
 
 
+# a file untouched this long before a compile started vouches by its status (device, inode,
+# size, modification and change times) alone, as git's index does: any later write or
+# utime() sets its change time to a later tick, and so does a file renamed over it
+QUIET_NS = 2_000_000_000
+
+
 @dataclass(frozen=True)
 class FileDigest:
-    """A file a cached compile read, and the SHA-256 of its bytes then."""
+    """A file a cached compile read, the SHA-256 of its bytes then and, when it had been
+    quiet for :data:`QUIET_NS` before the compile, its status (:func:`_status`): a lookup
+    that finds the same status need not read the file again."""
 
     path: str
     sha256: str
+    status: tuple[int, ...] | None = None
+
+    def unchanged(self) -> bool:
+        if self.status is not None:
+            try:
+                if _status(os.stat(self.path)) == self.status:
+                    return True
+            except OSError:
+                return False
+        return file_digest(self.path) == self.sha256
 
 
-def file_digest(path: str, *, before_ns: int | None = None) -> str | None:
+def _status(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def file_digest(path: str) -> str | None:
     """The SHA-256 of a regular file's bytes; None when it is missing, not a regular file,
-    unreadable, or (with ``before_ns``) modified at or after that time."""
+    or unreadable."""
+    found = _file_state(path, before_ns=None)
+    return found.sha256 if found is not None else None
+
+
+def _file_state(path: str, *, before_ns: int | None) -> FileDigest | None:
+    """``path``'s digest, with its status when it was quiet long enough before
+    ``before_ns``; None when it cannot be read or (with ``before_ns``) was modified at or
+    after that time."""
     try:
         with open_regular(path) as fh:
-            if before_ns is not None and os.fstat(fh.fileno()).st_mtime_ns >= before_ns:
+            info = os.fstat(fh.fileno())
+            if before_ns is not None and info.st_mtime_ns >= before_ns:
                 return None
             digest = hashlib.sha256()
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-            return digest.hexdigest()
     except (InputError, OSError):
         return None
+    quiet = before_ns is not None and max(info.st_mtime_ns, info.st_ctime_ns) < before_ns - QUIET_NS
+    return FileDigest(path, digest.hexdigest(), _status(info) if quiet else None)
 
 
 def _digests(paths: Iterable[str], before_ns: int) -> list[FileDigest] | None:
     """Each file's digest, or None when one cannot vouch for the result."""
     found = []
     for path in dict.fromkeys(paths):
-        digest = file_digest(path, before_ns=before_ns)
-        if digest is None:
+        state = _file_state(path, before_ns=before_ns)
+        if state is None:
             return None
-        found.append(FileDigest(path, digest))
+        found.append(state)
     return found
 
 
-def _unchanged(read: Iterable[FileDigest]) -> bool:
-    return all(file_digest(f.path) == f.sha256 for f in read)
+# an entry's ``read``, three strings (a list of a thousand objects, CUB's headers, took
+# longer to load and check than the rest of the entry): the paths joined by NUL, which no
+# path holds, the digests end to end, and one line of status per file ("-": none)
+_READ_FIELDS = {"paths", "sha256", "status"}
+_HEX_RE = re.compile(r"[0-9a-f]*")
+
+
+def _read_doc(read: Sequence[FileDigest]) -> dict[str, str]:
+    return {
+        "paths": "\0".join(f.path for f in read),
+        "sha256": "".join(f.sha256 for f in read),
+        "status": "\n".join(" ".join(map(str, f.status)) if f.status else "-" for f in read),
+    }
 
 
 def _read_list(doc: object) -> list[FileDigest] | None:
-    """An entry's ``read`` list; None when it is not one perflab wrote."""
-    if not isinstance(doc, list):
+    """An entry's ``read`` (:func:`_read_doc`); None when it is not one perflab wrote."""
+    if not isinstance(doc, dict) or set(doc) != _READ_FIELDS:
         return None
-    found = []
-    for item in doc:
-        if not isinstance(item, dict) or set(item) != {"path", "sha256"}:
-            return None
-        path, digest = item["path"], item["sha256"]
-        if not (isinstance(path, str) and isinstance(digest, str) and len(digest) == 64):
-            return None
-        found.append(FileDigest(path, digest))
-    return found
+    paths, digests, statuses = doc["paths"], doc["sha256"], doc["status"]
+    if not (isinstance(paths, str) and isinstance(digests, str) and isinstance(statuses, str)):
+        return None
+    names = paths.split("\0") if paths else []
+    lines = statuses.split("\n") if statuses else []
+    if len(digests) != 64 * len(names) or len(lines) != len(names):
+        return None
+    if _HEX_RE.fullmatch(digests) is None:
+        return None
+    try:
+        status = [None if line == "-" else _parsed_status(line) for line in lines]
+    except ValueError:
+        return None
+    return [
+        FileDigest(name, digests[64 * i : 64 * (i + 1)], status[i]) for i, name in enumerate(names)
+    ]
+
+
+def _parsed_status(line: str) -> tuple[int, ...]:
+    values = tuple(int(v) for v in line.split(" "))
+    if len(values) != 5:
+        raise ValueError(line)
+    return values
 
 
 @dataclass
@@ -150,7 +208,7 @@ class _CacheEntry:
         try:
             doc = load_json(ENTRY_KIND, self.json_path)
             read = _read_list(doc.get("read"))
-            if read is None or not _unchanged(read):
+            if read is None or not all(f.unchanged() for f in read):
                 return None
             result = CompileResult.from_dict(doc.get("result"), source=str(self.json_path))
         except SchemaError:
@@ -166,7 +224,7 @@ class _CacheEntry:
             return
         doc = {
             "result": compiled.result.to_dict(sass=False),
-            "read": [{"path": f.path, "sha256": f.sha256} for f in read],
+            "read": _read_doc(read),
         }
         try:
             self.json_path.parent.mkdir(parents=True, exist_ok=True)
