@@ -7,10 +7,11 @@ Results are cached on disk (``$PERFLAB_CACHE_DIR`` or ``~/.cache/perflab``, unde
 nvdisasm texts (code with encodings, and live registers). An entry also records every
 other file the compile read (headers, the toolkit's included: their packages upgrade
 apart from nvcc, whose version alone is in the key) with a digest of its bytes; a lookup
-hashes them again, and one that changed or went missing makes the entry a miss. A file
-that changed while it compiled keeps the result out of the cache. A header that did not
-exist when the entry was made, but would now be found first on the include path, is not
-noticed (as with ccache's direct mode).
+checks them again (by status alone for a file that had been quiet, see :data:`QUIET_NS`),
+and one that changed or went missing makes the entry a miss. A file that changed while
+it compiled keeps the result out of the cache. A header that did not exist when the
+entry was made, but would now be found first on the include path, is not noticed (as
+with ccache's direct mode).
 """
 
 from __future__ import annotations
