@@ -33,7 +33,8 @@ def host_sections(host: HostActivity) -> list[HostTable]:
     share = ops.self_us or 1.0
     return [
         HostTable(
-            f"threads: {len(host.threads)}, the time each spent inside CPU ops",
+            f"threads: {len(host.threads)}"
+            + (", the time each spent inside CPU ops" if host.threads else ""),
             ("thread", "ops", "in ops", "span"),
             [
                 [t.thread, str(t.ops), format_us(t.in_ops_us), format_us(t.span_us)]
