@@ -13,11 +13,13 @@ not grow with the ranks' collectives, and the summary is the local one plus an `
 block: ``{"name": "dask", "workers": N, "tasks": M}``. Dask's own serialisation carries the
 results between processes; nothing is saved.
 
-Faults: a file that fails to read is named with its error (``engine.failed`` and a warning)
-and the others are summarised (a partial result; if none can be read, an InputError lists
-them all); a worker that dies is retried (:data:`RETRIES` times) before its file is reported;
-an interrupt cancels the outstanding tasks. The workers read the paths this process gives
-(made absolute), so the files must be where the workers can read them (a shared file system).
+Faults: a file that fails to read is named with its error (``engine.failed`` and a warning),
+as is an entry of the job's directory named like a rank file that is not a readable regular
+file (found here, by :func:`perflab.io.job.list_job`), and the others are summarised (a
+partial result; if none can be read, an InputError lists them all); a worker that dies is
+retried (:data:`RETRIES` times) before its file is reported; an interrupt cancels the
+outstanding tasks. The workers read the paths this process gives (made absolute), so the
+files must be where the workers can read them (a shared file system).
 
 This module joins io and analysis (as the front-ends do), which neither layer may do itself.
 """
@@ -27,9 +29,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -60,7 +62,7 @@ from perflab.analysis.trace_summary import TraceSummary
 from perflab.errors import InputError, PerflabError, import_extra
 from perflab.io import job as io_job
 from perflab.io import load_trace
-from perflab.io.job import JobPlan, RankFacts, plan_job, rank_facts
+from perflab.io.job import JobPlan, RankFacts, left_out_note, list_job, plan_job, rank_facts
 from perflab.model.job import Job
 from perflab.model.trace import Trace
 
@@ -95,25 +97,34 @@ def load_job(
     if client is None:
         return io_job.load_job(source, workers=workers)
     import_extra("distributed", FEATURE)
-    return DaskJob(io_job.job_files(source), client)
+    listing = list_job(source)
+    return DaskJob(listing.files, client, listing.unreadable)
 
 
 @dataclass
 class DaskJob:
-    """A job's rank files, to be read and summarised on a Dask cluster (``client``)."""
+    """A job's rank files, to be read and summarised on a Dask cluster (``client``), and
+    the entries of its directory named like rank files that cannot be read (path -> why)."""
 
     files: list[Path]
     client: Any
+    unreadable: dict[Path, str] = field(default_factory=dict)
 
     def summary(self, client: Any = None) -> JobSummary:
         """The job summary (as :meth:`Job.summary`), each rank worked out on the cluster."""
-        return summarize_on_cluster(self.files, self.client if client is None else client)
+        return summarize_on_cluster(
+            self.files, self.client if client is None else client, unreadable=self.unreadable
+        )
 
     def activity(self, client: Any = None, *, groups: int = 64, bins: int = 4096) -> JobActivity:
         """The job's overview data (:mod:`perflab.analysis.job_activity`): per group of
         ranks, GPU busy and NCCL fractions in ``bins`` bins, worked out on the cluster."""
         return activity_on_cluster(
-            self.files, self.client if client is None else client, groups=groups, bins=bins
+            self.files,
+            self.client if client is None else client,
+            groups=groups,
+            bins=bins,
+            unreadable=self.unreadable,
         )
 
     def timeline(
@@ -170,15 +181,19 @@ def matching_task(
     return match_ranks({rank: part.comm for rank, (_, part) in outcomes.items()}, offsets)[1]
 
 
-def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
+def summarize_on_cluster(
+    files: Sequence[Path], client: Any, *, unreadable: Mapping[Path, str] | None = None
+) -> JobSummary:
     """The job summary of ``files`` (one per rank), each read and summarised by a task on
     ``client``'s cluster, the collectives matched by another; this process puts the clocks
-    together and writes the document, so its memory does not grow with the collectives."""
+    together and writes the document, so its memory does not grow with the collectives.
+    ``unreadable``: rank files found unreadable before (path -> why), named as failed."""
     import_extra("distributed", FEATURE)
+    left_out = dict(unreadable or {})
     futures, heads = _per_rank(client, rank_task, rank_head, files)
     try:
         outcomes = [_outcome(head) for head in heads]
-        read, plan, notes = _plan(files, outcomes)
+        read, plan, notes = _plan(files, outcomes, left_out)
         by_path = dict(zip(files, futures, strict=True))
         ranks = {rank: by_path[path] for rank, path in plan.files.items()}
         findings = _outcome(
@@ -187,7 +202,8 @@ def summarize_on_cluster(files: Sequence[Path], client: Any) -> JobSummary:
     finally:
         client.cancel([*heads, *futures])  # nothing left running after an interrupt or an error
     _raise_failed("matching the collectives", [findings])
-    return _summary(files, outcomes, read, plan, notes, findings, len(client.nthreads()))
+    failed = _failures(files, outcomes, left_out)
+    return _summary(files, failed, read, plan, notes, findings, len(client.nthreads()))
 
 
 def _per_rank(
@@ -222,27 +238,31 @@ def _outcome(future: Any) -> Any:
         return RankFailure("", f"{type(exc).__name__}: {exc}")
 
 
-Head = tuple[RankFacts, TraceSummary]
-
-
 def _plan(
-    files: Sequence[Path], outcomes: Sequence[tuple[RankFacts, T] | RankFailure]
+    files: Sequence[Path],
+    outcomes: Sequence[tuple[RankFacts, T] | RankFailure],
+    unreadable: Mapping[Path, str],
 ) -> tuple[dict[Path, T], JobPlan, list[str]]:
     """The ranks that were read (their summaries by file), the job's plan of them (ranks,
-    clocks) and a note per file that was not."""
-    failed = _failures(files, outcomes)
+    clocks) and a note per file that was not (``unreadable`` ones first, as locally)."""
+    failed = _failures(files, outcomes, unreadable)
     read = {p: o for p, o in zip(files, outcomes, strict=True) if not isinstance(o, RankFailure)}
     if not read:
         listed = "; ".join(f"{f['file']}: {f['error']}" for f in failed)
         raise InputError(f"no rank file could be read on the Dask cluster ({listed})")
     # the facts name the file as given here (the workers were given absolute paths)
     plan = plan_job([replace(facts, path=path) for path, (facts, _) in read.items()])
-    notes = [f"{f['file']} could not be read ({f['error']}); its rank is left out" for f in failed]
+    notes = [left_out_note(f["file"], f["error"]) for f in failed]
     return {path: rest for path, (_, rest) in read.items()}, plan, notes
 
 
-def _failures(files: Sequence[Path], outcomes: Sequence[object]) -> list[FailedDoc]:
-    return [
+def _failures(
+    files: Sequence[Path], outcomes: Sequence[object], unreadable: Mapping[Path, str]
+) -> list[FailedDoc]:
+    """The files left out: those found unreadable here, then those the workers could not
+    read."""
+    found = [FailedDoc(file=str(path), error=why) for path, why in unreadable.items()]
+    return found + [
         FailedDoc(file=str(path), error=o.error)
         for path, o in zip(files, outcomes, strict=True)
         if isinstance(o, RankFailure)
@@ -251,7 +271,7 @@ def _failures(files: Sequence[Path], outcomes: Sequence[object]) -> list[FailedD
 
 def _summary(
     files: Sequence[Path],
-    outcomes: list[Head | RankFailure],
+    failed: list[FailedDoc],
     read: dict[Path, TraceSummary],
     plan: JobPlan,
     notes: list[str],
@@ -262,7 +282,6 @@ def _summary(
     clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
     doc = job_document(summaries, clocks, plan.clock, [*plan.warnings, *notes], findings)
     engine = EngineDoc(name="dask", workers=workers, tasks=len(files))
-    failed = _failures(files, outcomes)
     if failed:
         engine["failed"] = failed
     doc["engine"] = engine
@@ -293,16 +312,22 @@ def group_task(
 
 
 def activity_on_cluster(
-    files: Sequence[Path], client: Any, *, groups: int = 64, bins: int = 4096
+    files: Sequence[Path],
+    client: Any,
+    *,
+    groups: int = 64,
+    bins: int = 4096,
+    unreadable: Mapping[Path, str] | None = None,
 ) -> JobActivity:
     """The overview of ``files`` (one per rank): each rank read by a task, each group of
-    ranks binned by another, where the ranks are; this process gets spans and fractions."""
+    ranks binned by another, where the ranks are; this process gets spans and fractions.
+    ``unreadable``: rank files found unreadable before (path -> why), named in the notes."""
     import_extra("distributed", FEATURE)
     futures, heads = _per_rank(client, activity_task, activity_head, files)
     tasks: list[Any] = []
     try:
         outcomes = [_outcome(head) for head in heads]
-        spans, plan, notes = _plan(files, outcomes)
+        spans, plan, notes = _plan(files, outcomes, unreadable or {})
         ranks = sorted(plan.files)
         offsets = [plan.offsets[r] for r in ranks]
         grid = job_grid([spans[plan.files[r]] for r in ranks], offsets, bins)

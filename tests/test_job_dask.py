@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from bench_scripts import load_script
+from test_job_unreadable import ENTRIES, named_in, spoiled_job
 
 import perflab
 from perflab import job_dask
@@ -406,3 +407,33 @@ def test_a_rank_whose_worker_always_dies_is_named_and_the_rest_summarised(
     assert summarised | set(failed) == {f"rank-{r}.json.gz" for r in range(4)}
     for name in failed:
         assert any(name in w and "left out" in w for w in doc["warnings"])
+
+
+# -- entries of the directory that are not readable files ---------------------------------------
+
+
+def test_unreadable_rank_entries_are_named_as_failed_and_in_the_warnings(
+    tmp_path: Path, client: Any
+) -> None:
+    spoiled = spoiled_job(tmp_path)
+    summary = perflab.load_job(spoiled, client=client).summary()
+    assert "4 rank files not read (see the warnings)" in str(summary)
+    doc = json.loads(json.dumps(summary.to_dict()))
+    engine = doc.pop("engine")
+    failed = {Path(f["file"]).name: f["error"] for f in engine["failed"]}
+    assert sorted(failed) == sorted(ENTRIES) and engine["tasks"] == 3
+    assert all(words in failed[name] for name, words in ENTRIES.items())
+    named_in(doc["warnings"], spoiled, ENTRIES)
+    assert doc == summarize_job(load_job(spoiled, workers=0)).to_dict()  # as locally
+    activity = perflab.load_job(spoiled, client=client).activity(groups=3, bins=64)
+    named_in(activity.warnings, spoiled, ENTRIES)
+
+
+def test_the_cli_on_a_scheduler_names_unreadable_rank_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spoiled = spoiled_job(tmp_path)
+    assert main(["trace", "summary", str(spoiled), "--scheduler", "local:1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(Path(f["file"]).name for f in doc["engine"]["failed"]) == sorted(ENTRIES)
+    named_in(doc["warnings"], spoiled, ENTRIES)

@@ -63,19 +63,19 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def summarize_on_scheduler(args: argparse.Namespace) -> JobSummary:
-    from perflab.io.job import job_files
+    from perflab.io.job import list_job
     from perflab.job_dask import cluster_client, summarize_on_cluster
 
-    files = job_files([args.file, *args.more])
+    listing = list_job([args.file, *args.more])
     with cluster_client(args.scheduler) as client:
-        return summarize_on_cluster(files, client)
+        return summarize_on_cluster(listing.files, client, unreadable=listing.unreadable)
 
 
 def run_overview(args: argparse.Namespace) -> tuple[Path, int]:
     """The overview of the job named by ``args`` (a lane per group of ranks), worked out on
     ``args.scheduler``'s cluster and written to ``args.output``: the file and the ranks."""
     from perflab.errors import InputError
-    from perflab.io.job import job_files
+    from perflab.io.job import list_job
     from perflab.job_dask import activity_on_cluster, cluster_client
     from perflab.render.job_overview import job_overview
 
@@ -83,9 +83,15 @@ def run_overview(args: argparse.Namespace) -> tuple[Path, int]:
         raise InputError(f"--groups must be from 1 to 4096, not {args.groups}")
     if not 16 <= args.bins <= 65536:
         raise InputError(f"--bins must be from 16 to 65536, not {args.bins}")
-    files = job_files([args.file, *args.more])
+    listing = list_job([args.file, *args.more])
     with cluster_client(args.scheduler) as client:
-        activity = activity_on_cluster(files, client, groups=args.groups, bins=args.bins)
+        activity = activity_on_cluster(
+            listing.files,
+            client,
+            groups=args.groups,
+            bins=args.bins,
+            unreadable=listing.unreadable,
+        )
     out = job_overview(activity).save(args.output, title="perflab timeline: job overview")
     return out, sum(len(g) for g in activity.groups)
 

@@ -10,10 +10,16 @@ read by this process, which then names what is wrong with it.
 
 A rank's number comes from the file's ``distributedInfo.rank``, else from ``rank-N`` in its
 name; its clock offset from its ``baseTimeNanoseconds`` (see :mod:`perflab.model.job`).
+
+An entry of a job's directory named like a trace file that is not a readable regular file (a
+FIFO, a socket, a directory, a dangling or looping symbolic link, a file without read
+permission) is left out and named in the job's warnings; it is found with ``stat``, never
+opened (opening a FIFO waits for a writer).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -28,7 +34,7 @@ import msgspec
 from perflab.errors import InputError, PerflabError
 from perflab.io import _parallel, load_trace
 from perflab.model.job import Job, RankTrace
-from perflab.model.serialize import SCHEMA_VERSION
+from perflab.model.serialize import SCHEMA_VERSION, regular_size
 from perflab.model.trace import KIND as TRACE_KIND
 from perflab.model.trace import Trace
 
@@ -52,36 +58,100 @@ def load_job(
     ``workers``: helper processes that read rank files at the same time as this one (None:
     one per spare core, up to 7; 0: this process only).
     """
-    files = job_files(source)
-    traces = load_files(files, workers)
-    return assemble(files, traces)
+    listing = list_job(source)
+    traces = load_files(listing.files, workers)
+    return assemble(listing.files, traces, listing.notes())
+
+
+@dataclass(frozen=True)
+class JobListing:
+    """The trace files a job source names, and the entries of its directories named like
+    trace files that cannot be read (path -> why), which are left out."""
+
+    files: list[Path]
+    unreadable: dict[Path, str]
+
+    def notes(self) -> list[str]:
+        """A warning per entry left out."""
+        return [left_out_note(str(path), why) for path, why in self.unreadable.items()]
+
+
+def left_out_note(file: str, error: str) -> str:
+    """The warning naming a rank file that could not be read (here or on a cluster)."""
+    return f"{file} could not be read ({error}); its rank is left out"
 
 
 def job_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The trace files a job source names, in a stable order; InputError when there are none
-    or one is missing."""
+    """The readable trace files a job source names (:func:`list_job`)."""
+    return list_job(source).files
+
+
+def list_job(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> JobListing:
+    """The trace files a job source names, in a stable order, and its directories' entries
+    that cannot be read; InputError when there are no files, or a file named on its own
+    cannot be read."""
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not items:
         raise InputError("no trace files given")
     files: list[Path] = []
+    unreadable: dict[Path, str] = {}
     for item in items:
         path = Path(item)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if _is_trace_file(p))
-            if not found:
-                kinds = ", ".join(TRACE_SUFFIXES)
-                raise InputError(f"no trace files ({kinds}) in this directory", source=str(path))
-            files += found
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise InputError("no such file or directory", source=str(path))
+            files += _directory_files(path, unreadable)
+            continue
+        why = unreadable_reason(path)
+        if why is not None:
+            raise InputError(why, source=str(path))
+        files.append(path)
     _check_distinct(files)
-    return files
+    return JobListing(files, unreadable)
 
 
-def _is_trace_file(path: Path) -> bool:
-    return path.is_file() and not path.name.startswith(".") and path.name.endswith(TRACE_SUFFIXES)
+def _directory_files(directory: Path, unreadable: dict[Path, str]) -> list[Path]:
+    """The directory's trace files, sorted; those named like one that cannot be read go to
+    ``unreadable``. InputError when it has no readable one."""
+    named = sorted(p for p in directory.iterdir() if _named_like_trace(p))
+    found = []
+    for path in named:
+        why = unreadable_reason(path)
+        if why is None:
+            found.append(path)
+        else:
+            unreadable[path] = why
+    if found:
+        return found
+    kinds = ", ".join(TRACE_SUFFIXES)
+    if not named:
+        raise InputError(f"no trace files ({kinds}) in this directory", source=str(directory))
+    listed = "; ".join(f"{p.name}: {unreadable[p]}" for p in named)
+    raise InputError(f"no readable trace files in this directory ({listed})", source=str(directory))
+
+
+def _named_like_trace(path: Path) -> bool:
+    return not path.name.startswith(".") and path.name.endswith(TRACE_SUFFIXES)
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a trace file, found without opening it; None when it
+    is a regular file (or a link to one) that this process may read."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        if not path.is_symlink():
+            return "no such file or directory"
+        return f"is a symbolic link to {os.readlink(path)}, which does not exist"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link in a loop (it leads back to itself)"
+        return f"cannot read: {exc.strerror or exc}"
+    try:
+        regular_size(path)  # a FIFO, a socket, a device or a directory: said here
+    except InputError as exc:
+        return exc.detail
+    if not os.access(path, os.R_OK):
+        return "cannot read: permission denied"
+    return None
 
 
 def _check_distinct(files: list[Path]) -> None:
@@ -246,15 +316,16 @@ def rank_facts(path: Path, trace: Trace) -> RankFacts:
     return RankFacts(path, meta, _span(trace))
 
 
-def assemble(files: Sequence[Path], traces: Sequence[Trace]) -> Job:
-    """A Job from each file's trace: ranks numbered, clocks aligned, oddities noted."""
+def assemble(files: Sequence[Path], traces: Sequence[Trace], notes: Sequence[str] = ()) -> Job:
+    """A Job from each file's trace: ranks numbered, clocks aligned, oddities noted (after
+    the plan's, ``notes``: what else was found wrong, such as files left out)."""
     plan = plan_job([rank_facts(p, t) for p, t in zip(files, traces, strict=True)])
     by_path = dict(zip(files, traces, strict=True))
     ranks = {
         rank: RankTrace(rank, by_path[path], str(path), plan.offsets[rank], plan.aligned_on[rank])
         for rank, path in plan.files.items()
     }
-    return Job(ranks, plan.clock, plan.warnings, plan.world_size)
+    return Job(ranks, plan.clock, [*plan.warnings, *notes], plan.world_size)
 
 
 def plan_job(facts: Sequence[RankFacts]) -> JobPlan:
