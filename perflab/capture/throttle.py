@@ -128,7 +128,8 @@ class NvmlPoller:
         return self.polls()
 
     def polls(self) -> Polls:
-        count = len(self._at)
+        # a thread that did not stop in time may be part-way through appending one poll
+        count = min(len(c) for c in self._columns())
         counters = np.asarray([c[:count] for c in self._counters], dtype=np.int64).T
         return Polls(
             at_ns=np.asarray(self._at[:count], dtype=np.float64),
@@ -158,10 +159,12 @@ class NvmlPoller:
         for column, value in zip(self._counters, counters, strict=True):
             column.append(int(value))
 
+    def _columns(self) -> tuple[array[Any], ...]:
+        return (self._at, self._mhz, self._reasons, *self._counters)
+
     def _thin(self) -> None:
         """Keep every other poll and poll half as often: a run of an hour stays bounded."""
-        columns: tuple[array[Any], ...] = (self._at, self._mhz, self._reasons, *self._counters)
-        for column in columns:
+        for column in self._columns():
             del column[1::2]
         self.interval_s *= 2
 
