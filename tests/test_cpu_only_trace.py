@@ -21,7 +21,7 @@ from perflab.cli import main
 from perflab.io import load_trace
 from perflab.render.views import to_bundle
 
-CPU_TRACE = TRACES / "kineto" / "cpu_only_train.json.gz"
+CPU_TRACE = TRACES / "cpu" / "cpu_only_train.json.gz"
 GPU_TRACE = TRACES / "kineto" / "alexnet_a100.json.gz"
 NS = 0.002  # us: the file's times have three decimals of a microsecond
 

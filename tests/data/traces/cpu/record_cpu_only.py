@@ -1,5 +1,5 @@
 """How ``cpu_only_train.json.gz`` was recorded: ``python record_cpu_only.py OUT.json`` with
-torch 2.13 (CPU build), then ``gzip -9``.
+torch 2.13 (CPU build), then ``gzip -9 -n``.
 
 torch.profiler with CPU activities only (no GPU, no CUDA): a small convolutional model's
 forward, loss, backward and SGD step over three profiled steps (one warm-up step before
