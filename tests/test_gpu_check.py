@@ -18,7 +18,7 @@ from data_paths import ROOT
 from gpu_scripts import load_script
 
 from perflab.capture.env import cuda_available
-from perflab.machine import gpu_check, gpu_modules
+from perflab.machine import gpu_check, gpu_modules, gpu_paths
 
 SCRIPT = ROOT / "scripts" / "gpu-check"
 
@@ -56,13 +56,32 @@ def test_dry_run_passes_end_to_end(tmp_path: Path) -> None:
     checks = report["sections"]["timing engine"]["result"]["checks"]
     assert checks and all(c["passed"] for c in checks.values())
     for run in report["sections"]["timing engine"]["result"]["runs"].values():
-        assert run["floor_ns"] > 0 and run["resolution_ns"] > 0
+        assert run["empty_window_ns"] > 0 and run["tick_ns"] > 0
     # the GPU test files collect here (skipped without a GPU, none deselected by error)
     assert "skipped" in report["sections"]["gpu tests"]["result"]["summary"]
+    # what ran: the commit and every GPU-path file's checksum, beside the results
+    validation = report["validation"]
+    assert set(validation["files"]) == set(gpu_paths.GPU_PATHS)
+    assert validation["date"] == report["date"] and "commit" in validation
     # the summary table comes last, before the path line
     lines = done.stdout.strip().splitlines()
     assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
     assert lines[0].startswith("section")
+
+
+def test_only_a_run_that_passed_on_a_gpu_leaves_a_validation_record(tmp_path: Path) -> None:
+    script = load_script("gpu-check")
+    record = gpu_paths.validation_record("NVIDIA H200", "2026-12-07T10:00:00+00:00", ROOT)
+    report: dict[str, Any] = {"dry_run": False, "exit_code": 1, "validation": record}
+    assert script._keep_validation(report, tmp_path) == (
+        "no validation record: the check did not pass"
+    )
+    report.update(dry_run=True, exit_code=0)
+    assert "a dry run validates nothing" in script._keep_validation(report, tmp_path)
+    assert not (tmp_path / "gpu-validation.json").exists()
+    report["dry_run"] = False
+    assert script._keep_validation(report, tmp_path).startswith("validation record: ")
+    assert gpu_paths.read_record(tmp_path / "gpu-validation.json") == record
 
 
 def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -> None:
@@ -107,17 +126,17 @@ def test_a_missing_package_stops_the_check_at_once_with_exit_2(tmp_path: Path) -
     assert lines[-1].startswith("written: ") and lines[-2].startswith("total")
 
 
-def test_timing_section_json_carries_the_timer_floor_and_resolution() -> None:
-    """What the dry run writes for the timing engine: each run's floor (what the timer
-    reads for a sample of nothing) and resolution beside its median, checked present."""
+def test_timing_section_json_carries_the_empty_window_and_tick() -> None:
+    """What the dry run writes for the timing engine: each run's empty window (what the
+    timer reads for a sample of nothing) and tick beside its median, checked present."""
     step = next(s for s in gpu_check.sections(skip_tests=True) if s.name == "timing engine")
     entry = json.loads(json.dumps(gpu_check.run_section(step, "cpu")))
     assert entry["status"] == "ok", entry
     runs = entry["result"]["runs"]
-    assert runs and all(r["floor_ns"] > 0 and r["resolution_ns"] > 0 for r in runs.values())
-    check = "timer floor and resolution on every result"
+    assert runs and all(r["empty_window_ns"] > 0 and r["tick_ns"] > 0 for r in runs.values())
+    check = "empty window and tick on every result"
     assert entry["result"]["checks"][check]["passed"]
-    runs["matmul_warm"]["floor_ns"] = None  # a result that did not record its floor
+    runs["matmul_warm"]["empty_window_ns"] = None  # a result that did not record it
     assert not gpu_check._engine_checks(runs, "cpu")[check]["passed"]
 
 

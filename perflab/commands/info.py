@@ -1,11 +1,16 @@
-"""``perflab info``: backend, devices, versions and CUDA tools."""
+"""``perflab info``: backend, devices, versions, CUDA tools, and where perflab's GPU paths
+last ran on a GPU (with the files changed since)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from perflab.commands._common import Subcommands, print_json
+
+if TYPE_CHECKING:
+    from perflab.machine.gpu_paths import ValidationStatus
 
 
 def register(sub: Subcommands) -> None:
@@ -13,7 +18,9 @@ def register(sub: Subcommands) -> None:
         "info",
         help="show the backend, devices, library versions and CUDA tools found",
         description="Show what perflab sees on this machine: the timing backend (cuda or "
-        "cpu), devices, versions of torch/triton/cupy/nvtx and the CUDA tools found.",
+        "cpu), devices, versions of torch/triton/cupy/nvtx and the CUDA tools found; and on "
+        "which GPU, at which commit, perflab's GPU paths were last validated, with the "
+        "files changed since (not validated on a GPU).",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
@@ -23,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     from perflab.capture.env import info
 
     doc = info()
+    validation, problem = gpu_validation()
     if args.json:
-        print_json(doc)
+        print_json({**doc, "gpu_validation": {"error": problem} if problem else validation})
         return 0
     print(f"backend: {doc['backend']}" + ("" if doc["backend"] == "cuda" else " (no GPU)"))
     for dev in doc["devices"]:
@@ -37,7 +45,27 @@ def run(args: argparse.Namespace) -> int:
             else (f"{found['version'] or '?'} ({found['origin']}: {found['path']})")
         )
         print(f"{tool:10s} {where}")
+    print(validation_text(validation, problem))
     return 0
+
+
+def gpu_validation() -> tuple[ValidationStatus | None, str | None]:
+    """The package's GPU validation record with the files changed since (None without a
+    record), or why it cannot be read."""
+    from perflab.machine.gpu_paths import validation_status
+
+    try:
+        return validation_status(), None
+    except (OSError, ValueError) as exc:
+        return None, str(exc)
+
+
+def validation_text(status: ValidationStatus | None, problem: str | None) -> str:
+    from perflab.machine.gpu_paths import status_line
+
+    if problem is not None:
+        return f"GPU paths: the validation record cannot be read ({problem})"
+    return status_line(status)
 
 
 def device_text(dev: Mapping[str, object]) -> str:

@@ -33,7 +33,7 @@ from perflab.machine.gpu_check_bench import BenchSections
 from perflab.machine.gpu_check_engine import _engine_checks as _engine_checks
 from perflab.machine.gpu_check_engine import timing_engine
 from perflab.machine.gpu_check_run import CheckFailed as CheckFailed
-from perflab.machine.gpu_check_run import MissingPackages
+from perflab.machine.gpu_check_run import MissingPackages as MissingPackages
 from perflab.machine.gpu_check_run import Report as Report
 from perflab.machine.gpu_check_run import Section as Section
 from perflab.machine.gpu_check_run import exit_code as exit_code
@@ -48,6 +48,12 @@ PYTEST_TIMEOUT_S = 240
 
 
 # --- modules ---------------------------------------------------------------------------
+
+
+def missing_instructions(exc: MissingPackages) -> str:
+    """What to do about the packages a :class:`MissingPackages` names."""
+    result = exc.result
+    return str(result.get("instructions", "")) if isinstance(result, dict) else ""
 
 
 def modules(backend: str, wheel_dir: Path = gpu_modules.WHEEL_DIR) -> dict[str, object]:

@@ -39,10 +39,11 @@ class RunSummary(TypedDict):
     n: int
     number: int
     stop_reason: str
-    floor_ns: float | None
-    resolution_ns: float | None
+    empty_window_ns: float | None
+    tick_ns: float | None
     host_ns_median: float | None
     host_bound_samples: object
+    host_bound_undecided: object
     queue_filler_ns: object
     cold: object
     warmup_calls: object
@@ -88,10 +89,11 @@ def _summary(r: TimingResult) -> RunSummary:
         "n": r.n,
         "number": r.number,
         "stop_reason": r.stop_reason,
-        "floor_ns": r.floor_ns,  # what the timer reads for a sample of nothing
-        "resolution_ns": r.resolution_ns,  # its smallest step between two readings
+        "empty_window_ns": r.empty_window_ns,  # what the timer reads for a sample of nothing
+        "tick_ns": r.tick_ns,  # the step its readings come in
         "host_ns_median": None if r.host_ns is None else float(sorted(r.host_ns)[r.n // 2]),
         "host_bound_samples": r.options["host_bound_samples"],
+        "host_bound_undecided": r.options.get("host_bound_undecided"),
         "queue_filler_ns": r.options["queue_filler_ns"],
         "cold": r.options["cold"],
         "warmup_calls": r.options["warmup_calls"],
@@ -149,9 +151,9 @@ def _engine_checks(rows: dict[str, RunSummary], backend: str) -> dict[str, Check
             all(r["stop_reason"] and r["host_ns_median"] is not None for r in every),
             str({k: r["stop_reason"] for k, r in rows.items()}),
         ),
-        "timer floor and resolution on every result": check(
-            all(positive(r["floor_ns"]) and positive(r["resolution_ns"]) for r in every),
-            str({k: (r["floor_ns"], r["resolution_ns"]) for k, r in rows.items()}),
+        "empty window and tick on every result": check(
+            all(positive(r["empty_window_ns"]) and positive(r["tick_ns"]) for r in every),
+            str({k: (r["empty_window_ns"], r["tick_ns"]) for k, r in rows.items()}),
         ),
         "throttle field says checked, or why not": check(
             all(r["throttle"].get("checked") or r["throttle"].get("why") for r in every),
