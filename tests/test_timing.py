@@ -343,3 +343,20 @@ def test_a_recorded_kernel_below_the_empty_window_is_not_shown_below_a_floor() -
         assert "empty window 3.39 us" in view and "tick 32 ns" in view
     assert r.warnings[0].startswith("the median is within 5x an empty sample's window (3.39 us")
     assert r.warnings[1].startswith("the timer's tick (32 ns per sample")
+
+
+def test_warnings_saved_by_older_rules_say_so_when_loaded() -> None:
+    """The H200 recordings' host-bound flags came from host time alone, and their dropped
+    samples from the filler's clock: loaded today, each says it is the older rule's."""
+    from perflab.recordings import recorded
+
+    root = Path(__file__).resolve().parents[1] / "notebooks" / "recordings" / "h200"
+    warm = recorded("12-inference/batch1-warm.json", root)
+    graph = recorded("12-inference/batch1-graph.json", root)
+    assert isinstance(warm, TimingResult) and isinstance(graph, TimingResult)
+    (bound,) = [w for w in warm.warnings if w.startswith("host-bound")]
+    assert bound.startswith("host-bound by an older rule, host time alone: 723 of 2000 samples")
+    assert "not evidence that the GPU waited" in bound
+    (dropped,) = [w for w in graph.warnings if w.startswith("dropped")]
+    assert dropped.startswith("dropped 2 of 2000 samples by an older rule")
+    assert "1404 MHz" in dropped and "no throttle reason" in dropped

@@ -60,6 +60,27 @@ _RENAMED_WARNINGS = (
         r"the median is within \1x an empty sample's window (",
     ),
     (re.compile(r"^the timer's resolution \("), "the timer's tick ("),
+    # results saved before the host-bound flag needed the GPU's evidence: host time alone,
+    # which also flags a host held back by a full launch queue while the GPU stayed busy
+    (
+        re.compile(
+            r"^host-bound: in (\d+) of (\d+) samples the GPU may have waited for the host inside "
+            r"the timed window \(the queue filler was shorter than the host's time to issue the "
+            r"sample\).*$"
+        ),
+        r"host-bound by an older rule, host time alone: \1 of \2 samples took the host longer "
+        r"to issue than their queue filler; a host held back by a full launch queue reads the same "
+        r"while the GPU stays busy, so this is not evidence that the GPU waited",
+    ),
+    # ... and before the SM clock was read by NVML during the window: the filler's clock,
+    # measured while one thread spins just before the window, with no throttle reason read
+    (
+        re.compile(
+            r"^(dropped \d+ of \d+ samples) run below 75% of the default SM clock \((.*)\)$"
+        ),
+        r"\1 by an older rule: their queue filler's clock, read just before the window, fell "
+        r"below 75% of the default SM clock (\2); NVML reported no throttle reason after the run",
+    ),
 )
 
 
