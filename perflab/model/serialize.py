@@ -169,7 +169,7 @@ def _check_folders(target: Path) -> None:
     for part in path.parent.relative_to(start).parts:
         step = here / part
         if part == "..":
-            here = step.resolve()
+            here = _resolved(step, target)
             if not _inside(here, real_start):
                 return  # above the start: the folders from here on were named by the path
             continue
