@@ -35,17 +35,21 @@ import math
 import numbers
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perflab.errors import InputError
-from perflab.exercises.checks import Check, CheckKind, Values, resolve
+from perflab.errors import InputError, PerflabError
+from perflab.exercises.checks import Check, CheckKind, Values, brief, check_length, resolve
 from perflab.model.display import Shown
 
 __all__ = ["Exercise", "Spec", "Verdict", "VerdictState", "catalogue", "get"]
 
 TRIES_BEFORE_REVEAL = 3
+# the largest count an exercise takes: every count up to it is exact as a float
+MAX_COUNT = 2**53
+MAX_TEXT_CHARS = 200  # a text value is a name (a memory level, an instruction family)
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _NOTEBOOK = re.compile(r"^\d\d-[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -53,9 +57,12 @@ _NOTEBOOK = re.compile(r"^\d\d-[a-z0-9]+(?:-[a-z0-9]+)*$")
 def _finite(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"a number, not {type(value).__name__}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int or fraction past the largest float
+        number = math.inf
     if not math.isfinite(number):
-        raise ValueError(f"a finite number, not {number}")
+        raise ValueError(f"a finite number, not {brief(value)}")
     return number
 
 
@@ -69,22 +76,53 @@ def _in_range(low: float, high: float) -> Callable[[object], float]:
     return read
 
 
-def _count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 0:
-        raise ValueError(f"a whole number >= 0, not {value!r}")
-    return int(value)
+def _whole(least: int) -> Callable[[object], int]:
+    """The reader of a whole number from ``least`` to :data:`MAX_COUNT`."""
+
+    def read(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"a whole number >= {least}, not {brief(value)}")
+        if not least <= int(value) <= MAX_COUNT:
+            raise ValueError(f"a whole number from {least} to 2**53, not {brief(value)}")
+        return int(value)
+
+    return read
 
 
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"text, not {type(value).__name__}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValueError(f"text of at most {MAX_TEXT_CHARS} characters, not {len(value):,}")
     return value
 
 
 def _numbers(value: object) -> dict[str, float]:
     if not isinstance(value, Mapping) or not value:
-        raise TypeError(f"a non-empty mapping of names to numbers, not {type(value).__name__}")
-    return {str(key): _finite(number) for key, number in value.items()}
+        raise TypeError(f"a non-empty mapping of names to numbers, not {brief(value)}")
+    return {_name(key): _finite(number) for key, number in value.items()}
+
+
+def _name(key: object) -> str:
+    if isinstance(key, int) and not -MAX_COUNT <= key <= MAX_COUNT:
+        raise ValueError(f"a mapping keyed by names, not by {brief(key)}")
+    return str(key)
+
+
+def _sweep(value: object) -> dict[int, float]:
+    """A mapping of sizes (whole numbers >= 1, or their digits as text) to numbers."""
+    if not isinstance(value, Mapping) or not value:
+        raise TypeError(f"a non-empty mapping of sizes to numbers, not {brief(value)}")
+    return {_size_key(key): _finite(number) for key, number in value.items()}
+
+
+def _size_key(key: object) -> int:
+    if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 16:
+        key = int(key)
+    try:
+        return _whole(1)(key)
+    except ValueError:
+        raise ValueError(f"a mapping keyed by whole numbers >= 1, not by {brief(key)}") from None
 
 
 # the kinds of value an exercise is given or measured, each read and checked where it enters
@@ -92,9 +130,11 @@ KINDS: dict[str, Callable[[object], object]] = {
     "number": _finite,
     "positive": _in_range(math.ulp(0.0), math.inf),
     "fraction": _in_range(0.0, 1.0),
-    "count": _count,
+    "count": _whole(0),
+    "positive count": _whole(1),  # a count a rule divides by
     "text": _text,
     "numbers": _numbers,
+    "sweep": _sweep,
 }
 
 
@@ -218,7 +258,21 @@ class Exercise(Shown):
 
     @property
     def question(self) -> str:
-        return resolve(self.spec.question, self.given)
+        with self._checkable():
+            return resolve(self.spec.question, self.given)
+
+    @contextmanager
+    def _checkable(self) -> Iterator[None]:
+        """Arithmetic on the values that fails (a ratio past the largest float, a mapping
+        with nothing to compare) is the values' fault: say so, naming the exercise."""
+        try:
+            yield
+        except PerflabError:
+            raise
+        except (ArithmeticError, ValueError) as exc:
+            raise InputError(
+                f"exercise {self.key!r} cannot be checked with these values: {exc}"
+            ) from None
 
     @property
     def _values(self) -> dict[str, object]:
@@ -236,6 +290,8 @@ class Exercise(Shown):
             what = "prediction and run this cell before the measurement" if self._waiting else ""
             return Verdict(self.key, "unanswered", f"replace None with your {what or 'answer'}")
         try:
+            if isinstance(value, str):
+                check_length(value)
             read = self.spec.check.read(value)
         except (TypeError, ValueError) as exc:
             return Verdict(self.key, "unreadable", str(exc))
@@ -268,21 +324,22 @@ class Exercise(Shown):
 
     def _judge(self, read: object, reveal: bool) -> Verdict:
         values = self._values
-        ok, reason = self.spec.check.judge(read, values)
+        with self._checkable():
+            ok, reason = self.spec.check.judge(read, values)
+            show = reveal or (not ok and self.misses + 1 >= TRIES_BEFORE_REVEAL)
+            accepted = self.spec.check.accepted(values) if show else ""
         self.tries += 1
         self.misses += not ok
-        accepted = ""
-        if reveal or (not ok and self.misses >= TRIES_BEFORE_REVEAL):
-            accepted = self.spec.check.accepted(values)
         return Verdict(self.key, "right" if ok else "wrong", reason, accepted)
 
     def solution(self) -> _Solution:
         """The solution and the accepted answer (a prediction's, once measured)."""
-        if self._waiting:
-            accepted = "decided by the measurement below: run it, then .check(...)"
-        else:
-            accepted = self.spec.check.accepted(self._values)
-        return _Solution(self.key, resolve(self.spec.solution, self._values), accepted)
+        with self._checkable():
+            if self._waiting:
+                accepted = "decided by the measurement below: run it, then .check(...)"
+            else:
+                accepted = self.spec.check.accepted(self._values)
+            return _Solution(self.key, resolve(self.spec.solution, self._values), accepted)
 
     __repr__ = Shown.__str__
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import reprlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import (
@@ -133,7 +134,30 @@ _PREFIXES = {
     "T": 1e12,
     "P": 1e15,
 }
-_NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
+# a number at the start of an answer; each part is unambiguous, so reading it takes linear
+# time (the unit after it is split off in code, not by backtracking)
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+# an answer is a few words; a longer one is refused before it is read
+MAX_ANSWER_CHARS = 200
+_SHOWN_CHARS = 60
+_REPR = reprlib.Repr()  # repr, cutting long strings and containers
+_REPR.maxstring = _REPR.maxother = _SHOWN_CHARS
+
+
+def brief(value: object) -> str:
+    """``repr(value)`` cut to a few dozen characters, for messages (an answer, or a value a
+    notebook passed, may be of any size, and an int of 4,300 digits has no repr)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        sign = "-" if value < 0 else ""
+        return f"an integer of about {sign}10**{value.bit_length() * 0.30103:.0f}"
+    text = _REPR.repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def check_length(answer: str) -> None:
+    """ValueError for an answer longer than :data:`MAX_ANSWER_CHARS`."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise ValueError(f"an answer is at most {MAX_ANSWER_CHARS} characters, not {len(answer):,}")
 
 
 def _split_prefix(unit: str) -> tuple[float, str]:
@@ -165,21 +189,27 @@ def _convert(value: float, given: str, unit: str) -> float:
 def read_number(answer: object, unit: str = "") -> float:
     """The answer as a number in ``unit``: a real number, or text such as "4.2 TB/s"."""
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real | str):
-        raise TypeError(f"expected a number{' in ' + unit if unit else ''}, got {answer!r}")
-    if not isinstance(answer, str):
-        value = float(answer)
-    else:
-        match = _NUMBER_WITH_UNIT.match(answer)
-        if not match:
-            example = f"3.5 {unit}".rstrip()
-            raise ValueError(f"expected a number such as {example!r}, got {answer!r}")
-        value = float(match.group(1))
-        given = match.group(2)
-        if given and given != unit:
-            value = _convert(value, given, unit)
+        raise TypeError(f"expected a number{' in ' + unit if unit else ''}, got {brief(answer)}")
+    try:
+        value = _number_in(answer, unit) if isinstance(answer, str) else float(answer)
+    except OverflowError:  # an int or fraction past the largest float
+        value = math.inf
     if not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {answer!r}")
+        raise ValueError(f"expected a finite number, got {brief(answer)}")
     return value
+
+
+def _number_in(answer: str, unit: str) -> float:
+    """A number written as text ("4.2 TB/s"), in ``unit``."""
+    check_length(answer)
+    text = answer.strip()
+    match = _NUMBER.match(text)
+    given = text[match.end() :].lstrip() if match else ""
+    if not match or any(c.isspace() for c in given):
+        example = f"3.5 {unit}".rstrip()
+        raise ValueError(f"expected a number such as {example!r}, got {brief(answer)}")
+    value = float(match.group())
+    return _convert(value, given, unit) if given and given != unit else value
 
 
 @dataclass(frozen=True)
@@ -272,7 +302,8 @@ def number(expected: Given[float], **options: Unpack[_NumberOptions]) -> Number:
 
 
 def _key(option: object) -> str:
-    return str(option).strip().lower()
+    text = brief(option) if isinstance(option, int) else str(option)  # an int may be huge
+    return text.strip().lower()
 
 
 @dataclass(frozen=True)
@@ -325,10 +356,12 @@ class Choice:
             picked = list(answer)
         else:
             noun = "options" if self.many else "one option"
-            raise TypeError(f"expected {noun} of {list(self.options)}, got {answer!r}")
+            raise TypeError(f"expected {noun} of {list(self.options)}, got {brief(answer)}")
         keys = frozenset(_key(p) for p in picked)
         if unknown := sorted(keys - self._canon.keys()):
-            raise ValueError(f"{', '.join(unknown)} is not among the options {list(self.options)}")
+            raise ValueError(
+                f"{brief(', '.join(unknown))} is not among the options {list(self.options)}"
+            )
         if not keys:
             raise ValueError(f"pick {'options' if self.many else 'an option'}")
         return keys
@@ -400,10 +433,12 @@ class Ranges:
 
     def read(self, answer: object) -> int:
         if not isinstance(answer, str):
-            raise TypeError(f"expected one of {list(self.labels)}, got {answer!r}")
+            raise TypeError(f"expected one of {list(self.labels)}, got {brief(answer)}")
         keys = [_key(label) for label in self.labels]
         if _key(answer) not in keys:
-            raise ValueError(f"{answer.strip()} is not among the options {list(self.labels)}")
+            raise ValueError(
+                f"{brief(answer.strip())} is not among the options {list(self.labels)}"
+            )
         return keys.index(_key(answer))
 
     def shown(self, read: int) -> str:

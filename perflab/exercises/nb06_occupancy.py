@@ -47,7 +47,7 @@ EXERCISES = (
             "pointer chase's: under load it grows, so this is a floor, not a target."
         ),
         worked=lambda v: f"{_kib_per_sm(v):.2f} KiB",
-        given={"bandwidth_gbps": "positive", "latency_ns": "positive", "sms": "count"},
+        given={"bandwidth_gbps": "positive", "latency_ns": "positive", "sms": "positive count"},
         answer_as='e.g. "4 KiB"',
     ),
     Spec(

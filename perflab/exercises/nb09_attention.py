@@ -117,7 +117,7 @@ EXERCISES = (
         ),
         _naive_solution,
         worked=_naive_band,
-        measured={"naive_intensity": "numbers", "ridge": "positive"},
+        measured={"naive_intensity": "sweep", "ridge": "positive"},
     ),
     Spec(
         "fused-intensity",

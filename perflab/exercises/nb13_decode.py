@@ -109,7 +109,7 @@ EXERCISES = (
             "16-bit scale per group of 32 weights would be 0.5 + 2/32 bytes per weight."
         ),
         worked=lambda v: f"{_int8_mb(v):.3f} MB",
-        given={"weights": "count", "channels": "count"},
+        given={"weights": "positive count", "channels": "count"},
         answer_as='e.g. "12 MB"',
     ),
 )
