@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import diff_gen
+import pytest
 from data_paths import DATA
 
+from perflab.cli import main
 from perflab.io import load_trace
 
 PAIR = DATA / "trace_diff"
@@ -80,3 +82,30 @@ def test_a_long_kernel_name_against_nested_quantifiers(tmp_path: Path) -> None:
         files[-1].write_text(json.dumps(doc))
     doc = _diff_json(*map(str, files), "--rename", "re:(a+)+b=X", "--rename", "re:^a+$=long")
     assert {row["name"]: row["verdict"] for row in doc["kernels"]}["long"] == "new"
+
+
+@pytest.mark.parametrize(
+    ("rename", "says"),
+    [
+        (r"re:(a)\1=x", "no backreferences"),
+        (r"re:a=\g<1>", "has no groups, so no group 1"),
+    ],
+)
+def test_a_bad_rename_is_refused_before_the_traces_load(
+    rename: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "none.json")
+    assert main(["trace", "diff", missing, missing, "--rename", rename]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perflab: error: --rename") and says in err and "Traceback" not in err
+
+
+def test_without_re2_a_rename_names_the_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "re2", None)  # import re2 now raises ImportError
+    missing = str(tmp_path / "none.json")
+    assert main(["trace", "diff", missing, missing, "--rename", "re:^void ="]) != 0
+    err = capsys.readouterr().err
+    assert "perflab: error:" in err and "pip install google-re2" in err
+    assert "Traceback" not in err
