@@ -101,6 +101,7 @@ def test_gpu_series_are_the_device_window_over_n_not_the_host_time(
     np.testing.assert_allclose(stream.y, LAUNCH_NS / 1e3)
     np.testing.assert_allclose(graph.y, GRAPH_NODE_NS / 1e3)
     assert noise.points == 4  # each point went through the engine, its notes collected
+    assert not noise.flagged["host-bound"]  # the queue was never idle: nothing flagged
 
 
 def test_cpu_analog_names_its_series_as_host_clock_figures() -> None:

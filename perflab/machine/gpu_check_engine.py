@@ -198,9 +198,10 @@ def _number(value: object) -> float:
 
 
 def _host_queue_checks() -> dict[str, CheckDoc]:
-    """The queue logic (filler sizing, host-bound flags) on the host worker-thread queue:
-    what the GPU path does, run for real without a GPU."""
-    from perflab.capture.timer import HostQueueClock, TimingOptions, host_bound, measure
+    """The queue logic (filler sizing, the engine's host-bound flags, on the device's
+    evidence) on the host worker-thread queue: what the GPU path does, run for real
+    without a GPU."""
+    from perflab.capture.timer import HostQueueClock, TimingOptions, measure
 
     clock = HostQueueClock()
     try:
@@ -214,16 +215,15 @@ def _host_queue_checks() -> dict[str, CheckDoc]:
         bare = measure(clock, late_call, TimingOptions(budget_ms=20, warmup_ms=1, fill_queue=False))
     finally:
         clock.close()
-    flags = [
-        int(host_bound(r.samples.window_ns, r.samples.host_ns, r.samples.lead_ns).sum())
-        for r in (filled, bare)
-    ]
+    flags = [int(r.idle.flagged.sum()) if r.idle is not None else 0 for r in (filled, bare)]
     n = [len(r.samples.window_ns) for r in (filled, bare)]
     return {
         "host queue: a filler keeps the queue full": check(
             flags[0] <= n[0] // 4, f"{flags[0]} of {n[0]} flagged, filler {filled.lead_ns:.0f} ns"
         ),
+        # flagged on the device's evidence, which a sample can lack (one in ten, now and
+        # then, on a busy 2-core host): most, not all
         "host queue: without a filler the host sleep is flagged": check(
-            flags[1] == n[1], f"{flags[1]} of {n[1]} flagged"
+            flags[1] >= 3 * n[1] / 4, f"{flags[1]} of {n[1]} flagged"
         ),
     }
