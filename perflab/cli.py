@@ -4,10 +4,13 @@ and exposes ``register(subparsers)``; its handler returns an exit code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import io
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TextIO
 
 from perflab.errors import EXTRA_OF, PerflabError, missing_extra
 
@@ -50,7 +53,62 @@ def terminal_safe(message: str) -> str:
     return printable_lines(message)
 
 
+class TerminalStream(io.TextIOBase):
+    """A text stream for a terminal: what is written goes on to ``unescaped`` through
+    :func:`terminal_safe`. The command's stdout and stderr are such streams while it runs, so
+    that no view, message or warning can print a name from a file raw, whichever function
+    printed it. A writer whose own control characters must act (the carriage return that
+    redraws a progress line) writes to ``unescaped``."""
+
+    def __init__(self, unescaped: TextIO) -> None:
+        super().__init__()
+        self.unescaped = unescaped
+
+    def write(self, text: str) -> int:
+        # a printable line (what print and csv write, a row at a time) needs no escaping;
+        # no character a terminal acts on is printable (they are controls, separators,
+        # format characters)
+        line = text[:-1] if text.endswith("\n") else text
+        self.unescaped.write(text if line.isprintable() else terminal_safe(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.unescaped.flush()
+
+    def isatty(self) -> bool:
+        return self.unescaped.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.unescaped.fileno()
+
+    @property  # io.TextIOBase's is a read-only attribute (None) that typeshed types as str
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.unescaped.encoding
+
+
+@contextlib.contextmanager
+def terminal_streams() -> Iterator[None]:
+    """stdout and stderr as :class:`TerminalStream` for the duration."""
+    out, err = sys.stdout, sys.stderr
+    if out is not None:
+        sys.stdout = TerminalStream(out)
+    if err is not None:
+        sys.stderr = TerminalStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with terminal_streams():
+        return _run(argv)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -3,12 +3,14 @@ bidirectional overrides are shown escaped (``\\x1b``), wherever a text view prin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from nsys_hostile import hostile_copy
 
 from perflab.cli import main
+from perflab.render import views
 from perflab.render.html import printable, text_table
 
 # clears the screen, retitles the window, rings the bell, then reverses what follows
@@ -49,3 +51,48 @@ def test_trace_kernels_escapes_a_kernel_name_from_an_nsys_export(
     printed = capsys.readouterr().out
     assert not _acted_on(printed), _acted_on(printed)
     assert r"gemm\x00\x1b[2J\x1b]0;owned\x07\u202eevil" in printed
+
+
+class _Loud:
+    """A result whose views forget to escape (registered below for the seam's test)."""
+
+
+def loud_text(obj: _Loud) -> str:
+    return f"title\n\tname {HOSTILE}"
+
+
+def loud_bundle(obj: _Loud) -> dict[str, str]:
+    return {"text/plain": loud_text(obj), "text/html": "<b>title</b>"}
+
+
+def test_the_text_seam_escapes_what_a_view_forgot_and_keeps_its_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(views.VIEWS, views.type_name(_Loud), views.View(__name__, "loud_text"))
+    shown = views.to_text(_Loud())
+    assert shown.startswith("title\n\tname gemm\\x00\\x1b[2J")
+    assert not _acted_on(shown.replace("\t", ""))
+    plain = views.to_bundle(_Loud())["text/plain"]
+    assert isinstance(plain, str) and not _acted_on(plain.replace("\t", ""))
+    bundled = views.View(__name__, "loud_text", bundle="loud_bundle")
+    monkeypatch.setitem(views.VIEWS, views.type_name(_Loud), bundled)
+    text = views.to_bundle(_Loud())["text/plain"]
+    assert isinstance(text, str) and text == shown
+
+
+def test_trace_idle_escapes_names_in_its_evidence(tmp_path: Path) -> None:
+    from kineto_gen import injected_trace
+
+    from perflab.io import load_trace
+    from perflab.render.idle_view import idle_text
+
+    doc = injected_trace(seed=1).doc
+    for event in doc["traceEvents"]:
+        if event["cat"] == "kernel":
+            event["name"] += HOSTILE
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    result = load_trace(path).idle()
+    for shown in (idle_text(result), str(result)):
+        assert not _acted_on(shown), _acted_on(shown)
+        assert r"\x1b[2J\x1b]0;owned\x07\x9b31m\u202eevil\u2028\x7f\x09tail" in shown

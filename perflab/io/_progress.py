@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from perflab.model.terminal import printable
+
 SHOW_AFTER_S = 2.0
 UPDATE_EVERY_S = 0.25
 
@@ -72,7 +74,8 @@ def _view(label: str) -> _TerminalView | _NotebookView | None:
         return _NotebookView(label, ipywidgets)
     stream = sys.stderr
     if stream is not None and stream.isatty():
-        return _TerminalView(label, stream)
+        # the CLI's stderr escapes control characters; the redrawing "\r" must act
+        return _TerminalView(printable(label), getattr(stream, "unescaped", stream))
     return None
 
 

@@ -36,7 +36,9 @@ def progress(items: Iterable[T], desc: str, enabled: bool | None = None) -> Iter
         return
     from tqdm import tqdm  # type: ignore[import-untyped]
 
-    bar = tqdm(items, desc=desc, file=sys.stderr, leave=False, unit="pt")
+    # the CLI's stderr escapes control characters; the bar's redrawing "\r" must act
+    terminal = getattr(sys.stderr, "unescaped", sys.stderr)
+    bar = tqdm(items, desc=desc, file=terminal, leave=False, unit="pt")
     try:
         yield from bar
     finally:

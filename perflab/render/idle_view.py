@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from perflab.analysis.idle_causes import CAUSES, HEURISTIC_NOTE, RULES, CauseTotal, IdleCauses
 from perflab.model.units import format_ns, format_us
-from perflab.render.html import esc, style, svg_image, table, text_table, wrap
+from perflab.render.html import esc, printable, style, svg_image, table, text_table, wrap
 from perflab.render.svg import nice_ticks, text_element
 from perflab.render.svg_chart import TextProps
 from perflab.render.tables import frame_html, frame_text
@@ -43,6 +43,12 @@ def _gap_head(result: IdleCauses, gap: int, rank: int) -> str:
     return f"{rank}. GPU {device}, {dur} at {since} since trace start: {result.cause_of(gap)}"
 
 
+def _evidence_lines(result: IdleCauses, gap: int, rank: int) -> list[str]:
+    """A gap's head and evidence for a terminal: names from the trace escaped."""
+    head = printable(_gap_head(result, gap, rank))
+    return [head, *(f"   - {printable(e.text)}" for e in result.evidence(gap))]
+
+
 def _rules_shown(totals: dict[str, CauseTotal]) -> list[tuple[str, str]]:
     """The rule of each cause that has gaps (the reader needs those to judge them)."""
     return [(cause, RULES[cause]) for cause, t in totals.items() if t.gaps]
@@ -60,8 +66,7 @@ def idle_text(result: IdleCauses, longest: int = LONGEST) -> str:
     if shown:
         lines.append(f"the longest {len(shown)} gaps and their evidence:")
     for rank, gap in enumerate(shown, start=1):
-        lines.append(_gap_head(result, gap, rank))
-        lines += [f"   - {e.text}" for e in result.evidence(gap)]
+        lines += _evidence_lines(result, gap, rank)
     return "\n".join(lines)
 
 

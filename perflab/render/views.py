@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from perflab.model.terminal import printable_lines
+
 if TYPE_CHECKING:
     from perflab.analysis.trace_sql import SqlResult
     from perflab.model.job import Job
@@ -91,16 +93,22 @@ def type_name(cls: type) -> str:
 
 
 def to_text(obj: object) -> str:
-    """The plain-text view of a perflab result."""
+    """The plain-text view of a perflab result, every character a terminal would act on
+    (from a name in a file) written as its escape, its lines and tabs kept: done here, so
+    that no view can forget it."""
     view = view_of(type(obj))
-    return _function(view.module, view.text, str)(obj)
+    return printable_lines(_function(view.module, view.text, str)(obj))
 
 
 def to_bundle(obj: object) -> dict[str, object]:
-    """The MIME bundle of a perflab result (what a notebook displays)."""
+    """The MIME bundle of a perflab result (what a notebook displays); its ``text/plain`` is
+    escaped as :func:`to_text`'s is."""
     view = view_of(type(obj))
     if view.bundle is not None:
         bundle: dict[str, object] = _function(view.module, view.bundle, dict)(obj)
+        text = bundle.get("text/plain")
+        if isinstance(text, str):
+            bundle["text/plain"] = printable_lines(text)
         return bundle
     shown: dict[str, object] = {"text/plain": to_text(obj)}
     if view.html is not None:
