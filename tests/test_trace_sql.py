@@ -282,6 +282,11 @@ def test_duckdb_gets_a_memory_limit_its_threads_and_no_spill_directory(
     big = "SELECT count(DISTINCT a.row * 100000 + b.row) FROM events a, events b"
     with pytest.raises(InputError, match=r"needs more memory than DuckDB may use here \(64 MiB"):
         run_sql(_tiny_trace([f"k{i}" for i in range(4000)]), big)
+    # and a result too big to fetch into this process is refused (a million rows at most here)
+    rows = "SELECT a.row, b.name FROM events a, events b"
+    with pytest.raises(InputError, match=r"the result has more than 1,000,000 rows of 2 columns"):
+        run_sql(_endless_trace(), rows)
+    assert len(run_sql(_endless_trace(), f"{rows} LIMIT 1000000")) == 1_000_000
 
 
 CTRL_C = """

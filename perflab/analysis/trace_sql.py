@@ -35,9 +35,11 @@ reads the trace and nothing else, and writes no file (no spilling to a temporary
 It is bounded: a query that runs longer than its time limit (``timeout``, default
 :data:`DEFAULT_TIMEOUT_S`) is stopped with DuckDB's ``interrupt()`` and refused with an
 :class:`InputError`; DuckDB may use :data:`MEMORY_SHARE` of the machine's memory (or of the
-container's limit) and one thread per core this process may run on. The query runs in a
-thread of its own while the caller's thread waits, so that Ctrl-C (a KeyboardInterrupt, which
-only the main thread receives) stops the query too, instead of waiting for DuckDB to notice.
+container's limit) and one thread per core this process may run on, and a result may bring
+as many rows into this process as :func:`max_rows` allows (the copy into numpy is beyond
+DuckDB's limit; a bigger one is refused, not fetched). The query runs in a thread of its own
+while the caller's thread waits, so that Ctrl-C (a KeyboardInterrupt, which only the main
+thread receives) stops the query too, instead of waiting for DuckDB to notice.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ DEFAULT_TIMEOUT_S = 60.0  # a query over a trace of millions of events takes sec
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # beyond this, a wait no longer fits the platform's timers
 MEMORY_SHARE = 0.5  # of the machine's (or container's) memory: the rest stays with the trace
 STOP_WAIT_S = 10.0  # how long an interrupted query gets to stop before it is left behind
+# what a fetched cell costs in this process at most, as a rule (a text cell is a Python str):
+# DuckDB's memory limit does not cover the numpy copy of a result, so its cells are counted
+CELL_BYTES = 64
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 _EVENTS = """
@@ -296,13 +301,29 @@ def _fetch(duckdb: Any, con: Any, query: str) -> Fetched:
         if relation is None:
             raise InputError("the SQL statement returns no rows: give a query (SELECT ...)")
         types = [str(t) for t in relation.types]
-        return types, relation.fetchnumpy()  # names made unique: x, x_1
+        most = max_rows(len(types))
+        fetched = relation.limit(most + 1).fetchnumpy()  # names made unique: x, x_1
     except duckdb.OutOfMemoryException:
         raise InputError(_out_of_memory()) from None
     except duckdb.Error as exc:
         raise InputError(f"SQL error: {exc}") from None
     finally:
         con.close()
+    if fetched and len(next(iter(fetched.values()))) > most:
+        raise InputError(
+            f"the result has more than {most:,} rows of {len(types)} columns, more than this "
+            "machine's memory lets perflab fetch: aggregate (GROUP BY), filter (WHERE) or add "
+            "a LIMIT"
+        )
+    return types, fetched
+
+
+def max_rows(columns: int) -> int:
+    """The most rows of ``columns`` columns that a result may bring into this process: the
+    cells that :data:`CELL_BYTES` each fit in DuckDB's memory limit (4 GiB when the machine's
+    memory is unknown), at least a million."""
+    memory = memory_limit_bytes() or 4 << 30
+    return max(1_000_000, memory // CELL_BYTES // max(columns, 1))
 
 
 def _out_of_memory() -> str:
