@@ -160,3 +160,25 @@ def test_a_cpu_profile_recorded_here_is_summarised_from_its_own_events(tmp_path:
             pytest.approx(self_us, abs=NS * calls),
             pytest.approx(total_us, abs=NS * calls),
         )
+
+
+HTA_CPU_TRACE = TRACES / "cpu" / "hta_cpu_only_rank34.pt.trace.json.gz"
+
+
+def test_htas_own_cpu_only_trace_is_summarised_from_its_events() -> None:
+    """Holistic Trace Analysis's cpu_only test trace (a gloo job's rank 34): 4 aten::empty
+    calls on the main thread and ten gloo:all_reduce ranges, as the file holds them."""
+    events = _events(HTA_CPU_TRACE)
+    host = load_trace(HTA_CPU_TRACE).summary().to_dict()["host"]
+    assert host["note"] == NO_GPU_WORK
+    (empty,) = host["ops"]["top"]
+    want = _expected_ops(events)
+    assert empty["name"] == "aten::empty" and empty["calls"] == want["aten::empty"][0] == 4
+    assert empty["self_us"] == pytest.approx(want["aten::empty"][1], abs=NS * 4)
+    ranges = {r["name"]: r for r in host["ranges"]["top"]}
+    reduces = [e for e in events if e.get("name") == "gloo:all_reduce"]
+    assert ranges["gloo:all_reduce"]["count"] == len(reduces) == 10
+    assert ranges["gloo:all_reduce"]["total_us"] == pytest.approx(
+        sum(e["dur"] for e in reduces), abs=NS * 10
+    )
+    assert len(host["threads"]) == 3
