@@ -442,3 +442,16 @@ def test_cli_lists_the_exercises(capsys: pytest.CaptureFixture[str]) -> None:
         "given": ["level", "bandwidth_gbps", "latency_ns"],
         "measured": [],
     }
+
+
+def test_a_near_miss_gets_the_hint_for_its_own_mistake() -> None:
+    """reported-time: 4.2 (one of the middle samples) is not hinted as the minimum (4.0)."""
+    from perflab import exercises
+
+    ex = exercises.get("reported-time")
+    middle = str(ex.answer(4.2))
+    assert "middle two" in middle and "luckiest" not in middle
+    assert "middle two" in str(ex.answer(4.3))
+    assert "the mean" in str(ex.answer(5.0))
+    assert "luckiest" in str(ex.answer(4.0))  # the minimum keeps the minimum's hint
+    assert "Right" in str(ex.answer(4.25))

@@ -217,7 +217,9 @@ class Number:
     """A number within ``rel`` (a fraction of the expected value), ``abs`` (in ``unit``) or a
     ``factor`` (expected / factor to expected x factor: for orders of magnitude) of
     ``expected``. ``low`` / ``high`` are the hints for an answer too low / too high,
-    ``right`` what a right one means."""
+    ``right`` what a right one means; ``mistakes`` the hint for a known wrong answer (a value,
+    matched within the same tolerance), so that a near miss gets the hint for the mistake it
+    is rather than the one for its side."""
 
     expected: Given[float]
     unit: str = ""
@@ -227,6 +229,7 @@ class Number:
     low: str = ""
     high: str = ""
     right: str = ""
+    mistakes: Mapping[float, str] = field(default_factory=dict)
     kind: CheckKind = field(default="number", init=False)
 
     def __post_init__(self) -> None:
@@ -264,11 +267,22 @@ class Number:
         # the relative slack keeps 4.4 inside 4.0 ± 10% despite binary rounding
         slack = 1e-9 * max(math.fabs(low), math.fabs(high), 1e-300)
         shown = self.shown(read)
+        if not low - slack <= read <= high + slack and (hint := self._mistake(read)):
+            side = "low" if read < low else "high"
+            return False, _join(f"{shown} is too {side}.", hint)
         if read < low - slack:
             return False, _join(f"{shown} is too low.", self.low)
         if read > high + slack:
             return False, _join(f"{shown} is too high.", self.high)
         return True, _join(f"{shown} is within the accepted {self.accepted(values)}.", self.right)
+
+    def _mistake(self, read: float) -> str:
+        """The hint for the known mistake ``read`` is, if it is one."""
+        for value, hint in self.mistakes.items():
+            low, high = self._bounds(value)
+            if low - 1e-9 * math.fabs(value) <= read <= high + 1e-9 * math.fabs(value):
+                return hint
+        return ""
 
     def accepted(self, values: Values) -> str:
         expected = self._expected(values)
@@ -291,6 +305,7 @@ class _NumberOptions(TypedDict, total=False):
     low: str
     high: str
     right: str
+    mistakes: Mapping[float, str]
 
 
 def number(expected: Given[float], **options: Unpack[_NumberOptions]) -> Number:

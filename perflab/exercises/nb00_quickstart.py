@@ -22,6 +22,14 @@ EXERCISES = (
             "rewards measurement artefacts.",
             high="One interrupted sample must not move the reported time much: which statistic "
             "of six samples hardly notices it?",
+            mistakes={
+                4.2: "That is one of the two middle samples. With an even number of samples, the "
+                "statistic that ignores the interrupted one lies between the middle two.",
+                4.3: "That is one of the two middle samples. With an even number of samples, the "
+                "statistic that ignores the interrupted one lies between the middle two.",
+                5.0: "That is the mean: the one interrupted sample pulls it up, and it describes "
+                "no run. Which statistic hardly notices one outlier?",
+            },
         ),
         "4.25 ms, the median: half-way between the middle two of the sorted samples (4.0, 4.1, "
         "4.2, 4.3, 4.4, 9.0). The mean, 5.0 ms, is pulled up by the one interrupted sample and "
