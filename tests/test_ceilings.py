@@ -92,7 +92,7 @@ def test_not_json_cache_is_a_schema_error(cache):
 def test_views_escape_and_show_units():
     c = Ceilings("<gpu>", "cuda", {"bf16": 1000.0}, {"HBM": 4000.0}, notes=["<i>n</i>"])
     bundle = c._repr_mimebundle_()
-    assert "1000 GFLOP/s" in bundle["text/plain"] and "4000 GB/s" in bundle["text/plain"]
+    assert "1 TFLOP/s" in bundle["text/plain"] and "4 TB/s" in bundle["text/plain"]
     assert "<gpu>" not in bundle["text/html"] and "&lt;gpu&gt;" in bundle["text/html"]
     assert "<i>" not in bundle["text/html"]
 

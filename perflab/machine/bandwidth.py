@@ -73,7 +73,7 @@ from perflab.machine._common import (
     size_sweep,
 )
 from perflab.model.machine import BenchResult, Level, Series
-from perflab.model.units import counted, format_bytes, format_ns
+from perflab.model.units import counted, format_bytes, format_ns, format_rate
 
 KERNELS = ("copy", "triad", "read")
 DEFAULT_KERNELS = ("copy", "triad")
@@ -381,7 +381,7 @@ def cache_levels(series: Series, on_gpu: bool) -> tuple[list[Level], list[str]]:
             out.append(level)
             continue
         out.extend(parts)
-        rates = " > ".join(f"{part.name} {part.value:.4g} GB/s" for part in parts)
+        rates = " > ".join(f"{part.name} {format_rate(part.value * 1e9)}" for part in parts)
         notes.append(
             f"{series.name}: one plateau from {format_bytes(level.x_min)} to "
             f"{format_bytes(level.x_max)} spans several caches' sizes; split there "

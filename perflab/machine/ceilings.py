@@ -21,7 +21,7 @@ from perflab.machine import bandwidth, matmul
 from perflab.machine._common import cache_capacities
 from perflab.model.ceilings import Ceilings
 from perflab.model.machine import BenchResult, Level, Series
-from perflab.model.units import counted
+from perflab.model.units import counted, format_rate
 
 MEMORY_REACH = 8  # the bandwidth sweep goes to 8x the last cache
 CPU_FLOPS_KEYS = {
@@ -119,7 +119,8 @@ def _level_ceiling(
         return None, (
             f"bandwidth: no {level.name} ceiling: all {int(inside.sum())} of its points take "
             f"under {ratio} an empty call's time, so they time the call, not the "
-            f"{level.name} (its plateau, {level.value:.4g} GB/s, would be a floor, not a roof)"
+            f"{level.name} (its plateau, {format_rate(level.value * 1e9)}, would be a floor, "
+            "not a roof)"
         )
     value = float(np.median(copy.y[kept]))
     left_out = counted(int(overhead.sum()), "point")

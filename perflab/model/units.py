@@ -6,6 +6,16 @@ import math
 
 _TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
 _SIZE_UNITS = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+# SI prefixes of a rate, largest first; the last, no prefix, takes everything below 1000
+_RATE_PREFIXES = (
+    (1e18, "E"),
+    (1e15, "P"),
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e3, "k"),
+    (1.0, ""),
+)
 
 
 def format_ns(ns: float, digits: int = 3) -> str:
@@ -52,6 +62,33 @@ def counted(n: int, noun: str) -> str:
 def shorten(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters, the last one "…" where it was longer."""
     return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def format_rate(per_s: float, unit: str = "B/s", digits: int = 3) -> str:
+    """A rate per second with an SI prefix, never an exponent: ``1.005e13`` -> ``'10.1 TB/s'``,
+    ``(2.5e14, "FLOP/s")`` -> ``'250 TFLOP/s'``. A value that rounds to 1000 of its prefix
+    is written in the next one (999.7 GB/s is "1 TB/s"); below 1 and beyond the largest
+    prefix the number is written in plain decimals (``'0.00012 B/s'``, ``'1230 EB/s'``)."""
+    if per_s is None or not math.isfinite(per_s):
+        return "n/a"
+    for i, (scale, prefix) in enumerate(_RATE_PREFIXES):
+        if abs(per_s) >= scale or scale == 1.0:
+            if i > 0 and abs(float(f"{per_s / scale:.{digits}g}")) >= 1000:
+                scale, prefix = _RATE_PREFIXES[i - 1]
+            return f"{plain_number(per_s / scale, digits)} {prefix}{unit}"
+    raise AssertionError("unreachable: the last prefix takes every value")
+
+
+def plain_number(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, in plain decimals where ``'.3g'`` would
+    write an exponent: ``1.2e-05`` -> ``'0.000012'``, ``123456`` -> ``'123456'``."""
+    text = f"{value:.{digits}g}"
+    if "e" not in text or not math.isfinite(value):
+        return text
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(digits - 1 - magnitude, 0)
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if decimals else text
 
 
 def format_bytes(n: float) -> str:

@@ -12,10 +12,12 @@ import numpy as np
 
 from perflab.model.ceilings import Ceilings
 from perflab.model.machine import BenchResult, CollectiveResult, Series, Topology
-from perflab.model.units import format_bytes, format_ns, format_us
+from perflab.model.units import format_bytes, format_ns, format_rate, format_us, plain_number
 from perflab.render.html import esc, table, text_table, wrap
 
 RATE_LABEL = {"GBps": "GB/s", "GFLOPs": "GFLOP/s"}
+# a rate unit of the results: its scale to per second, and the unit format_rate prefixes
+RATE_SCALE = {"GBps": (1e9, "B/s"), "GFLOPs": (1e9, "FLOP/s")}
 UNIT_LABEL = {"GBps": "GB/s", "GFLOPs": "GFLOP/s", "ns": "time", "us": "time"}
 
 
@@ -26,11 +28,14 @@ def format_value(value: float, unit: str) -> str:
         return format_ns(value)
     if unit == "us":
         return format_us(value)
-    return f"{value:.4g} {RATE_LABEL.get(unit, unit)}"
+    if unit in RATE_SCALE:  # 10050 GB/s is "10.1 TB/s", not "1.005e+04 GB/s"
+        scale, per_s = RATE_SCALE[unit]
+        return format_rate(value * scale, per_s)
+    return f"{plain_number(value, 4)} {unit}"
 
 
 def format_x(value: float, unit: str) -> str:
-    return format_bytes(value) if unit == "bytes" else f"{value:g}"
+    return format_bytes(value) if unit == "bytes" else plain_number(value, 6)
 
 
 def _series_rows(s: Series) -> list[list[str]]:
@@ -39,7 +44,7 @@ def _series_rows(s: Series) -> list[list[str]]:
         [
             format_x(float(x), s.x_unit),
             format_value(float(y), s.y_unit),
-            *(f"{float(s.extra[k][i]):.4g}" for k in extra),
+            *(plain_number(float(s.extra[k][i]), 4) for k in extra),
         ]
         for i, (x, y) in enumerate(zip(s.x, s.y, strict=True))
     ]
@@ -163,7 +168,7 @@ def bench_bundle(r: BenchResult) -> dict[str, str]:
     )
 
 
-COLLECTIVE_HEADERS = ("op", "bytes", "ranks", "time", "algbw GB/s", "busbw GB/s", "ok")
+COLLECTIVE_HEADERS = ("op", "bytes", "ranks", "time", "algbw", "busbw", "ok")
 
 
 def _collective_rows(r: CollectiveResult) -> list[list[str]]:
@@ -173,8 +178,8 @@ def _collective_rows(r: CollectiveResult) -> list[list[str]]:
             format_bytes(row.bytes),
             str(row.world_size),
             format_us(row.time_us),
-            f"{row.algbw_GBps:.4g}",
-            f"{row.busbw_GBps:.4g}",
+            format_rate(row.algbw_GBps * 1e9),
+            format_rate(row.busbw_GBps * 1e9),
             "yes" if row.verified else "NO",
         ]
         for row in r.rows
@@ -186,7 +191,7 @@ def _fit_rows(r: CollectiveResult) -> list[list[str]]:
         [
             op,
             format_ns(f.alpha_s * 1e9),
-            f"{f.beta_Bps / 1e9:.4g} GB/s" if math.isfinite(f.beta_Bps) else "n/a",
+            format_rate(f.beta_Bps),
             f"{100 * f.rel_rms:.0f}%",
             str(f.points),
         ]
@@ -245,8 +250,8 @@ def collectives_bundle(r: CollectiveResult) -> dict[str, str]:
 
 
 def _ceiling_rows(c: Ceilings) -> list[list[str]]:
-    return [["compute", k, f"{v:.4g} GFLOP/s"] for k, v in c.flops.items()] + [
-        ["bandwidth", k, f"{v:.4g} GB/s"] for k, v in c.bandwidth.items()
+    return [["compute", k, format_value(v, "GFLOPs")] for k, v in c.flops.items()] + [
+        ["bandwidth", k, format_value(v, "GBps")] for k, v in c.bandwidth.items()
     ]
 
 

@@ -14,7 +14,7 @@ from perflab.analysis.trace_stats import NS, SHARE, SINCE_START, US, Frame, Idle
 from perflab.analysis.trace_summary import Totals, TraceSummary
 from perflab.model.ncu import NcuReport, NcuRule
 from perflab.model.optable import OpTable
-from perflab.model.units import format_bytes, format_ns, format_us, shorten
+from perflab.model.units import format_bytes, format_ns, format_us, plain_number, shorten
 from perflab.render.html import esc, printable, table, text_table, wrap
 
 HEADERS = ("name", "calls", "total", "mean", "share")
@@ -143,7 +143,7 @@ def _cell(value: SupportsFloat | str, unit: str | None, origin_ns: int) -> str:
     if isinstance(value, str):
         return _table_name(value)
     if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
-        return f"{value:.4g}"
+        return plain_number(value, 4)
     return str(value)
 
 
