@@ -482,3 +482,22 @@ def test_idle_split_of_a_trace_against_itself() -> None:
     block = trace.diff(trace).to_dict()["idle_by_cause"]
     assert all(entry["delta_us"] == 0.0 for entry in block.values())
     assert _cause_sum(block, "control_us") == pytest.approx(trace.idle().total_ns / 1e3, abs=0.01)
+
+
+def test_json_holds_every_row_whatever_top_the_text_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--top shortens the text's tables; the JSON a script reads has every row, and says
+    how many there are."""
+    assert main(["trace", "diff", str(ALEXNET), str(SAMPLED), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    whole = diff_traces(load_trace(ALEXNET), load_trace(SAMPLED))
+    assert len(whole.kernels) > 25 and len(whole.ops) > 25  # more than the default --top
+    assert doc["rows"] == {"kernels": len(whole.kernels), "ops": len(whole.ops)}
+    assert [r["name"] for r in doc["kernels"]] == whole.kernels.names
+    assert len(doc["ops"]) == len(whole.ops)
+    assert main(["trace", "diff", str(ALEXNET), str(SAMPLED), "--json", "--top", "3"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["kernels"]) == len(whole.kernels)
+    # a library caller that asks for the top rows is told how many there were
+    cut = whole.to_dict(top=3)
+    assert len(cut["kernels"]) == 3 and cut["rows"] == doc["rows"]

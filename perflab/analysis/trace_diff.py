@@ -115,7 +115,8 @@ class TraceDiff(Shown):
         return _summed(self.idle_by_cause)
 
     def to_dict(self, top: int | None = None) -> dict[str, object]:
-        """Everything as JSON-able data; ``top``: only the largest ``top`` rows of each list."""
+        """Everything as JSON-able data; ``top``: only the largest ``top`` rows of each list
+        (``rows`` always says how many each list has in all, so a cut one says so)."""
         return {
             "kind": "trace_diff",
             "control": self.control.to_dict(),
@@ -131,6 +132,7 @@ class TraceDiff(Shown):
             "counts": {"kernels": self.kernels.counts(), "ops": self.ops.counts()},
             "by_category": [s.to_dict() for s in self.by_category],
             "by_stream": [s.to_dict() for s in self.by_stream],
+            "rows": {"kernels": len(self.kernels), "ops": len(self.ops)},
             "kernels": self.kernels.records(top),
             "ops": self.ops.records(top),
         }

@@ -41,7 +41,11 @@ def add_diff_parser(tsub: Subcommands) -> None:
         help="compare ProfilerStep#N of each trace (N:M: step N of the control, M of the test)",
     )
     d.add_argument(
-        "--top", type=int, default=25, metavar="K", help="rows of each table (default 25)"
+        "--top",
+        type=int,
+        default=25,
+        metavar="K",
+        help="rows of each table in the text view (default 25; --json has every row)",
     )
     d.add_argument(
         "--short-names",
@@ -90,7 +94,7 @@ def run_diff(args: argparse.Namespace) -> int:
     test = load_trace(args.test, workers=args.workers, progress=progress)
     result = diff_traces(control, test, step=step, short_names=args.short_names, renames=renames)
     if args.json:
-        print_json(result.to_dict(top=args.top))
+        print_json(result.to_dict())  # every row: --top shortens the text's tables only
     else:
         print(diff_text(result, limit=args.top))
     return 0
