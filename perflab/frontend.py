@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, cast
 
+from perflab.analysis.precision import PRECISIONS
 from perflab.capture import env
+from perflab.capture.interpreter import watch_interpreter
 from perflab.capture.timer import TimingOptions, time_function
 from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.errors import InputError
@@ -178,6 +180,17 @@ TIMING_ARGUMENTS: ArgumentSpecs = [
         ),
     ),
     (
+        ("--dtype",),
+        ArgumentOptions(
+            choices=PRECISIONS,
+            default=None,
+            help="the precision the timed arithmetic runs in: the roofline's compute ceiling, "
+            "and what a comparison checks (default: with --roofline, the dtype of the "
+            "matmuls and convolutions that did most of the FLOPs; tf32 for float32 on a "
+            "GPU where torch allows TF32)",
+        ),
+    ),
+    (
         ("--record",),
         ArgumentOptions(
             default=None,
@@ -275,7 +288,10 @@ def bench(fn: Callable[[], object], /, **options: Unpack[BenchOptions]) -> Timin
     >>> r.n > 0
     True
     """
-    return notify(time_function(fn, **options))
+    with watch_interpreter() as seen:
+        result = time_function(fn, **options)
+    result.interpreter = seen.interpreter
+    return notify(result)
 
 
 @dataclass
@@ -298,6 +314,7 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
     opts = timing_options(args, default_name)
     if replay_instead(args.record):
         result = TimingResult.load(args.record)
+        _given_dtype(result, args.dtype)
         return TimedRun(
             result,
             replayed=True,
@@ -306,11 +323,14 @@ def timed_run(fn: Callable[[], object], args: argparse.Namespace, default_name: 
                 f"{_versions_text(result)}); the code was not run"
             ],
         )
-    result = time_function(fn, opts)
+    with watch_interpreter() as seen:
+        result = time_function(fn, opts)
+    result.interpreter = seen.interpreter
     result.flops, result.bytes = args.flops, args.bytes
+    _given_dtype(result, args.dtype)
     run = TimedRun(result)
-    if getattr(args, "roofline", False) and args.flops is None and args.bytes is None:
-        run.notes.append(_count_work(fn, result))
+    if getattr(args, "roofline", False) and (_uncounted(args) or args.dtype is None):
+        run.notes.append(_count_work(fn, result, counts=_uncounted(args)))
     if args.trace:
         run.trace = _trace_once(fn, result)
     if args.record:
@@ -331,15 +351,37 @@ def _trace_once(fn: Callable[[], object], result: TimingResult) -> Trace:
     return trace
 
 
-def _count_work(fn: Callable[[], object], result: TimingResult) -> str:
-    from perflab.model.units import format_bytes
-    from perflab.render.roofline import count_flops_bytes
+def _given_dtype(result: TimingResult, dtype: str | None) -> None:
+    """``--dtype``, where given, is the precision the result ran in."""
+    if dtype is not None:
+        result.dtype, result.dtype_why = dtype, "--dtype"
 
-    result.flops, result.bytes = count_flops_bytes(fn)
-    return (
-        f"counted per call: {result.flops:.4g} FLOP (torch FlopCounterMode), "
-        f"at least {format_bytes(result.bytes)} moved (tensor sizes)"
-    )
+
+def _uncounted(args: argparse.Namespace) -> bool:
+    """Neither --flops nor --bytes given: the roofline counts both."""
+    return args.flops is None and args.bytes is None
+
+
+def _count_work(fn: Callable[[], object], result: TimingResult, *, counts: bool) -> str:
+    """Run ``fn`` once more under torch's FLOP counter: its FLOPs and bytes where
+    ``counts`` (none were given), its precision where --dtype did not say; what was
+    counted, in words."""
+    from perflab.model.units import format_bytes
+    from perflab.render.work import count_work
+
+    work = count_work(fn)
+    said = []
+    if counts:
+        result.flops, result.bytes = work.flops, work.bytes
+        said.append(
+            f"{result.flops:.4g} FLOP (torch FlopCounterMode), at least "
+            f"{format_bytes(result.bytes)} moved (tensor sizes)"
+        )
+    if result.dtype is None:
+        result.dtype, result.dtype_why = work.precision.name, work.precision.why
+        known = result.dtype is not None
+        said.append(f"precision {result.dtype} ({result.dtype_why})" if known else result.dtype_why)
+    return f"counted per call: {'; '.join(said)}"
 
 
 def _record(result: TimingResult, path: str) -> str:

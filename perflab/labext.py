@@ -78,6 +78,8 @@ class HistoryRow(TypedDict):
     n: int
     backend: str
     device: str
+    interpreter: str | None  # "triton": in Triton's interpreter; None: not recorded
+    dtype: str | None
     created: str
     warnings: list[str]
     replayed: bool
@@ -100,6 +102,8 @@ class HistoryEntry:
             "n": r.n,
             "backend": r.backend,
             "device": r.device,
+            "interpreter": r.interpreter,
+            "dtype": r.dtype,
             "created": r.created,
             "warnings": list(r.warnings),
             "replayed": r.replayed_from is not None,

@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from perflab.analysis.precision import ceiling_key
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, DeviceSpec
+from perflab.model.ceilings import level_name
 
 if TYPE_CHECKING:
     from perflab.model.ceilings import Ceilings
@@ -55,14 +57,22 @@ class Roof:
         return cls(device, compute, memory, source, measured=True)
 
     def peak(self, dtype: str | None = None) -> tuple[str, float]:
-        """The compute ceiling for ``dtype``; the highest one when ``dtype`` is None."""
+        """The compute ceiling for ``dtype`` (a precision such as ``"fp32"``, or a ceiling's
+        own key); the highest one when ``dtype`` is None."""
         if dtype is None:
             return max(self.compute.items(), key=lambda kv: kv[1])
-        if dtype not in self.compute:
-            raise KeyError(
-                f"{self.device} has no {dtype!r} ceiling (known: {', '.join(self.compute)})"
-            )
-        return dtype, self.compute[dtype]
+        key = self.compute_key(dtype)
+        if key is None:
+            raise KeyError(f"{self.device} has no {dtype!r} ceiling (known: {self.known()})")
+        return key, self.compute[key]
+
+    def compute_key(self, dtype: str) -> str | None:
+        """The key of the compute ceiling that holds ``dtype`` (None when there is none)."""
+        return ceiling_key(dtype, self.compute)
+
+    def known(self) -> str:
+        """The compute ceilings there are, for a message."""
+        return ", ".join(self.compute)
 
     def bandwidth(self, level: str | None = None) -> tuple[str, float]:
         """The bandwidth ceiling of ``level``; the first (device memory) when None."""
@@ -93,8 +103,9 @@ class Point:
     bytes: float
     seconds: float
     level: str | None = None  # memory level the bytes were counted at; None: device memory
-    dtype: str | None = None  # compute ceiling that applies; None: the highest
+    dtype: str | None = None  # precision (or compute ceiling) that applies; None: unknown
     extra: dict[str, object] = field(default_factory=dict)
+    dtype_why: str = ""  # how the precision is known ("--dtype"), or why it is not
 
     def __post_init__(self) -> None:
         for label, value in (("flops", self.flops), ("bytes", self.bytes)):
@@ -132,13 +143,14 @@ class RooflineVerdict:
     bandwidth: float
     attainable: float  # FLOP/s the roof allows at this intensity
     bound: str  # "memory" or "compute"
+    compute_why: str = ""  # which compute ceiling applies and why, in words
 
     @property
     def ceiling(self) -> str:
-        """The ceiling that bounds the point, in words (``"HBM 3.35 TB/s"``)."""
+        """The ceiling that bounds the point, in words (``"HBM bandwidth"``)."""
         if self.bound == "memory":
-            return f"{BANDWIDTH_LABELS.get(self.memory_key, self.memory_key)} bandwidth"
-        return f"{COMPUTE_LABELS.get(self.compute_key, self.compute_key)} peak"
+            return f"{level_label(self.memory_key)} bandwidth"
+        return peak_label(self.compute_key)
 
     @property
     def fraction(self) -> float:
@@ -180,7 +192,19 @@ class RooflineVerdict:
             "ceiling": self.ceiling,
             "fraction_of_ceiling": self.fraction,
             "headroom": self.headroom,
+            "compute_ceiling": self.compute_why,
         }
+
+
+def peak_label(key: str) -> str:
+    """A compute ceiling in words: ``"FP32 peak"``."""
+    return f"{COMPUTE_LABELS.get(key, key)} peak"
+
+
+def level_label(key: str) -> str:
+    """A memory level in words, spelled as measured ceilings spell it (``"L3"``, ``"HBM"``;
+    the spec table's ``"L1/shared"``), whichever case the key is in."""
+    return BANDWIDTH_LABELS.get(key) or level_name(key)
 
 
 def attainable(intensity: float, peak: float, bandwidth: float) -> float:
@@ -190,13 +214,31 @@ def attainable(intensity: float, peak: float, bandwidth: float) -> float:
     return min(peak, bandwidth * intensity)
 
 
+def compute_ceiling(point: Point, roof: Roof) -> tuple[str, str]:
+    """The compute ceiling that judges ``point`` and why, in words: the one of the precision
+    it ran in ("fp32 peak (the cell's matmuls ran in float32)"), else the highest, saying
+    why ("the highest ceiling (BF16 peak): the cell's precision is unknown")."""
+    key = None if point.dtype is None else roof.compute_key(point.dtype)
+    if key is not None:
+        how = f" ({point.dtype_why})" if point.dtype_why else ""
+        return key, f"{peak_label(key)}{how}"
+    highest = roof.peak()[0]
+    if point.dtype is None:
+        why = point.dtype_why or "its precision is unknown"
+    else:
+        how = f" ({point.dtype_why})" if point.dtype_why else ""
+        why = f"{roof.device} has no {point.dtype} ceiling{how} (known: {roof.known()})"
+    return highest, f"the highest ceiling ({peak_label(highest)}): {why}"
+
+
 def assess(point: Point, roof: Roof) -> RooflineVerdict:
     """Which ceiling bounds ``point`` under ``roof`` and how close it gets."""
-    compute_key, peak = roof.peak(point.dtype)
+    compute_key, why = compute_ceiling(point, roof)
+    peak = roof.compute[compute_key]
     memory_key, bandwidth = roof.bandwidth(point.level)
     reach = attainable(point.intensity, peak, bandwidth)
     bound = "compute" if point.intensity >= peak / bandwidth else "memory"
-    return RooflineVerdict(point, compute_key, peak, memory_key, bandwidth, reach, bound)
+    return RooflineVerdict(point, compute_key, peak, memory_key, bandwidth, reach, bound, why)
 
 
 def assess_all(points: list[Point], roof: Roof) -> list[RooflineVerdict]:

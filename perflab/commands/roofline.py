@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from perflab.analysis.precision import PRECISIONS
 from perflab.commands._common import Subcommands
 from perflab.errors import InputError
 
@@ -24,6 +25,13 @@ def register(sub: Subcommands) -> None:
         default=[],
         metavar="NAME,FLOPS,BYTES,SECONDS",
         help="a kernel given by hand (repeatable)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=PRECISIONS,
+        default=None,
+        help="the precision the kernels ran in: whose compute ceiling judges them "
+        "(default: the highest ceiling, and the chart says their precision is unknown)",
     )
     p.add_argument("-o", "--output", required=True, help="HTML file to write")
     p.add_argument("--text", action="store_true", help="also print the table")
@@ -51,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if not found:
             raise InputError("no kernel with a duration and bytes or FLOPs", source=args.ncu)
         points += found
-    chart = roofline(points, device=args.device)
+    chart = roofline(points, device=args.device, dtype=args.dtype, dtype_why="--dtype")
     try:
         out = chart.save(args.output)
     except OSError as exc:

@@ -140,7 +140,7 @@ class GpuProfileMagics(Magics):
         if run.trace is not None:
             _show_timeline(run.trace)
         if args.roofline:
-            _show_roofline(run.result)
+            _show_roofline(run.result, args.dtype)
 
 
 def _check_name(flag: str, name: str | None) -> None:
@@ -177,11 +177,11 @@ def _show_timeline(trace: Trace) -> None:
     display(timeline(trace))
 
 
-def _show_roofline(result: TimingResult) -> None:
+def _show_roofline(result: TimingResult, dtype: str | None) -> None:
     from perflab.render.roofline import roofline
 
-    try:
-        display(roofline([result], device=result.device))
+    try:  # --dtype is the ceiling to judge by, and one the device must have
+        display(roofline([result], device=result.device, dtype=dtype, dtype_why="--dtype"))
     except PerflabError as exc:  # e.g. a CPU whose ceilings were never measured
         print(f"roofline: {exc}", file=sys.stderr)
 

@@ -12,11 +12,16 @@ when that variable is unset. Readers (the roofline) call::
 Device names are those of :func:`perflab.capture.env.current_device_name` (``"NVIDIA
 H200"``, ``"CPU: AMD EPYC"``). Every number in the file was measured on that device at
 ``date``; nothing here is a datasheet value.
+
+Memory levels are spelled one way, as the sweeps name them: ``"L1"``, ``"L2"``, ``"L3"``,
+``"HBM"``, ``"DRAM"`` (``"HBM far"``: a second plateau of the same level). A file that
+spells one otherwise (``"l2"``, ``"hbm"``, ``"L1d"``) loads under that spelling.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +36,33 @@ if TYPE_CHECKING:
 
 KIND = "Ceilings"
 FILE_NAME = "ceilings.json"
+_CACHE_LEVEL = re.compile(r"l(\d)d?", re.IGNORECASE)  # "l2", "L1d": a CPU's data cache
+_MEMORY = ("hbm", "dram", "gddr")
+
+
+def level_name(name: str) -> str:
+    """The one spelling of a memory level: ``"l3"`` -> ``"L3"``, ``"hbm far"`` ->
+    ``"HBM far"``, ``"L1d"`` -> ``"L1"``; a name that is no cache level or device memory
+    (``"level 2"``, ``"cache"``) stays as it is, spaces trimmed."""
+    first, _, rest = " ".join(name.split()).partition(" ")
+    cache = _CACHE_LEVEL.fullmatch(first)
+    if cache is not None:
+        first = f"L{cache.group(1)}"
+    elif first.lower() in _MEMORY:
+        first = first.upper()
+    return f"{first} {rest}" if rest else first
+
+
+def level_names(bandwidth: dict[str, float]) -> dict[str, float]:
+    """``bandwidth`` keyed by :func:`level_name`; ValueError when two keys name one level."""
+    named: dict[str, float] = {}
+    spelled: dict[str, str] = {}
+    for key, value in bandwidth.items():
+        name = level_name(key)
+        if name in named:
+            raise ValueError(f"{spelled[name]!r} and {key!r} name one memory level, {name}")
+        named[name], spelled[name] = value, key
+    return named
 
 
 @dataclass
@@ -45,6 +77,9 @@ class Ceilings(Shown):
     date: str = field(default_factory=now_iso)
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.bandwidth = level_names(self.bandwidth)
 
     def summary(self) -> dict[str, object]:
         """What ``perflab ceilings --json`` prints: device, backend, flops, bandwidth."""

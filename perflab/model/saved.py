@@ -9,6 +9,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
+from perflab.model.ceilings import level_names
 from perflab.model.fields import MAX_FLOAT, MAX_ITEMS
 from perflab.model.machine import Provenance, provenance_of
 from perflab.model.schema import (
@@ -74,6 +75,11 @@ class TimingDoc(msgspec.Struct, kw_only=True):
     kernels: OpTableDoc | None = None
     flops: Amount | None = None
     bytes: Amount | None = None
+    # what the code ran on beside backend and device; left out where unknown, as in
+    # files saved before they were kept
+    interpreter: Text | msgspec.UnsetType = msgspec.UNSET
+    dtype: Text | msgspec.UnsetType = msgspec.UNSET
+    dtype_why: Text | msgspec.UnsetType = msgspec.UNSET
 
     def validate(self) -> None:
         """Samples a timer can report, as many host times as samples (when kept), and
@@ -91,6 +97,16 @@ class TimingDoc(msgspec.Struct, kw_only=True):
             step = getattr(self, key)
             if step is not None and first_unmeasurable([step]) is not None:
                 raise Invalid(key, unmeasurable_text(step))
+
+
+def unless_unknown(value: str | None) -> str | msgspec.UnsetType:
+    """A text as saved: left out of the file where unknown (None or empty)."""
+    return value if value else msgspec.UNSET
+
+
+def known(value: str | msgspec.UnsetType) -> str | None:
+    """A saved text, None where the file leaves it out."""
+    return None if isinstance(value, msgspec.UnsetType) else value
 
 
 class TimingFile(TimingDoc, kw_only=True):
@@ -199,7 +215,8 @@ Rate = Annotated[float, msgspec.Meta(gt=0, le=MAX_FLOAT)]  # measured: positive,
 
 
 class CeilingsDoc(msgspec.Struct, kw_only=True):
-    """One device's saved ceilings: GFLOP/s per dtype, GB/s per memory level."""
+    """One device's saved ceilings: GFLOP/s per dtype, GB/s per memory level (each level
+    once, however a file spells it: ``"l2"`` loads as ``"L2"``)."""
 
     device: Text
     backend: Text
@@ -208,6 +225,12 @@ class CeilingsDoc(msgspec.Struct, kw_only=True):
     date: Text = ""
     versions: TextMap = {}
     notes: Texts = []
+
+    def validate(self) -> None:
+        try:
+            level_names(self.bandwidth)
+        except ValueError as exc:
+            raise Invalid("bandwidth", str(exc)) from None
 
 
 class CeilingsFile(msgspec.Struct):

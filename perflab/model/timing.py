@@ -145,9 +145,23 @@ def times_text(value: float) -> str:
     return f"{value:,.0f}x" if value >= 100 else f"{value:.3g}x"
 
 
+# what ran the timed code, as TimingResult.interpreter records it
+TRITON_INTERPRETER = "triton"  # a Triton kernel ran in Triton's interpreter (TRITON_INTERPRET=1)
+NO_INTERPRETER = "none"  # watched: no Triton kernel ran in Triton's interpreter
+INTERPRETER_WORDS = {
+    TRITON_INTERPRETER: "in Triton's interpreter",
+    NO_INTERPRETER: "without Triton's interpreter",
+}
+
+
 @dataclass
-class Comparison:
-    """How ``result`` compares with ``baseline``: ratio of median times, with its 95% CI."""
+class Comparison(Shown):
+    """How ``result`` compares with ``baseline``: ratio of median times, with its 95% CI.
+
+    ``comparable`` is False when the two ran on different backends or devices, or one in an
+    interpreter and the other not: ``why`` says so, and there is no ratio (NaN), since it
+    would time the difference between them rather than the code. ``notes`` say what else
+    differs and weighs on the ratio (the precisions)."""
 
     name: str
     baseline_name: str
@@ -156,32 +170,87 @@ class Comparison:
     high: float
     significant: bool
     method: str = ""
+    comparable: bool = True
+    why: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
+        if not self.comparable:
+            return "not comparable"
         if not self.significant:
             return "no significant difference"
         if self.ratio < 1:
             return f"{times_text(1 / self.ratio)} faster"
         return f"{times_text(self.ratio)} slower"
 
-    def __str__(self) -> str:
-        subsampled = " [interval from random subsamples]" if "subsample" in self.method else ""
-        return (
-            f"{self.name} vs {self.baseline_name}: time ratio {ratio_text(self.ratio)} "
-            f"(95% CI {ratio_text(self.low)}-{ratio_text(self.high)}): {self.verdict}"
-            f"{subsampled}"
-        )
-
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "baseline": self.baseline_name,
-            "ratio": self.ratio,
-            "ci95": [self.low, self.high],
+            "comparable": self.comparable,
+            "why": self.why,
+            "ratio": _finite(self.ratio),
+            "ci95": [_finite(self.low), _finite(self.high)],
             "significant": self.significant,
             "method": self.method,
+            "notes": list(self.notes),
         }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _where(r: TimingResult, other: TimingResult) -> str:
+    """Where ``r`` ran, in words, naming the CPU only where both ran on CPUs that differ."""
+    if r.backend != "cpu":
+        return r.device
+    same = other.backend != "cpu" or other.device == r.device
+    return "the CPU" if same else f"the CPU ({r.device})"
+
+
+def _ran(r: TimingResult, other: TimingResult) -> str:
+    how = INTERPRETER_WORDS.get(r.interpreter or "", "")
+    return f"on {_where(r, other)}" + (f" {how}" if how else "")
+
+
+def not_comparable(a: TimingResult, b: TimingResult, label: str) -> str:
+    """Why the times of ``a`` and ``b`` (called ``label``) make no speed-up, or "" when
+    they do: each ran on another backend or device, or one in an interpreter and the other
+    not (unknown for results saved before it was recorded: then it is not held against
+    them)."""
+    interpreted = None not in (a.interpreter, b.interpreter) and a.interpreter != b.interpreter
+    if interpreted:
+        cause = "a ratio would time the interpreter, not the kernels"
+    elif (a.backend, a.device) != (b.backend, b.device):
+        cause = "a ratio would compare the machines and their clocks, not the code"
+    else:
+        return ""
+    return f"{a.name} ran {_ran(a, b)}, {label} {_ran(b, a)}: {cause}"
+
+
+def comparison_notes(a: TimingResult, b: TimingResult, label: str) -> list[str]:
+    """What differs between two comparable results and weighs on their ratio."""
+    notes = []
+    if a.interpreter == b.interpreter == TRITON_INTERPRETER:
+        notes.append(
+            "both ran in Triton's interpreter: the ratio times the interpreter, not the "
+            "kernels as compiled code would run"
+        )
+    for one, other, name in ((a, b, label), (b, a, a.name)):
+        if one.interpreter is None and other.interpreter == TRITON_INTERPRETER:
+            notes.append(
+                f"{name} does not record whether it ran in Triton's interpreter (saved "
+                "before perflab kept it), the other did: if it did not, the ratio times "
+                "the interpreter"
+            )
+    if None not in (a.dtype, b.dtype) and a.dtype != b.dtype:
+        notes.append(
+            f"the precisions differ ({a.name}: {a.dtype}, {label}: {b.dtype}): the ratio "
+            "measures the change of precision as well as of the code"
+        )
+    return notes
 
 
 @dataclass
@@ -203,6 +272,15 @@ class TimingResult(Shown):
     and ``resolution_ns`` load too. ``sm_clock_min_mhz`` and ``sm_clock_median_mhz`` are
     the least and the median SM clock NVML read during each sample (NaN where none was
     read; None when the clocks were not polled).
+
+    What the code ran on, beside ``backend`` and ``device``: ``interpreter`` is
+    ``"triton"`` when a Triton kernel ran in Triton's interpreter (``TRITON_INTERPRET=1``,
+    on the CPU), ``"none"`` when the run was watched and none did, None when unknown (a
+    result saved before it was recorded, or a run that loaded Triton's interpreter itself);
+    ``dtype`` is the precision the timed arithmetic ran in (``"fp32"``, ``"tf32"``,
+    ``"bf16"``...) where known, and ``dtype_why`` how it is known (``"--dtype"``, "the
+    cell's matmuls ran in float32"). :meth:`compare` refuses a comparison across backends,
+    devices or interpreters, and says when the precisions differ.
     """
 
     samples_ns: npt.NDArray[np.float64]
@@ -225,6 +303,9 @@ class TimingResult(Shown):
     tick_ns: float | None = None
     sm_clock_min_mhz: npt.NDArray[np.float64] | None = None
     sm_clock_median_mhz: npt.NDArray[np.float64] | None = None
+    interpreter: str | None = None
+    dtype: str | None = None
+    dtype_why: str = ""
 
     def __post_init__(self) -> None:
         self.samples_ns = np.asarray(self.samples_ns, dtype=np.float64)
@@ -289,12 +370,21 @@ class TimingResult(Shown):
         """Ratio of this result's median time to ``baseline``'s (< 1 means faster);
         ``baseline_label`` names the baseline (default: its name). A result holding a
         sample no timer can report (0 ns, not finite, beyond a day) is an InputError
-        naming it: its ratio would be inf or nan."""
+        naming it: its ratio would be inf or nan. Results that ran on other backends or
+        devices, or one in an interpreter, give a comparison that is not ``comparable``
+        and says why, with no ratio; different precisions are compared with a note."""
         label = baseline.name if baseline_label is None else baseline_label
         for who, result in ((self.name, self), (label, baseline)):
             result.check_comparable(f"cannot compare {self.name} with {label}: {who}")
+        why = not_comparable(self, baseline, label)
+        if why:
+            nan = math.nan
+            return Comparison(self.name, label, nan, nan, nan, False, comparable=False, why=why)
         r = stats.median_ratio(self.samples_ns, baseline.samples_ns)
-        return Comparison(self.name, label, r.ratio, r.low, r.high, r.significant, r.method)
+        notes = comparison_notes(self, baseline, label)
+        return Comparison(
+            self.name, label, r.ratio, r.low, r.high, r.significant, r.method, notes=notes
+        )
 
     def check_comparable(self, what: str) -> None:
         """InputError (starting with ``what``) unless every sample is a measurable time."""
@@ -312,7 +402,7 @@ class TimingResult(Shown):
 
     def document(self) -> TimingDoc:
         """The saved form, with the summary a reader of the file sees first."""
-        from perflab.model.saved import TimingDoc
+        from perflab.model.saved import TimingDoc, unless_unknown
 
         lo, hi = self.ci95_ns
         summary = {
@@ -345,13 +435,16 @@ class TimingResult(Shown):
             kernels=kernels,
             flops=self.flops,
             bytes=self.bytes,
+            interpreter=unless_unknown(self.interpreter),
+            dtype=unless_unknown(self.dtype),
+            dtype_why=unless_unknown(self.dtype_why),
         )
 
     @classmethod
     def from_dict(cls, doc: object, source: str = "<dict>") -> TimingResult:
         """Build from a saved document, checking every field (types, finiteness, ranges);
         a bad field is a SchemaError naming ``source`` and the field."""
-        from perflab.model.saved import TimingFile
+        from perflab.model.saved import TimingFile, known
         from perflab.model.schema import decode
 
         saved = decode(doc, TimingFile, source)
@@ -375,6 +468,9 @@ class TimingResult(Shown):
             tick_ns=saved.tick(),
             sm_clock_min_mhz=_array(saved.sm_clock_min_mhz),
             sm_clock_median_mhz=_array(saved.sm_clock_median_mhz),
+            interpreter=known(saved.interpreter),
+            dtype=known(saved.dtype),
+            dtype_why=known(saved.dtype_why) or "",
         )
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -393,8 +489,13 @@ class TimingResult(Shown):
         return (
             f"{self.name}: median {format_ns(self.median_ns)} "
             f"(95% CI {format_ns(lo)} - {format_ns(hi)}), IQR {format_ns(self.iqr_ns)}, "
-            f"n={self.n} on {self.device} [{self.backend}]"
+            f"n={self.n} on {self.device} [{self.backend}]{self._ran_in()}"
         )
+
+    def _ran_in(self) -> str:
+        """What the summary says beside the device: an interpreter, the precision."""
+        words = " in Triton's interpreter" if self.interpreter == TRITON_INTERPRETER else ""
+        return words + (f" ({self.dtype})" if self.dtype else "")
 
     def __str__(self) -> str:
         return self.summary_line()

@@ -11,18 +11,27 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-from perflab.analysis.roofline import Point, Roof, RooflineVerdict, assess_all
-from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, find_spec, spec_names
+from perflab.analysis.precision import PRECISIONS, UNKNOWN
+from perflab.analysis.roofline import (
+    Point,
+    Roof,
+    RooflineVerdict,
+    assess_all,
+    level_label,
+)
+from perflab.analysis.specs import COMPUTE_LABELS, find_spec, spec_names
 from perflab.errors import InputError
+from perflab.model.ceilings import level_name
 from perflab.model.serialize import write_text
 from perflab.model.units import format_ns
 from perflab.render.html import esc, printable, table, text_table, wrap
 from perflab.render.labels import LabelPlacer, log_ticks
+from perflab.render.work import count_flops_bytes as count_flops_bytes  # its former home
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +84,7 @@ def roof_for(device: str, ceilings: Ceilings | None = None) -> Roof:
         roof = Roof.from_ceilings(
             device, ceilings, f"measured on {device} ({getattr(ceilings, 'date', '?')})"
         )
-        memory = {k.strip().lower(): v for k, v in roof.memory.items()}
+        memory = {level_name(k).lower(): v for k, v in roof.memory.items()}
         return Roof(roof.device, roof.compute, memory, roof.source, measured=True)
     spec = find_spec(device)
     if spec is None:
@@ -106,6 +115,8 @@ class _Timed(Protocol):
     bytes: float | None
     median_ns: float
     device: str
+    dtype: str | None
+    dtype_why: str
 
 
 def to_points(items: Iterable[object]) -> list[Point]:
@@ -132,7 +143,9 @@ def _to_point(item: object) -> Point:
             float(timed.flops or 0),
             float(timed.bytes or 0),
             timed.median_ns / 1e9,
+            dtype=timed.dtype,
             extra={"device": timed.device},
+            dtype_why=timed.dtype_why or ("" if timed.dtype else UNKNOWN),
         )
     if isinstance(item, tuple | list) and len(item) == 4:
         name, flops, nbytes, seconds = item
@@ -218,46 +231,6 @@ def _ncu_seconds(values: dict[str, tuple[float, str]]) -> float | None:
     return None
 
 
-def count_flops_bytes(fn: Callable[[], object]) -> tuple[float, float]:
-    """Run ``fn`` once and count its FLOPs (torch ``FlopCounterMode``) and a minimum byte
-    count: every tensor it reads that it did not create, plus what it returns, once each.
-    Real traffic is at least this (caches and re-reads only add to it)."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-    from torch.utils.flop_counter import FlopCounterMode
-
-    created: set[int] = set()
-    read: dict[int, int] = {}
-
-    def storage(t: torch.Tensor) -> tuple[int, int]:
-        s = t.untyped_storage()
-        return s.data_ptr(), s.nbytes()
-
-    class Reads(TorchDispatchMode):  # type: ignore[no-untyped-call,misc]
-        def __torch_dispatch__(
-            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-        ) -> Any:
-            for t in tree_flatten((args, kwargs or {}))[0]:
-                if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                    ptr, nbytes = storage(t)
-                    if ptr not in created:
-                        read[ptr] = nbytes
-            out = func(*args, **(kwargs or {}))
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    created.add(storage(t)[0])
-            return out
-
-    counter = FlopCounterMode(display=False)
-    with counter, Reads():  # type: ignore[no-untyped-call]
-        result = fn()
-    written = {
-        storage(t)[0]: storage(t)[1] for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)
-    }
-    return float(counter.get_total_flops()), float(sum(read.values()) + sum(written.values()))
-
-
 # --- the chart ---------------------------------------------------------------------------
 
 
@@ -280,11 +253,12 @@ class Roofline:
         head = f"Roofline on {self.roof.device}: {self.roof.source}"
         ceilings = "; ".join(
             [f"{COMPUTE_LABELS.get(k, k)} {_si(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
-            + [f"{BANDWIDTH_LABELS.get(k, k)} {_si(v, 'B/s')}" for k, v in self.roof.memory.items()]
+            + [f"{level_label(k)} {_si(v, 'B/s')}" for k, v in self.roof.memory.items()]
         )
         rows = [_row(v) for v in self.verdicts]
         body = text_table(HEADERS, rows) if rows else "no points"
-        notes = "".join(f"\nnote: {n}" for n in above_roof_notes(self))
+        notes = "".join(f"\n{n}" for n in compute_ceiling_lines(self))
+        notes += "".join(f"\nnote: {n}" for n in above_roof_notes(self))
         return f"{head}\nceilings: {ceilings}\n{body}{notes}"
 
     def _repr_pretty_(self, p: PrettyPrinter, cycle: bool) -> None:
@@ -323,7 +297,7 @@ def above_roof_notes(r: Roofline) -> list[str]:
             why = (
                 "no kernel can beat a spec-sheet peak, so its counts or time are off: FLOPs "
                 "counted that the hardware skipped, bytes served from a cache counted at "
-                f"{BANDWIDTH_LABELS.get(v.memory_key, v.memory_key)}, or a time that missed "
+                f"{level_label(v.memory_key)}, or a time that missed "
                 "part of the work (no synchronisation)."
             )
         notes.append(f"{head}: {why}")
@@ -335,7 +309,7 @@ def _row(v: RooflineVerdict) -> list[str]:
     intensity = "no FLOPs" if p.flops == 0 else f"{p.intensity:.3g}"
     return [
         p.name[:60],
-        BANDWIDTH_LABELS.get(v.memory_key, v.memory_key),
+        level_label(v.memory_key),
         format_ns(p.seconds * 1e9),
         _si(p.flops_per_s, "FLOP/s"),
         _si(p.bytes_per_s, "B/s"),
@@ -346,34 +320,61 @@ def _row(v: RooflineVerdict) -> list[str]:
 
 
 def roofline(
-    points: Iterable[object], device: str = "H200", *, ceilings: Ceilings | None = None
+    points: Iterable[object],
+    device: str = "H200",
+    *,
+    ceilings: Ceilings | None = None,
+    dtype: str | None = None,
+    dtype_why: str = "dtype=",
 ) -> Roofline:
-    """Place ``points`` under the ceilings of ``device`` (measured ones when known)."""
+    """Place ``points`` under the ceilings of ``device`` (measured ones when known).
+
+    Each point is judged against the compute ceiling of the precision it ran in: its own
+    ``dtype`` (a TimingResult's counted or given precision), or ``dtype`` here for every
+    point (``"fp32"``, ``"tf32"``, ``"bf16"``... or a ceiling's key), which must be one the
+    device has (``dtype_why``: how it is known, as the chart says it; a point that already
+    says it ran in ``dtype`` keeps its own words). A point of unknown precision is judged
+    against the highest ceiling, and the chart says so."""
     roof = roof_for(device, ceilings)
-    pts = [
-        Point(
-            p.name,
-            p.flops,
-            p.bytes,
-            p.seconds,
-            _match_level(p.level, roof) if p.level else None,
-            p.dtype,
-            p.extra,
-        )
-        for p in to_points(points)
-    ]
-    for p in pts:
-        if p.level is not None and p.level not in roof.memory:
-            raise InputError(
-                f"{printable(p.name)}: no {p.level!r} bandwidth ceiling for {roof.device} "
-                f"(known: {', '.join(roof.memory)})"
-            )
-        if p.dtype is not None and p.dtype not in roof.compute:
-            raise InputError(
-                f"{printable(p.name)}: no {p.dtype!r} compute ceiling for {roof.device} "
-                f"(known: {', '.join(roof.compute)})"
-            )
+    if dtype is not None and roof.compute_key(dtype) is None:
+        raise InputError(f"dtype={dtype!r}: {roof.device} has no such ceiling ({roof.known()})")
+    pts = [_placed(p, roof, dtype, dtype_why) for p in to_points(points)]
     return Roofline(roof, assess_all(pts, roof))
+
+
+def _placed(p: Point, roof: Roof, dtype: str | None, dtype_why: str) -> Point:
+    """``p`` with its level as ``roof`` names it, and ``dtype`` when one is given; a level
+    or a precision the roof cannot hold is an InputError."""
+    level = _match_level(p.level, roof) if p.level else None
+    if level is not None and level not in roof.memory:
+        raise InputError(
+            f"{printable(p.name)}: no {p.level!r} bandwidth ceiling for {roof.device} "
+            f"(known: {', '.join(roof.memory)})"
+        )
+    if dtype is not None:
+        why = p.dtype_why if p.dtype == dtype and p.dtype_why else dtype_why
+        return Point(p.name, p.flops, p.bytes, p.seconds, level, dtype, p.extra, why)
+    unheard = p.dtype is not None and p.dtype not in PRECISIONS
+    if unheard and roof.compute_key(str(p.dtype)) is None:
+        raise InputError(
+            f"{printable(p.name)}: no {p.dtype!r} compute ceiling for {roof.device} "
+            f"(known: {roof.known()}; precisions: {', '.join(PRECISIONS)})"
+        )
+    return Point(p.name, p.flops, p.bytes, p.seconds, level, p.dtype, p.extra, p.dtype_why)
+
+
+def compute_ceiling_lines(r: Roofline, most: int = 3) -> list[str]:
+    """Which compute ceiling judged the points and why: one line per reason, naming up
+    to ``most`` of its points."""
+    by_why: dict[str, list[str]] = {}
+    for v in r.verdicts:
+        by_why.setdefault(v.compute_why, []).append(printable(v.point.name)[:60])
+    lines = []
+    for why, names in by_why.items():
+        shown = ", ".join(dict.fromkeys(names[:most]))
+        more = f" and {len(names) - most:,} more" if len(names) > most else ""
+        lines.append(f"compute ceiling for {shown}{more}: {why}")
+    return lines
 
 
 @dataclass
@@ -448,7 +449,7 @@ def _memory_roofs(fig: Figure, roof: Roof, axes: Axes) -> None:
             line_width=2,
             line_dash="solid" if i == 0 else "dashed",
             color="#555555",
-            legend_label=f"{BANDWIDTH_LABELS.get(level, level)} {_si(bw, 'B/s')}",
+            legend_label=f"{level_label(level)} {_si(bw, 'B/s')}",
         )
 
 
@@ -529,7 +530,7 @@ def _points(fig: Figure, verdicts: list[RooflineVerdict], placer: LabelPlacer) -
     tips = [
         ("kernel", "@name"), ("level", "@level"), ("time", "@time"), ("achieved", "@flops_s"),
         ("bandwidth", "@bw"), ("intensity", "@ai"), ("bound by", "@bound"),
-        ("of ceiling", "@fraction"),
+        ("of ceiling", "@fraction"), ("compute ceiling", "@compute"),
     ]  # fmt: skip
     fig.add_tools(HoverTool(renderers=[dots], tooltips=tips))
 
@@ -590,6 +591,7 @@ def _point_columns(
             "ai",
             "bound",
             "fraction",
+            "compute",
             "color",
             "marker",
         )
@@ -598,13 +600,14 @@ def _point_columns(
         p = v.point
         no_flops = p.flops == 0
         cols["name"].append(p.name)
-        cols["level"].append(BANDWIDTH_LABELS.get(v.memory_key, v.memory_key))
+        cols["level"].append(level_label(v.memory_key))
         cols["time"].append(format_ns(p.seconds * 1e9))
         cols["flops_s"].append(_si(p.flops_per_s, "FLOP/s"))
         cols["bw"].append(_si(p.bytes_per_s, "B/s"))
         cols["ai"].append("no FLOPs counted" if no_flops else f"{p.intensity:.3g} FLOP/B")
         cols["bound"].append(f"{v.ceiling} ({v.headroom:.3g}x headroom)")
         cols["fraction"].append(f"{100 * v.fraction:.1f}%")
+        cols["compute"].append(v.compute_why)
         cols["color"].append(palette[colour_of[p.name] % len(palette)])
         cols["marker"].append(markers.get(v.memory_key, "diamond"))
     return {"x": xs, "y": ys, **cols}
@@ -623,7 +626,10 @@ def _points_html(r: Roofline) -> str:
     """The table of placed kernels; a roofline of ceilings alone says so instead of showing
     an empty table."""
     rows = [_row(v) for v in r.verdicts]
-    return table(HEADERS, rows) if rows else "<div>no points</div>"
+    if not rows:
+        return "<div>no points</div>"
+    ceilings = "".join(f'<div class="note">{esc(n)}</div>' for n in compute_ceiling_lines(r))
+    return table(HEADERS, rows) + ceilings
 
 
 def roofline_bundle(r: Roofline) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from perflab.model.timing import TimingResult
+from perflab.model.timing import Comparison, TimingResult, ratio_text
 from perflab.model.units import format_ns
 from perflab.render.html import esc, svg_image, wrap
 from perflab.render.tables import optable_html, optable_text
@@ -117,7 +117,7 @@ def timing_html(r: TimingResult) -> str:
         f"<b>{esc(r.name)}</b>: median <b>{esc(format_ns(r.median_ns))}</b> "
         f"(95% CI {esc(format_ns(lo))} – {esc(format_ns(hi))}), "
         f"IQR {esc(format_ns(r.iqr_ns))}, min {esc(format_ns(r.min_ns))}, "
-        f"n={r.n} [{esc(r.backend)}]"
+        f"n={r.n} [{esc(r.backend)}]{esc(r._ran_in())}"
     )
     warns = "".join(f'<div class="warn">⚠ {esc(w)}</div>' for w in r.warnings)
     prov = f'<div class="note">{esc(provenance(r))}</div>'
@@ -133,3 +133,30 @@ def timing_html(r: TimingResult) -> str:
 
 def timing_bundle(r: TimingResult) -> dict[str, str]:
     return {"text/plain": timing_text(r), "text/html": timing_html(r)}
+
+
+def comparison_text(c: Comparison) -> str:
+    """One line: the ratio with its interval and the verdict, or why there is none; then
+    a line per note."""
+    head = f"{c.name} vs {c.baseline_name}: "
+    if not c.comparable:
+        return f"{head}not comparable: {c.why}"
+    subsampled = " [interval from random subsamples]" if "subsample" in c.method else ""
+    line = (
+        f"{head}time ratio {ratio_text(c.ratio)} (95% CI {ratio_text(c.low)}-"
+        f"{ratio_text(c.high)}): {c.verdict}{subsampled}"
+    )
+    return "\n".join([line, *(f"  note: {n}" for n in c.notes)])
+
+
+def comparison_html(c: Comparison) -> str:
+    """The verdict in bold (or "not comparable" and why, with no ratio), notes below."""
+    names = f"{esc(c.name)} vs {esc(c.baseline_name)}"
+    if not c.comparable:
+        return wrap(f'<div class="warn"><b>not comparable</b>: {names}: {esc(c.why)}</div>')
+    ratio = (
+        f"time ratio {esc(ratio_text(c.ratio))} (95% CI {esc(ratio_text(c.low))}"
+        f"–{esc(ratio_text(c.high))})"
+    )
+    notes = "".join(f'<div class="warn">{esc(n)}</div>' for n in c.notes)
+    return wrap(f"<div>{names}: <b>{esc(c.verdict)}</b>, {ratio}</div>{notes}")

@@ -68,6 +68,9 @@ VIEWS: dict[str, View] = {
     "perflab.model.timing.TimingResult": View(
         "perflab.render.timing", "timing_text", bundle="timing_bundle"
     ),
+    "perflab.model.timing.Comparison": View(
+        "perflab.render.timing", "comparison_text", "comparison_html"
+    ),
     "perflab.model.kernel.CompileResult": View(
         "perflab.render.ptx_view", "compile_text", bundle="compile_bundle"
     ),

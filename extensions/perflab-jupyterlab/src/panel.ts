@@ -9,10 +9,12 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { KernelLink, LinkedWidget } from './link';
 import {
+  checkComparison,
   comparePair,
   formatTime,
   IRow,
   medianParts,
+  ranOn,
   rowLabel,
   rowText,
   SORT_KEYS,
@@ -183,7 +185,7 @@ export class HistoryPanel extends LinkedWidget {
       el('span', 'jp-perflab-interval', interval)
     );
     median.dataset.medianNs = String(row.median_ns);
-    const device = el('div', 'jp-perflab-device', `${row.backend} · ${row.device}`);
+    const device = el('div', 'jp-perflab-device', ranOn(row));
     device.append(el('span', 'jp-perflab-time', formatTime(row.created)));
     about.append(name, median, device);
     for (const warning of row.warnings) {
@@ -208,6 +210,7 @@ export class HistoryPanel extends LinkedWidget {
     }
     this._compareKey = key;
     this._compare.replaceChildren();
+    this._compare.classList.remove('jp-perflab-not-comparable');
     this._hint.hidden = pair !== null;
     if (!pair || !link) {
       return;
@@ -218,7 +221,12 @@ export class HistoryPanel extends LinkedWidget {
     this._showComparison();
     try {
       const reply = await link.request({ type: 'compare', a: pair[0], b: pair[1] });
-      text.textContent = String(reply.text);
+      const answer = checkComparison(reply);
+      text.textContent = answer ? answer.text : String(reply.text);
+      if (this._compareKey === key) {
+        // results of other devices, or one of an interpreter: said so and marked, no ratio
+        this._compare.classList.toggle('jp-perflab-not-comparable', answer?.comparable === false);
+      }
     } catch (reason) {
       text.textContent = `comparison failed: ${(reason as Error).message}`;
     }

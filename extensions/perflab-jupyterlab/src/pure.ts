@@ -13,9 +13,25 @@ export interface IRow {
   n: number;
   backend: string;
   device: string;
+  /** "triton": a Triton kernel ran in Triton's interpreter; "none": none did; null: not recorded */
+  interpreter: string | null;
+  /** the precision its arithmetic ran in ("fp32", "bf16"...), null where unknown */
+  dtype: string | null;
   created: string;
   warnings: string[];
   replayed: boolean;
+}
+
+/** A comparison as the kernel answers it (TimingResult.compare, perflab/labext.py). */
+export interface IComparison {
+  /** the whole answer, as `str(comparison)` writes it */
+  text: string;
+  /** false: the two ran on other devices or one in an interpreter; no ratio then */
+  comparable: boolean;
+  /** why they are not comparable ("" when they are) */
+  why: string;
+  /** what else differs and weighs on the ratio (the precisions) */
+  notes: string[];
 }
 
 /** The kernel's `perflab info --json` document (the parts the status bar reads). */
@@ -150,6 +166,15 @@ export function rowLabel(id: string): string {
   return /^r\d+$/.test(id) ? `#${id.slice(1)}` : id;
 }
 
+/**
+ * What a row ran on, as the panel shows it under the median: "cpu · CPU: x", then
+ * "Triton interpreter" where a Triton kernel ran in it, and the precision where known.
+ */
+export function ranOn(row: Pick<IRow, 'backend' | 'device' | 'interpreter' | 'dtype'>): string {
+  const interpreted = row.interpreter === 'triton' ? 'Triton interpreter' : '';
+  return [row.backend, row.device, interpreted, row.dtype ?? ''].filter(Boolean).join(' · ');
+}
+
 /** The whole of a row, one fact a line: the panel's tooltip, so nothing is only cut off. */
 export function rowText(row: IRow, isBaseline: boolean): string {
   const marks = (isBaseline ? ' (baseline)' : '') + (row.replayed ? ' [replayed]' : '');
@@ -157,9 +182,35 @@ export function rowText(row: IRow, isBaseline: boolean): string {
   return [
     `${rowLabel(row.id)} ${row.name}${marks}`,
     `median ${formatMedian(row)}: 95% confidence interval, n = ${row.n} samples`,
-    [row.backend, row.device, when].filter(Boolean).join(' · '),
+    [ranOn(row), when].filter(Boolean).join(' · '),
     ...row.warnings.map(w => `⚠ ${w}`)
   ].join('\n');
+}
+
+/**
+ * The kernel's answer to a comparison, checked (null when it is not one). An answer
+ * without `comparable` (an older kernel side) is a comparison that made a ratio.
+ */
+export function checkComparison(value: unknown): IComparison | null {
+  if (typeof value !== 'object' || value === null) {
+    return null;
+  }
+  const v = value as Record<string, unknown>;
+  const notes = v.notes ?? [];
+  if (
+    typeof v.text !== 'string' ||
+    !Array.isArray(notes) ||
+    !notes.every(n => typeof n === 'string') ||
+    (v.why !== undefined && typeof v.why !== 'string')
+  ) {
+    return null;
+  }
+  return {
+    text: v.text,
+    comparable: v.comparable !== false,
+    why: typeof v.why === 'string' ? v.why : '',
+    notes: notes as string[]
+  };
 }
 
 /** The orders the panel offers: as run (the history's), fastest first, by name. */
@@ -289,6 +340,10 @@ export function checkRow(value: unknown): IRow | null {
   if (!strings.every(k => typeof v[k] === 'string')) {
     return null;
   }
+  // what it ran on beyond the device: a string, or absent (null) where not recorded
+  if (!['interpreter', 'dtype'].every(k => v[k] == null || typeof v[k] === 'string')) {
+    return null;
+  }
   const ci = v.ci95_ns;
   if (
     typeof v.median_ns !== 'number' ||
@@ -309,10 +364,16 @@ export function checkRow(value: unknown): IRow | null {
     n: v.n,
     backend: v.backend as string,
     device: v.device as string,
+    interpreter: optionalText(v.interpreter),
+    dtype: optionalText(v.dtype),
     created: v.created as string,
     warnings: v.warnings as string[],
     replayed: v.replayed === true
   };
+}
+
+function optionalText(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
 }
 
 /** The rows of a history message, dropping any that are malformed. */

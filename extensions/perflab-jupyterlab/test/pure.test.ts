@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import {
+  checkComparison,
   checkRow,
   checkRows,
   comparePair,
@@ -14,6 +15,7 @@ import {
   isCudaCell,
   medianParts,
   profileCode,
+  ranOn,
   untimedReason,
   rowLabel,
   rowText,
@@ -34,6 +36,8 @@ const row = {
   n: 40,
   backend: 'cpu',
   device: 'CPU: x',
+  interpreter: 'none',
+  dtype: null,
   created: '2026-01-02T03:04:05+00:00',
   warnings: ['noisy'],
   replayed: false
@@ -98,6 +102,57 @@ describe('rowText', () => {
       'median 1.23 ms (1.2-1.25 ms): 95% confidence interval, n = 40 samples',
       'cpu · CPU: x'
     ]);
+  });
+});
+
+describe('ranOn', () => {
+  it('says where a result ran, with Triton interpreter and its precision where known', () => {
+    expect(ranOn(row)).toBe('cpu · CPU: x');
+    expect(ranOn({ ...row, interpreter: 'triton', dtype: 'fp32' })).toBe(
+      'cpu · CPU: x · Triton interpreter · fp32'
+    );
+    expect(ranOn({ ...row, interpreter: null, dtype: 'bf16' })).toBe('cpu · CPU: x · bf16');
+    const text = rowText({ ...row, interpreter: 'triton' }, false);
+    expect(text.split('\n')[2]).toMatch(/^cpu · CPU: x · Triton interpreter · \d\d:04:05$/);
+  });
+});
+
+describe('checkComparison', () => {
+  const refused = {
+    type: 'comparison',
+    comparable: false,
+    why: "b ran on the CPU in Triton's interpreter, a on the CPU without it",
+    ratio: null,
+    notes: [],
+    text: "b vs a: not comparable: b ran on the CPU in Triton's interpreter"
+  };
+
+  it('reads a refusal as not comparable, with its reason and no ratio', () => {
+    expect(checkComparison(refused)).toEqual({
+      text: refused.text,
+      comparable: false,
+      why: refused.why,
+      notes: []
+    });
+  });
+
+  it('reads a ratio, its notes, and an answer from before comparable was sent', () => {
+    const notes = ['the precisions differ (b: bf16, a: fp32)'];
+    const ratio = { text: 'b vs a: time ratio 0.5', comparable: true, why: '', notes };
+    expect(checkComparison(ratio)).toEqual({ ...ratio });
+    expect(checkComparison({ text: 'b vs a: time ratio 0.5' })).toEqual({
+      text: 'b vs a: time ratio 0.5',
+      comparable: true,
+      why: '',
+      notes: []
+    });
+  });
+
+  it('drops what is not a comparison', () => {
+    expect(checkComparison(null)).toBeNull();
+    expect(checkComparison({ text: 3 })).toBeNull();
+    expect(checkComparison({ ...refused, notes: [1] })).toBeNull();
+    expect(checkComparison({ ...refused, why: 2 })).toBeNull();
   });
 });
 
@@ -230,7 +285,19 @@ describe('checkRow', () => {
     expect(checkRows('nope')).toEqual([]);
   });
 
+  it('reads what a row ran on as unknown where an older kernel side sent none', () => {
+    const { interpreter: _i, dtype: _d, ...older } = row;
+    expect(checkRow(older)).toEqual({ ...row, interpreter: null, dtype: null });
+    expect(checkRow({ ...row, interpreter: 'triton', dtype: 'tf32' })).toEqual({
+      ...row,
+      interpreter: 'triton',
+      dtype: 'tf32'
+    });
+  });
+
   it('drops rows with wrong types', () => {
+    expect(checkRow({ ...row, interpreter: 1 })).toBeNull();
+    expect(checkRow({ ...row, dtype: ['fp32'] })).toBeNull();
     expect(checkRow({ ...row, median_ns: '1' })).toBeNull();
     expect(checkRow({ ...row, ci95_ns: [1] })).toBeNull();
     expect(checkRow({ ...row, warnings: [1] })).toBeNull();
