@@ -502,6 +502,7 @@ def test_a_lane_of_short_events_says_what_it_holds() -> None:
     each: the whole-trace view draws none of them, so the lane name says so."""
     from perflab.io import load_trace
     from perflab.render.timeline import assign_lanes, lane_details, lane_ticks, timeline
+    from perflab.render.timeline_data import lane_notes
 
     trace = load_trace(kineto("nccl_2ranks_a100.json.gz"))
     lanes = assign_lanes(trace)
@@ -513,16 +514,21 @@ def test_a_lane_of_short_events_says_what_it_holds() -> None:
     # the trace names the process (python3.10) but not this thread
     label = "python3.10 2910249 · thread -549452224 (no name in the trace)"
     quiet = lanes.labels.index(label)
-    assert ticks[quiet] == "thread -549452224 · 42 short"
+    assert ticks[quiet] == "thread -549452224 · 42 events (shaded)"  # not "42 short"
     assert ticks[lanes.labels.index("GPU 0 stream 7")] == "stream 7"
     assert ticks[lanes.labels.index("GPU 0")] == "GPU 0:"  # the group's header
     tip = lane_details(lanes, pyramid)[quiet]
     assert tip.startswith(label) and "42 events" in tip and "zoom in" in tip
+    assert "draws none of them" in tip and "shaded busy time" in tip
     assert "CPU thread of python3.10 2910249" in tip
     assert f"{label}  (42 events)" in timeline(trace).text
     # a long name is cut with an ellipsis and keeps its note whole
     cut = lane_ticks(lanes, pyramid, chars=20)[quiet]
-    assert cut.endswith("… · 42 short") and len(cut) <= 20 + 8
+    assert cut.endswith("… · 42 events (shaded)") and len(cut) <= 8 + len(" · 42 events (shaded)")
+    # the page gets the names and the notes apart, and keeps the note whole as it fits names
+    assert lane_ticks(lanes, pyramid, notes=False)[quiet] == "thread -549452224"
+    assert lane_notes(lanes, pyramid)[quiet] == "42 events (shaded)"
+    assert lane_notes(lanes, pyramid)[lanes.labels.index("GPU 0 stream 7")] == ""
 
 
 def test_busy_cells_keep_any_work_visible() -> None:
@@ -560,3 +566,47 @@ def test_page_scripts_come_from_package_files() -> None:
     }
     source = Path(module.__file__).read_text(encoding="utf-8")
     assert "function " not in source and ".setv(" not in source  # no JavaScript in Python
+
+
+def test_a_static_picture_of_the_timeline_shows_no_key_hints() -> None:
+    """The SVG (and PNG) fallback answers no keys: its time axis is titled plainly, and only
+    the interactive page (timeline-ui.js) adds the keys' hint under it."""
+    from perflab.render.bokeh_embed import static_svg
+    from perflab.render.html import static_text
+    from perflab.render.timeline import timeline
+
+    view = timeline(small_trace(["k", "m"]))
+    svg = static_svg(view.layout, view.text)
+    assert "ms since trace start" in svg
+    for hint in ("W/S", "A/D", "Shift+drag", "?: keys"):
+        assert hint not in svg
+        assert hint not in view._repr_mimebundle_()["image/svg+xml"]
+    assert "W/S zoom, A/D pan" in static_text("timeline-ui.js")  # the page's own
+
+
+def test_the_page_names_the_row_budget_of_where_it_was_made(tmp_path: Path) -> None:
+    """A page that holds only some events says what holds more: the CLI's --rows in a page
+    `perflab timeline` wrote, row_budget in one Python made; another value is refused."""
+    from perflab.errors import InputError
+    from perflab.render.timeline import timeline
+
+    def meta(layout: Any) -> dict[str, Any]:
+        for m in layout.document.models:
+            if type(m).__name__ == "CustomJS" and "meta" in m.args:
+                found: dict[str, Any] = m.args["meta"]
+                return found
+        raise AssertionError("no page meta")
+
+    trace = synthetic_trace(20_000)
+    page = meta(timeline(trace, row_budget=1000).layout)
+    assert not page["complete"] and page["total_events"] == len(trace) > 1000
+    assert "row_budget" in page["budget_hint"] and "--rows" not in page["budget_hint"]
+    page = meta(timeline(trace, row_budget=1000, made_by="cli").layout)
+    assert page["budget_hint"] == "a larger --rows holds more"
+    with pytest.raises(InputError, match="made_by is 'python' or 'cli', not 'lab'"):
+        timeline(trace, made_by="lab")  # type: ignore[arg-type]
+    out = tmp_path / "t.html"
+    nccl = str(kineto("nccl_2ranks_a100.json.gz"))
+    assert cli(["timeline", nccl, "-o", str(out), "--rows", "1000"]) == 0
+    html = out.read_text(encoding="utf-8")
+    assert "a larger --rows holds more" in html and "row_budget (timeline" not in html

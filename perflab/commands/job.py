@@ -121,4 +121,4 @@ def run_timeline(args: argparse.Namespace) -> tuple[Path, int]:
     events = sum(len(r.trace) for r in job)
     if events == 0:
         raise InputError("the traces have no events to draw", source=args.file)
-    return save_job_timeline(job, args.output, row_budget=args.rows), events
+    return save_job_timeline(job, args.output, row_budget=args.rows, made_by="cli"), events

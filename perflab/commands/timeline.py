@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             trace = load_trace_file(args)
             if len(trace) == 0:
                 raise InputError("the trace has no events to draw", source=args.file)
-            out, events = save_timeline(trace, args.output, row_budget=args.rows), len(trace)
+            saved = save_timeline(trace, args.output, row_budget=args.rows, made_by="cli")
+            out, events = saved, len(trace)
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", source=args.output) from None
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {events} events)")

@@ -68,7 +68,7 @@ from perflab.render.timeline_data import link_members as link_members
 from perflab.render.timeline_data import strip_title as strip_title
 from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
-from perflab.render.timeline_figure import Page, PageData, figure_of
+from perflab.render.timeline_figure import BUDGET_HINTS, MadeBy, Page, PageData, figure_of
 from perflab.render.timeline_figure import tooltip_template as tooltip_template
 
 # what drawing and saving the page import: a third of a large page's build when imported in turn
@@ -171,12 +171,17 @@ def timeline(
     title: str | None = None,
     live: bool = False,
     overlay: Overlay | None = None,
+    made_by: MadeBy = "python",
 ) -> Timeline:
     """The interactive timeline of ``trace`` (``trace.timeline()``).
 
     Static by default: pre-computed levels of detail, so it works in any saved page. With
     ``live=True`` a running kernel also refines on every range change, from all events.
-    ``overlay`` draws more over the lanes (see :class:`Overlay`)."""
+    ``overlay`` draws more over the lanes (see :class:`Overlay`). ``made_by`` says where the
+    page is made, so that it names the right knob for more events: ``"python"`` (a notebook
+    or script: ``row_budget``) or ``"cli"`` (``perflab timeline``: ``--rows``)."""
+    if made_by not in BUDGET_HINTS:
+        raise InputError(f"made_by is 'python' or 'cli', not {made_by!r}")
     if len(trace) == 0:  # the same error as `perflab timeline` gives
         source = trace.meta.get("source")
         raise InputError("the trace has no events to draw", source=str(source) if source else None)
@@ -223,6 +228,8 @@ def timeline(
         pyramid,
         idle.on_page(enc.event_rows),
         complete=enc.event_rows.size >= len(trace),
+        total_events=len(trace),
+        made_by=made_by,
     )
     bokeh_import.join()
     page = figure_of(data, width, title)
@@ -299,6 +306,7 @@ class TimelineOptions(TypedDict, total=False):
     title: str | None
     live: bool
     overlay: Overlay | None
+    made_by: MadeBy
 
 
 def timeline_bundle(trace: Trace, **options: Unpack[TimelineOptions]) -> dict[str, str]:

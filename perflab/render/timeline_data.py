@@ -519,19 +519,32 @@ def hidden_counts(lanes: Lanes, pyramid: Pyramid) -> npt.NDArray[np.int64]:
     return np.where(drawn == 0, counts, 0).astype(np.int64)
 
 
-def lane_ticks(lanes: Lanes, pyramid: Pyramid, chars: int = TICK_CHARS) -> list[str]:
+def lane_notes(lanes: Lanes, pyramid: Pyramid) -> list[str]:
+    """Per lane, what its axis name adds: for a lane none of whose events the whole-trace
+    view draws (it draws the trace's longest), how many it holds and how they show there:
+    ``"42 events (shaded)"``, as busy shading; "" for every other lane."""
+    return [
+        f"{hidden:,} {'event' if hidden == 1 else 'events'} (shaded)" if hidden else ""
+        for hidden in hidden_counts(lanes, pyramid).tolist()
+    ]
+
+
+def lane_ticks(
+    lanes: Lanes, pyramid: Pyramid, chars: int = TICK_CHARS, notes: bool = True
+) -> list[str]:
     """Lane names for the axis: short (a thread's name, ``stream 7``), a group's header in
     capitals-free bold-less text with a marker, each cut to ``chars`` with an ellipsis. A
-    lane none of whose events the whole-trace view draws says how many it holds, so it
-    never looks empty without a word (the note is kept whole; the name gives way)."""
+    lane none of whose events the whole-trace view draws says how many it holds (its
+    :func:`lane_notes`), so it never looks empty without a word (the note is kept whole;
+    the name gives way); ``notes=False`` leaves the notes to the page."""
     out = []
-    for k, (name, hidden) in enumerate(
-        zip(lanes.short or lanes.labels, hidden_counts(lanes, pyramid).tolist(), strict=True)
+    for k, (name, said) in enumerate(
+        zip(lanes.short or lanes.labels, lane_notes(lanes, pyramid), strict=True)
     ):
         if lanes.header.size and lanes.header[k]:
             out.append(fit_label(name + ":", chars))
             continue
-        note = f" · {hidden:,} short" if hidden else ""
+        note = f" · {said}" if said and notes else ""
         out.append(fit_label(name, max(chars - len(note), 8)) + note)
     return out
 
@@ -557,7 +570,10 @@ def lane_details(lanes: Lanes, pyramid: Pyramid) -> list[str]:
         lines = [label, f"{where} of {lanes.group[k]}" if lanes.group else where]
         lines.append(counted(counts[k], "event"))
         if hidden[k]:
-            lines.append("all shorter than a pixel in the whole-trace view: zoom in")
+            lines.append(
+                "the whole-trace view draws none of them (it draws the trace's longest "
+                "events): they show as shaded busy time; zoom in to see each"
+            )
         out.append("\n".join(lines))
     return out
 

@@ -7,7 +7,7 @@ together."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -24,12 +24,20 @@ from perflab.render.timeline_data import (
     NameColumns,
     label_columns,
     lane_details,
+    lane_notes,
     lane_ticks,
     strip_title,
 )
 from perflab.render.timeline_data import short_name as _short
 
 LANE_PX = 22
+MadeBy = Literal["python", "cli"]
+# how a page that holds only some events says what holds more, where it was made
+BUDGET_HINTS: dict[MadeBy, str] = {
+    "python": "a larger row_budget (timeline(row_budget=...)) holds more",
+    "cli": "a larger --rows holds more",
+}
+TIME_AXIS = "ms since trace start"
 # the gaps before GPU work that the page holds (:meth:`timeline_info.IdleBefore.on_page`)
 IdleColumns = dict[str, npt.NDArray[np.int32] | npt.NDArray[np.float32] | npt.NDArray[np.int8]]
 
@@ -122,8 +130,10 @@ class PageSources:
 @dataclass
 class PageData:
     """What the page carries: the encoded levels, the events they draw, their labels and
-    names, the lanes, the gaps before GPU work (``idle``: :meth:`IdleBefore.on_page`) and
-    whether the page holds every event of the trace."""
+    names, the lanes, the gaps before GPU work (``idle``: :meth:`IdleBefore.on_page`),
+    whether the page holds every event of the trace, how many the trace has, and where the
+    page was made (``made_by``: ``"python"`` or ``"cli"``, which name the row budget
+    differently)."""
 
     enc: Encoded
     events: EventColumns
@@ -133,6 +143,8 @@ class PageData:
     pyramid: Pyramid
     idle: IdleColumns
     complete: bool
+    total_events: int
+    made_by: MadeBy
 
 
 def _x_range(span_ms: float) -> Any:
@@ -172,8 +184,9 @@ def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, ti
         tools="xpan,xwheel_zoom,xbox_zoom,reset",
         active_drag="xpan",
         active_scroll="xwheel_zoom",
-        x_axis_label="ms since trace start (W/S zoom, A/D pan, Shift+drag: what ran there, "
-        "click: details, ?: keys)",
+        # the keys' hint is added by the page script (timeline-ui.js): a static picture of
+        # this figure (SVG, PNG) answers no keys
+        x_axis_label=TIME_AXIS,
         output_backend="canvas",
         min_border_left=10,
     )
@@ -319,6 +332,7 @@ class PageMeta(TypedDict):
     directions: list[str]
     lanes: list[str]
     ticks: list[str]
+    tick_notes: list[str]
     lane_info: list[str]
     headers: list[bool]
     group_of: list[int]
@@ -328,6 +342,8 @@ class PageMeta(TypedDict):
     title: str
     causes: list[str]
     complete: bool
+    total_events: int
+    budget_hint: str
 
 
 def _page_meta(data: PageData, span_ms: float, title: str) -> PageMeta:
@@ -345,7 +361,8 @@ def _page_meta(data: PageData, span_ms: float, title: str) -> PageMeta:
         "legend": [[classes[c][0], classes[c][1]] for c in shown_classes if 0 <= c < len(classes)],
         "directions": list(MEMCPY_DIRECTIONS),
         "lanes": lanes.labels,
-        "ticks": lane_ticks(lanes, data.pyramid, chars=200),
+        "ticks": lane_ticks(lanes, data.pyramid, chars=200, notes=False),
+        "tick_notes": lane_notes(lanes, data.pyramid),
         "lane_info": lane_details(lanes, data.pyramid),
         "headers": lanes.header.tolist(),
         "group_of": lanes.group_heads(),
@@ -355,6 +372,8 @@ def _page_meta(data: PageData, span_ms: float, title: str) -> PageMeta:
         "title": _page_title(title),
         "causes": list(info.IDLE_CAUSES),
         "complete": data.complete,
+        "total_events": data.total_events,
+        "budget_hint": BUDGET_HINTS[data.made_by],
     }
 
 
@@ -408,6 +427,8 @@ def _attach_scripts(
             **common,
             "events": events,
             "live": src.live,
+            "idle": idle,
+            "arrows": src.arrows,
             "query": src.query,
             "xr": x_range,
             "main": main,

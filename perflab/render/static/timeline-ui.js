@@ -18,7 +18,8 @@ const frame = () => view.frame.bbox;
 const plot_rect = () => view.el.getBoundingClientRect();
 
 // lane names: short, cut with an ellipsis to about a fifth of the figure's width; a group's
-// header says whether it is expanded (\u25be) or collapsed (\u25b8, with its lane count)
+// header says whether it is expanded (\u25be) or collapsed (\u25b8, with its lane count); a
+// lane whose events the whole-trace view draws none of keeps its note whole (meta.tick_notes)
 const axis = main.left[0], nl = meta.lanes.length;
 if (main.__pl_collapsed == null) main.__pl_collapsed = new Set();
 const collapsed = main.__pl_collapsed;
@@ -33,10 +34,7 @@ function tick_text(k, chars) {
   if (meta.headers[k]) {
     t = (collapsed.has(k) ? "\u25b8 " : "\u25be ") + t;
     if (collapsed.has(k)) note = " " + members(k).length + " lanes";
-  } else {
-    const m = / · [\d,]+ short$/.exec(t);
-    if (m) { note = m[0]; t = t.slice(0, t.length - note.length); }
-  }
+  } else if (meta.tick_notes[k]) note = " \u00b7 " + meta.tick_notes[k];
   return note ? cut(t, Math.max(4, chars - note.length)) + note : cut(t, chars);
 }
 function label_axis(force) {
@@ -89,6 +87,13 @@ function el(tag, cls, text) {
   if (cls) e.className = cls;
   if (text != null) e.textContent = text;
   return e;
+}
+// the keys' hint under the time axis: only this page answers keys (a static picture of the
+// figure keeps the plain axis title)
+const time_axis = main.below.find((a) => a.axis_label != null);
+if (time_axis) {
+  time_axis.setv({axis_label: time_axis.axis_label + " (W/S zoom, A/D pan, Shift+drag: what ran "
+    + "there, click: details, ?: keys)"}, {sync: false});
 }
 if (getComputedStyle(box).position === "static") box.style.position = "relative";
 const style = el("style");
@@ -293,6 +298,11 @@ function step(by) {
   set_range(l + dur / 2 - w / 2, l + dur / 2 + w / 2);
   query.setv({data: {label: query.data.label, current: [0, e]}});
   show_count();
+  // the current match is the selected event, as a click would make it: its launch link
+  // highlighted and its details in the panel
+  const info = event_details(E, e);
+  show_link(info);
+  show_details(info);
 }
 
 // The regex worker: started on the first regex search, ended (and started again on the next
@@ -416,27 +426,26 @@ function rows_table(rows) {
   }
   return t;
 }
-main.__pl_ui = {
-  details(ev) {
-    details.replaceChildren();
-    if (ev == null) { details.hidden = true; return; }
-    details.append(closer(details), el("div", "pl-tl-title", ev.name));
-    const rows = [
-      ["category", ev.cat], ["start", fmt(ev.at)], ["duration", fmt(ev.dur)],
-      ["end", fmt(ev.at + ev.dur)], ["lane", ev.lane], ["args", ev.detail],
-      ["CPU op", ev.op],
-    ];
-    for (const p of ev.partners) {
-      if (p.same) continue;
-      const what = p.name + " on " + p.lane + " at " + fmt(p.at) + " (" + fmt(p.dur) + ")";
-      rows.push([p.role === "launch (CPU)" ? "launched by" : "launched", what]);
-      if (p.op) rows.push(["its CPU op", p.op]);
-    }
-    if (ev.gap) rows.push(["idle before", fmt(ev.gap.ms) + ", cause: " + ev.gap.cause]);
-    details.append(rows_table(rows));
-    details.hidden = false;
-  },
-};
+function show_details(ev) {  // ev: event_details (timeline-helpers.js); null closes the panel
+  details.replaceChildren();
+  if (ev == null) { details.hidden = true; return; }
+  details.append(closer(details), el("div", "pl-tl-title", ev.name));
+  const rows = [
+    ["category", ev.cat], ["start", fmt(ev.at)], ["duration", fmt(ev.dur)],
+    ["end", fmt(ev.at + ev.dur)], ["lane", ev.lane], ["args", ev.detail],
+    ["CPU op", ev.op],
+  ];
+  for (const p of ev.partners) {
+    if (p.same) continue;
+    const what = p.name + " on " + p.lane + " at " + fmt(p.at) + " (" + fmt(p.dur) + ")";
+    rows.push([p.role === "launch (CPU)" ? "launched by" : "launched", what]);
+    if (p.op) rows.push(["its CPU op", p.op]);
+  }
+  if (ev.gap) rows.push(["idle before", fmt(ev.gap.ms) + ", cause: " + ev.gap.cause]);
+  details.append(rows_table(rows));
+  details.hidden = false;
+}
+main.__pl_ui = {details: show_details};  // what timeline-tap.js fills the panel with
 
 // -- area selection: Shift+drag across time and lanes ----------------------------------------
 const band = el("div", "pl-tl-band");
@@ -488,6 +497,15 @@ window.addEventListener("pointerup", (ev) => {
   band.hidden = true;
   if (b > a) summarise(a, b, lanes);
 });
+// A page that does not hold every event of the trace counts only those it holds: the longest
+// of each stretch of time. Said plainly, with the knob that holds more where the page was made
+// (meta.budget_hint: the CLI's --rows, or row_budget in Python).
+function held_note() {
+  const n = events.data.start.length;
+  return "counts only the events this page holds: " + n.toLocaleString() + " of the trace's "
+    + meta.total_events.toLocaleString() + ", the longest of each stretch of time, so shorter "
+    + "events here are not counted; " + meta.budget_hint;
+}
 function summarise(a, b, lanes) {
   const E = events.data, by = new Map();
   let n = 0;
@@ -505,17 +523,14 @@ function summarise(a, b, lanes) {
   chosen.append(el("div", "pl-tl-title", n.toLocaleString() + " events on " + lanes.size
     + (lanes.size === 1 ? " lane" : " lanes") + " from " + fmt(a) + " to " + fmt(b)
     + " (" + fmt(b - a) + ")"));
-  if (!meta.complete) {
-    chosen.append(el("div", "pl-tl-note", "from the events this page holds (the longest of each "
-      + "stretch of time); more rows (--rows) hold more"));
-  }
+  if (!meta.complete) chosen.append(el("div", "pl-tl-note pl-tl-held", held_note()));
   const t = el("table", "pl-tl-agg"), head = el("tr");
   for (const h of ["name", "count", "time inside", "mean duration"]) head.append(el("th", null, h));
   t.append(head);
   for (const [name, s] of rows.slice(0, 200)) {
     const tr = el("tr");
-    const cell = el("td", "pl-tl-name", names[name]);
-    cell.title = "search for it";
+    const cell = el("td", "pl-tl-name", names[name]);  // whole, wrapped (timeline.css)
+    cell.title = names[name] + "\n(click: search for it)";
     cell.addEventListener("click", () => {
       // the exact name as a regex, or the name as text (it finds names that contain it)
       const exact = "^" + names[name].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
