@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -216,6 +217,48 @@ def test_roofline_counts_flops_and_bytes(
     assert "counted per call" in captured.out
     if not cuda_available():  # no measured ceilings for this CPU in the test cache
         assert "roofline: no ceilings for device" in captured.err
+
+
+def test_roofline_judges_a_float32_cell_against_the_fp32_ceiling(
+    ip: InteractiveShell,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A float32 `torch.relu(x @ w)` read 'bound by bf16 peak': the highest ceiling of a
+    device whose measured bf16 peak is above its fp32 one."""
+    from perflab.model.ceilings import Ceilings, save_ceilings
+
+    monkeypatch.setenv("PERFLAB_CACHE_DIR", str(tmp_path))
+    here = run(ip, f"{FAST} -o", "x = 1").result
+    save_ceilings(Ceilings(here.device, here.backend, {"fp32": 50.0, "bf16": 400.0}, {"DRAM": 9.0}))
+    cell(ip, "import torch\nrx, rw = torch.randn(256, 128), torch.randn(128, 64)")
+    capsys.readouterr()
+    res = run(ip, f"{FAST} --roofline -o", "torch.relu(rx @ rw)")
+    assert res.success, res.error_in_exec
+    assert (res.result.dtype, res.result.dtype_why) == ("fp32", "the cell's matmuls ran in float32")
+    out = capsys.readouterr().out
+    assert "precision fp32 (the cell's matmuls ran in float32)" in out  # the counting note
+    assert ": FP32 peak (the cell's matmuls ran in float32)" in out
+    assert "BF16 peak" not in out
+    assert run(ip, f"{FAST} --roofline --dtype bf16", "torch.relu(rx @ rw)").success
+    assert ": BF16 peak (--dtype)" in capsys.readouterr().out
+    assert run(ip, f"{FAST} --roofline --dtype fp8", "torch.relu(rx @ rw)").success
+    assert "has no such ceiling" in capsys.readouterr().err
+
+
+def test_compare_with_a_result_of_tritons_interpreter_is_refused(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    here = run(ip, f"{FAST} -o", "x = 1").result
+    ip.user_ns["interpreted"] = TimingResult(
+        np.full(20, 2e7), here.backend, here.device, name="triton-add", interpreter="triton"
+    )
+    capsys.readouterr()
+    assert run(ip, f"{FAST} --name torch-add --compare interpreted", "x = 1").success
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if " vs interpreted" in ln)
+    assert "not comparable" in line and "in Triton's interpreter" in line
+    assert "faster" not in line and "time ratio" not in line
 
 
 # --- help, names and numbers the user sees ---------------------------------------------

@@ -155,6 +155,27 @@ def test_compare_is_timing_results_compare(tmp_path: Path) -> None:
     assert reply["verdict"] == expected.verdict
 
 
+def test_the_panel_is_told_when_two_results_make_no_ratio(tmp_path: Path) -> None:
+    """Ticking the Triton add of Triton's interpreter and torch's add showed '3,620x
+    faster': the answer now says they are not comparable and why, with no ratio."""
+    bridge = labext.Bridge(labext.History(tmp_path / "nb.ipynb.history.json"))
+    interpreted = result("triton-add", 3000.0)
+    interpreted.interpreter = "triton"
+    compiled = result("torch-add")
+    compiled.interpreter, compiled.dtype = "none", "fp32"
+    bridge.on_result(interpreted)
+    bridge.on_result(compiled)
+    rows = {row["name"]: row for row in bridge.history.rows()}
+    assert (rows["triton-add"]["interpreter"], rows["triton-add"]["dtype"]) == ("triton", None)
+    assert (rows["torch-add"]["interpreter"], rows["torch-add"]["dtype"]) == ("none", "fp32")
+    reply = bridge.handle({"type": "compare", "a": "r2", "b": "r1", "request": 3})
+    assert reply["comparable"] is False and reply["verdict"] == "not comparable"
+    assert reply["ratio"] is None and reply["notes"] == []
+    assert "in Triton's interpreter" in reply["why"]
+    assert reply["text"] == f"torch-add vs triton-add: not comparable: {reply['why']}"
+    json.dumps(reply, allow_nan=False)  # what the comm sends is plain JSON
+
+
 def test_baseline_is_kept_and_told_to_every_comm(tmp_path: Path) -> None:
     bridge = bridge_with_two(tmp_path)
     comm = FakeComm()

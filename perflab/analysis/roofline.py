@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from perflab.analysis.precision import ceiling_key
+from perflab.analysis.precision import PRECISIONS, ceiling_key
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, DeviceSpec
 from perflab.model.ceilings import level_name
 
@@ -198,7 +198,13 @@ class RooflineVerdict:
 
 def peak_label(key: str) -> str:
     """A compute ceiling in words: ``"FP32 peak"``."""
-    return f"{COMPUTE_LABELS.get(key, key)} peak"
+    return f"{compute_label(key)} peak"
+
+
+def compute_label(key: str) -> str:
+    """A compute ceiling's name: ``"BF16/FP16 tensor"`` (the spec table's), ``"BF16"`` (a
+    measured one, keyed by its precision), else the key."""
+    return COMPUTE_LABELS.get(key) or (key.upper() if key in PRECISIONS else key)
 
 
 def level_label(key: str) -> str:

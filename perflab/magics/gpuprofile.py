@@ -51,7 +51,8 @@ class GpuProfileMagics(Magics):
     @argument(
         "--roofline",
         action="store_true",
-        help="show the roofline point (FLOPs/bytes from --flops/--bytes, else counted)",
+        help="show the roofline point (FLOPs/bytes from --flops/--bytes, else counted), judged "
+        "against the ceiling of its precision (--dtype, else counted)",
     )
     @argument("--compare", metavar="NAME", help="A/B against the TimingResult stored in NAME")
     @argument("-v", dest="variable", metavar="NAME", help="store the TimingResult in NAME")

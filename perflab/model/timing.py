@@ -238,7 +238,7 @@ def comparison_notes(a: TimingResult, b: TimingResult, label: str) -> list[str]:
             "both ran in Triton's interpreter: the ratio times the interpreter, not the "
             "kernels as compiled code would run"
         )
-    for one, other, name in ((a, b, label), (b, a, a.name)):
+    for one, other, name in ((a, b, a.name), (b, a, label)):
         if one.interpreter is None and other.interpreter == TRITON_INTERPRETER:
             notes.append(
                 f"{name} does not record whether it ran in Triton's interpreter (saved "

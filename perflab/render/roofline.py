@@ -22,9 +22,10 @@ from perflab.analysis.roofline import (
     Roof,
     RooflineVerdict,
     assess_all,
+    compute_label,
     level_label,
 )
-from perflab.analysis.specs import COMPUTE_LABELS, find_spec, spec_names
+from perflab.analysis.specs import find_spec, spec_names
 from perflab.errors import InputError
 from perflab.model.ceilings import level_name
 from perflab.model.serialize import write_text
@@ -252,7 +253,7 @@ class Roofline:
     def text(self) -> str:
         head = f"Roofline on {self.roof.device}: {self.roof.source}"
         ceilings = "; ".join(
-            [f"{COMPUTE_LABELS.get(k, k)} {_si(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
+            [f"{compute_label(k)} {_si(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
             + [f"{level_label(k)} {_si(v, 'B/s')}" for k, v in self.roof.memory.items()]
         )
         rows = [_row(v) for v in self.verdicts]
@@ -463,7 +464,7 @@ def _compute_ceilings(fig: Figure, roof: Roof, axes: Axes, placer: LabelPlacer) 
 
     same_peak: dict[float, list[str]] = {}  # equal peaks share one line and one label
     for key, peak in roof.compute.items():
-        same_peak.setdefault(peak, []).append(COMPUTE_LABELS.get(key, key))
+        same_peak.setdefault(peak, []).append(compute_label(key))
     peaks = list(same_peak)
     for peak in peaks:
         fig.line(
