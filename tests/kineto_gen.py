@@ -301,3 +301,244 @@ def injected_trace(seed: int = 0, segments: list[str] | None = None, repeat: int
         b.x("user_annotation", f"ProfilerStep#{step}", begin, end - begin)
         b.host = end
     return Injected(b.document(), b.gaps, b.dtod, names)
+
+
+# -- a training run's memory, with the truth about it ------------------------------------------
+#
+# :func:`memory_trace` writes the allocator's [memory] events of a training loop whose every
+# allocation is labelled with the category it belongs to: parameters made at set-up,
+# activations from the forward pass freed in the backward pass (on the autograd engine's
+# thread, as on a GPU), gradients made once and kept, Adam's state made in the first step,
+# temporaries freed inside their op, and a leak of LEAK bytes per step (a clone never
+# freed). Memory from before the trace shows in the first event's total, and a block of it is
+# freed in the first step. A loader thread allocates each step's batch on the CPU. The truth
+# (peak, its op, what was live there by op and category, growth, final figures) is worked out
+# from the labels, not from perflab's rules.
+
+AUTOGRAD, LOADER = 103, 104
+CUDA, CPU_DEVICE = (1, 0), (0, -1)  # (Device Type, Device Id)
+MIB = 1 << 20
+BEFORE_TRACE = 8 * MIB  # allocated before the profiler started
+FREED_BEFORE = 1 * MIB  # of which the trace frees this much
+LEAK = 256 << 10
+SOFTMAX_TEMP = 12 * MIB  # large: the peak is this temporary, in the last step
+ACTIVATION = 3 * MIB
+SEGMENT = 2 * MIB  # the reserved curve grows in whole segments
+FACTORY_OPS = ("aten::empty", "aten::empty_strided", "aten::empty_like")
+
+
+@dataclass
+class Allocation:
+    device: tuple[int, int]
+    size: int
+    op: str
+    category: str
+    index: int  # the allocation's position among its device's memory events
+    freed_at: int | None = None  # the position of its free
+
+
+@dataclass
+class DeviceTruth:
+    """What a device's memory events say, worked out from the labels."""
+
+    peak: int
+    peak_index: int
+    peak_op: str
+    live_by_op: dict[str, tuple[int, int]]  # op -> (bytes, count)
+    live_by_category: dict[str, tuple[int, int]]
+    final_allocated: int
+    reserved_at_peak: int
+    final_reserved: int
+
+
+@dataclass
+class MemoryStory:
+    """Builds the events: a clock in us, each thread's stack of ops, the devices' totals."""
+
+    steps: int
+    layers: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    clock: int = ORIGIN
+    stacks: dict[int, list[str]] = field(default_factory=dict)
+    allocated: dict[tuple[int, int], int] = field(default_factory=dict)
+    reserved: dict[tuple[int, int], int] = field(default_factory=dict)
+    series: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    allocations: list[Allocation] = field(default_factory=list)
+    by_addr: dict[int, Allocation] = field(default_factory=dict)
+    next_addr: int = 0x7F0000000000
+
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def op(self, name: str, tid: int = MAIN, cat: str = "cpu_op") -> _OpRange:
+        return _OpRange(self, name, tid, cat)
+
+    def _memory(self, tid: int, device: tuple[int, int], amount: int, addr: int) -> int:
+        total = self.allocated.get(device, BEFORE_TRACE if device == CUDA else 0) + amount
+        self.allocated[device] = total
+        reserved = self.reserved.get(device, -(-BEFORE_TRACE // SEGMENT) * SEGMENT)
+        if device == CUDA and total > reserved:
+            reserved = -(-total // SEGMENT) * SEGMENT
+        reserved = reserved if device == CUDA else 0
+        self.reserved[device] = reserved
+        args = {
+            "Total Reserved": reserved,
+            "Total Allocated": total,
+            "Bytes": amount,
+            "Device Id": device[1],
+            "Device Type": device[0],
+            "Addr": addr,
+        }
+        self.events.append(
+            {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]"}
+            | {"pid": PID, "tid": tid, "ts": self.tick(), "args": args}
+        )
+        series = self.series.setdefault(device, [])
+        series.append((total, reserved))
+        return len(series) - 1
+
+    def alloc(
+        self, size: int, category: str, tid: int = MAIN, device: tuple[int, int] = CUDA
+    ) -> int:
+        """Allocate ``size`` bytes on the current op of ``tid``: its address."""
+        addr = self.next_addr
+        self.next_addr += size + 512
+        named = [name for name in self.stacks.get(tid, []) if name not in FACTORY_OPS]
+        op = named[-1] if named else (self.stacks.get(tid) or ["(outside any op)"])[-1]
+        index = self._memory(tid, device, size, addr)
+        record = Allocation(device, size, op, category, index)
+        self.allocations.append(record)
+        self.by_addr[addr] = record
+        return addr
+
+    def free(self, addr: int, tid: int = MAIN) -> None:
+        record = self.by_addr.pop(addr)
+        record.freed_at = self._memory(tid, record.device, -record.size, addr)
+
+    def free_before_trace(self) -> None:
+        """A block allocated before the trace, freed now (its address is new to the trace)."""
+        self._memory(MAIN, CUDA, -FREED_BEFORE, 0x10000)
+
+    def truth(self, device: tuple[int, int]) -> DeviceTruth:
+        totals = [t for t, _ in self.series[device]]
+        peak_index = totals.index(max(totals))
+        live = [
+            a
+            for a in self.allocations
+            if a.device == device
+            and a.index <= peak_index
+            and (a.freed_at is None or a.freed_at > peak_index)
+        ]
+        by_op: dict[str, tuple[int, int]] = {}
+        by_category: dict[str, tuple[int, int]] = {}
+        for a in live:
+            for table, key in ((by_op, a.op), (by_category, a.category)):
+                size, count = table.get(key, (0, 0))
+                table[key] = (size + a.size, count + 1)
+        before = totals[peak_index] - sum(a.size for a in live)
+        if before:
+            by_op["(allocated before the trace)"] = (before, 0)
+            by_category["before the trace"] = (before, 0)
+        peak_op = next(
+            a.op for a in self.allocations if a.device == device and a.index == peak_index
+        )
+        return DeviceTruth(
+            peak=totals[peak_index],
+            peak_index=peak_index,
+            peak_op=peak_op,
+            live_by_op=by_op,
+            live_by_category=by_category,
+            final_allocated=totals[-1],
+            reserved_at_peak=self.series[device][peak_index][1],
+            final_reserved=self.series[device][-1][1],
+        )
+
+
+@dataclass
+class _OpRange:
+    """``with story.op(name, tid):`` an op (or range) on ``tid`` from now to the block's end."""
+
+    story: MemoryStory
+    name: str
+    tid: int
+    cat: str
+    start: int = 0
+
+    def __enter__(self) -> _OpRange:
+        self.start = self.story.tick()
+        self.story.stacks.setdefault(self.tid, []).append(self.name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self.story.tick()
+        self.story.stacks[self.tid].pop()
+        self.story.events.append(
+            {"ph": "X", "cat": self.cat, "name": self.name, "pid": PID, "tid": self.tid}
+            | {"ts": self.start, "dur": end - self.start}
+        )
+
+
+def _parameter_size(layer: int) -> int:
+    return (layer + 1) * MIB
+
+
+def _train_step(b: MemoryStory, step: int, batch: list[int]) -> None:
+    layers = range(b.layers)
+    with b.op(f"ProfilerStep#{step}", cat="user_annotation"):
+        with b.op("aten::empty", tid=LOADER):  # the loader's next batch, on the CPU
+            batch.append(b.alloc(64 << 10, "other", tid=LOADER, device=CPU_DEVICE))
+        if step == 1:
+            b.free_before_trace()
+        activations = []
+        with b.op("## forward ##", cat="user_annotation"):
+            for _ in layers:
+                with b.op("aten::linear"), b.op("aten::addmm"), b.op("aten::empty_strided"):
+                    activations.append(b.alloc(ACTIVATION, "activations"))
+            with b.op("aten::softmax"):
+                with b.op("aten::empty"):
+                    temp = b.alloc(SOFTMAX_TEMP, "temporaries")
+                b.free(temp)
+            with b.op("aten::clone"), b.op("aten::empty_strided"):
+                b.alloc(LEAK, "other")  # kept by the loop: never freed
+        with b.op("## backward ##", cat="user_annotation"):
+            for layer in reversed(layers):
+                with b.op("autograd::engine::evaluate_function: AddmmBackward0", tid=AUTOGRAD):
+                    if step == 1:  # gradients made once, then accumulated in place
+                        with b.op("aten::mm", tid=AUTOGRAD):
+                            b.alloc(_parameter_size(layer), "gradients", tid=AUTOGRAD)
+                    b.free(activations[layer], tid=AUTOGRAD)
+            with b.op("aten::sum", tid=AUTOGRAD):  # phase from the main thread's range
+                temp = b.alloc(4096, "temporaries", tid=AUTOGRAD)
+                b.free(temp, tid=AUTOGRAD)
+        with b.op("Optimizer.step#Adam.step", cat="user_annotation"):
+            if step == 1:
+                for layer in layers:
+                    for _ in ("exp_avg", "exp_avg_sq"):
+                        with b.op("aten::zeros_like"), b.op("aten::empty_like"):
+                            b.alloc(_parameter_size(layer), "optimizer state")
+            with b.op("aten::sqrt"):
+                denominator = b.alloc(_parameter_size(0), "other")
+            with b.op("aten::div"):
+                b.free(denominator)
+        if len(batch) > 1:
+            b.free(batch.pop(0))  # the step before's batch
+
+
+def memory_trace(steps: int = 4, layers: int = 3) -> MemoryStory:
+    """A training run of ``steps`` ProfilerSteps over ``layers`` layers (see above)."""
+    b = MemoryStory(steps, layers)
+    with b.op("aten::to"):
+        for layer in range(layers):
+            with b.op("aten::empty_strided"):
+                b.alloc(_parameter_size(layer), "parameters")
+    batch: list[int] = []
+    for step in range(1, steps + 1):
+        _train_step(b, step, batch)
+    return b
+
+
+def memory_document(story: MemoryStory) -> dict[str, Any]:
+    props = [{"id": DEVICE, "name": "Generated GPU", "computeMajor": 9, "computeMinor": 0}]
+    events = sorted(story.events, key=lambda e: (e["ts"], -e.get("dur", 0)))
+    return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}

@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from perflab.commands import job, trace_diff, trace_sql
 from perflab.commands._common import Subcommands, add_trace_file, load_trace_file, print_json
@@ -33,6 +34,7 @@ def register(sub: Subcommands) -> None:
     k.set_defaults(handler=run_kernels)
 
     add_idle_parser(tsub)
+    add_memory_parser(tsub)
     trace_diff.add_diff_parser(tsub)
     trace_sql.add_sql_parser(tsub)
 
@@ -74,6 +76,58 @@ def add_idle_parser(tsub: Subcommands) -> None:
         help="only the gaps of ProfilerStep#N (those whose next work it launched)",
     )
     i.set_defaults(handler=run_idle)
+
+
+def add_memory_parser(tsub: Subcommands) -> None:
+    from perflab.analysis.memory import GROWTH_RULE, RULES
+
+    m = tsub.add_parser(
+        "memory",
+        help="where the memory went: peak, what was live there, growth per step",
+        description="Read the allocator's memory events of a torch.profiler trace recorded "
+        "with profile_memory=True: per device the allocated and reserved bytes over time, the "
+        "peak of allocated memory (when, in which op), what was live at the peak by op and by "
+        "category, fragmentation (reserved but not allocated at the peak), the final figures, "
+        "and memory that an op leaves behind step after step. FILE may also be a CUDA memory "
+        "snapshot (torch.cuda.memory._dump_snapshot), read without running pickle's code: "
+        "its segments, blocks, largest allocations with their stacks and allocator trace.",
+        epilog=_memory_rules(RULES, GROWTH_RULE),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_trace_file(m, help="trace file, or a memory snapshot .pickle")
+    m.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    m.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="a snapshot's largest allocations to list (default 10)",
+    )
+    m.set_defaults(handler=run_memory)
+
+
+def _memory_rules(rules: dict[str, str], growth: str) -> str:
+    lines = [f"  {name}: {rule}" for name, rule in [*rules.items(), ("growth", growth)]]
+    return "\n".join(
+        ["categories (heuristics over the names of the ranges around each allocation):", *lines]
+    )
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    from perflab.errors import InputError
+    from perflab.io.memory_snapshot import is_snapshot_file, load_memory_snapshot
+
+    if args.top < 0:
+        raise InputError(f"--top must be 0 or more, not {args.top}")
+    if is_snapshot_file(args.file):
+        result: Any = load_memory_snapshot(args.file).summary(top=args.top)
+    else:
+        result = load_trace_file(args).memory()
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(result)
+    return 0
 
 
 def run_idle(args: argparse.Namespace) -> int:

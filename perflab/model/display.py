@@ -5,10 +5,11 @@ terminal); :class:`Shown` answers both, and ``str()``, from the registry in
 :mod:`perflab.render.views`, which decides every view. The registry is imported on first
 display only, so reading and analysing traces never loads the render layer (or bokeh).
 
-``Trace.idle()``, ``Trace.diff()``, ``Trace.sql()``, ``Trace.timeline()`` and ``Job.summary()``,
-``Job.sql()``, ``Job.timeline()`` are conveniences that come through here: each function below
-imports the one analysis (or view) it returns on first call, so that the model imports no
-layer above it at load time. (``Trace.summary()`` imports its analysis itself.)
+``Trace.idle()``, ``Trace.diff()``, ``Trace.memory()``, ``Trace.sql()``, ``Trace.timeline()``,
+``MemorySnapshot.summary()`` and ``Job.summary()``, ``Job.sql()``, ``Job.timeline()`` are
+conveniences that come through here: each function below imports the one analysis (or view)
+it returns on first call, so that the model imports no layer above it at load time.
+(``Trace.summary()`` imports its analysis itself.)
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # names for annotations only: nothing below imports a layer at load time
     from perflab.analysis.idle_causes import IdleCauses as IdleCauses
     from perflab.analysis.job import JobSummary as JobSummary
+    from perflab.analysis.memory import MemoryReport as MemoryReport
+    from perflab.analysis.memory_snapshot import SnapshotSummary as SnapshotSummary
     from perflab.analysis.trace_diff import TraceDiff as TraceDiff
     from perflab.analysis.trace_sql import SqlResult as SqlResult
     from perflab.model.job import Job
+    from perflab.model.memory import MemorySnapshot
     from perflab.model.trace import Trace
     from perflab.render.timeline import Timeline as Timeline
 
@@ -63,6 +67,20 @@ def trace_diff(control: Trace, test: Trace, **options: Any) -> TraceDiff:
     from perflab.analysis.trace_diff import diff_traces
 
     return diff_traces(control, test, **options)
+
+
+def trace_memory(trace: Trace) -> MemoryReport:
+    """``Trace.memory()``: :func:`perflab.analysis.memory.memory_report`."""
+    from perflab.analysis.memory import memory_report
+
+    return memory_report(trace)
+
+
+def snapshot_summary(snapshot: MemorySnapshot, top: int) -> SnapshotSummary:
+    """``MemorySnapshot.summary()``: :func:`perflab.analysis.memory_snapshot.summarize_snapshot`."""
+    from perflab.analysis.memory_snapshot import summarize_snapshot
+
+    return summarize_snapshot(snapshot, top=top)
 
 
 def trace_sql(source: Trace | Job, query: str, timeout: float | None) -> SqlResult:

@@ -39,6 +39,8 @@ Side tables (``event`` is the row index into the events table):
   (autograd sequence number, -1 if none), ``flops`` float64 (from ``with_flops``; NaN if none),
   ``input_dims`` int32 and ``input_types`` int32 (indices into ``trace.strings`` holding the
   JSON text of the shapes/types, -1 if none).
+- ``trace.memory_events``: the allocator's ``[memory]`` events (``profile_memory=True``), one row
+  each, by time: see :mod:`perflab.model.memory` (merge leaves them out).
 
 ``trace.meta`` is a JSON-able dict: ``source`` (file), ``format`` (``"kineto"``, ``"nsys"``,
 ``"torch.profiler"``), ``events_read`` (entries in the input: ``traceEvents`` length for
@@ -71,6 +73,7 @@ import numpy.typing as npt
 from perflab.errors import SchemaError
 from perflab.model import display
 from perflab.model.display import Shown
+from perflab.model.memory import MEMORY_COLUMNS, SAVED_COUNT_KEY, loaded_memory, saved_memory
 from perflab.model.serialize import (
     SCHEMA_VERSION,
     check_header,
@@ -78,12 +81,16 @@ from perflab.model.serialize import (
     load_arrays,
     save_arrays,
 )
+from perflab.model.trace_meta import MAX_NAME_TABLE as MAX_NAME_TABLE
+from perflab.model.trace_meta import MAX_NAME_TEXT as MAX_NAME_TEXT
+from perflab.model.trace_meta import NAME_TABLES as NAME_TABLES
+from perflab.model.trace_meta import check_meta
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from perflab.analysis.trace_summary import TraceSummary
-    from perflab.model.display import IdleCauses, SqlResult, Timeline, TraceDiff
+    from perflab.model.display import IdleCauses, MemoryReport, SqlResult, Timeline, TraceDiff
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -277,6 +284,7 @@ class Trace(Shown):
         kernels: Table | None = None,
         memcpy: Table | None = None,
         ops: Table | None = None,
+        memory_events: Table | None = None,
         meta: dict[str, Any] | None = None,
     ) -> None:
         self.events = events
@@ -285,6 +293,7 @@ class Trace(Shown):
         self.kernels = kernels if kernels is not None else Table(KERNEL_COLUMNS)
         self.memcpy = memcpy if memcpy is not None else Table(MEMCPY_COLUMNS)
         self.ops = ops if ops is not None else Table(OP_COLUMNS)
+        self.memory_events = memory_events if memory_events is not None else Table(MEMORY_COLUMNS)
         self.meta: dict[str, Any] = dict(meta or {})
 
     # -- columns as attributes -------------------------------------------------------
@@ -356,6 +365,7 @@ class Trace(Shown):
             kernels=_follow(self.kernels, new_row),
             memcpy=_follow(self.memcpy, new_row),
             ops=_follow(self.ops, new_row),
+            memory_events=self.memory_events,
             meta=self.meta,
         )
 
@@ -407,6 +417,12 @@ class Trace(Shown):
         ``runtime``, ``memcpy``, ``ranges``: :mod:`perflab.analysis.trace_sql`), stopped after
         ``timeout`` s (None: 60); shows as a table, has ``to_pandas()``. Needs ``perflab[sql]``."""
         return display.trace_sql(self, query, timeout)
+
+    def memory(self) -> MemoryReport:
+        """Where the memory went, from the allocator's events: per device its curves, peak,
+        what was live at the peak by op and by phase, fragmentation; growth per step (see
+        :func:`perflab.analysis.memory.memory_report`)."""
+        return display.trace_memory(self)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""
@@ -470,12 +486,13 @@ class Trace(Shown):
             "schema_version": SCHEMA_VERSION,
             "strings": self.strings,
             "meta": json_safe(self.meta),
+            SAVED_COUNT_KEY: len(self.memory_events),
         }
         arrays = {
             f"{table_name}.{col}": values
             for table_name in _TABLES
             for col, values in getattr(self, table_name).columns.items()
-        }
+        } | saved_memory(self.memory_events.columns)
         return save_arrays(target, arrays, header)
 
     @classmethod
@@ -491,7 +508,7 @@ class Trace(Shown):
         strings, meta = doc.get("strings"), doc.get("meta")
         if not isinstance(strings, list) or not all(type(s) is str for s in strings):
             raise SchemaError("damaged trace file: strings are not a list of text", source=source)
-        _check_meta(meta, source)
+        check_meta(meta, source)
         tables = {
             table: _saved_table(table, schema, arrays, source) for table, schema in _TABLES.items()
         }
@@ -502,6 +519,7 @@ class Trace(Shown):
             kernels=tables["kernels"],
             memcpy=tables["memcpy"],
             ops=tables["ops"],
+            memory_events=Table(MEMORY_COLUMNS, loaded_memory(path, doc)),
             meta=meta,
         )
         _check_indices(trace, source)
@@ -567,83 +585,6 @@ def _saved_table(
             "damaged trace file: columns of different lengths", source=source, position=table
         )
     return Table(schema, columns)
-
-
-# meta entries that analyses read as numbers, and their lower bounds
-_META_COUNTS = {"events_read": 0, "rank": 0, "world_size": 1}
-
-
-def _check_meta(meta: Any, source: str) -> None:
-    """The meta entries that perflab itself reads have the types it writes."""
-    if not isinstance(meta, dict):
-        raise SchemaError("damaged trace file: meta is not an object", source=source)
-    for key, low in _META_COUNTS.items():
-        value = meta.get(key, low)
-        if type(value) is not int or not low <= value < 2**63:
-            raise SchemaError(
-                f"damaged trace file: {value!r} is not a count",
-                source=source,
-                position=f"meta.{key}",
-            )
-    devices = meta.get("devices", [])
-    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
-        raise SchemaError(
-            "damaged trace file: not a list of objects", source=source, position="meta.devices"
-        )
-    ranks = meta.get("ranks", [])
-    if not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
-        raise SchemaError(
-            "damaged trace file: not a list of ranks", source=source, position="meta.ranks"
-        )
-    for key in NAME_TABLES:
-        _check_name_table(meta.get(key, {}), source, f"meta.{key}")
-    _check_collective_args(meta.get("collective_args", {}), source)
-
-
-# meta entries naming threads ({"<pid>:<tid>": name}) and processes ({"<pid>": name}); the
-# timeline shows them as lane names
-NAME_TABLES = ("thread_names", "process_names")
-MAX_NAME_TABLE = 1 << 16
-MAX_NAME_TEXT = 256
-
-
-def _check_collective_args(args: Any, source: str) -> None:
-    """``meta["collective_args"]``: NCCL kernels' process group (text or None) and sequence
-    number (-1: none) by the kernel's correlation id, three lists of one length."""
-    position = "meta.collective_args"
-    if args == {}:
-        return
-    lists: list[Any] = (
-        [args.get(k) for k in ("correlation", "group", "seq")] if isinstance(args, dict) else []
-    )
-    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
-        raise SchemaError(
-            "damaged trace file: not three lists of one length", source=source, position=position
-        )
-    correlation, group, seq = lists
-    if not (
-        all(type(c) is int and 0 <= c < 2**63 for c in correlation)
-        and all(g is None or (isinstance(g, str) and len(g) <= MAX_NAME_TEXT) for g in group)
-        and all(type(q) is int and -1 <= q < 2**63 for q in seq)
-    ):
-        raise SchemaError(
-            "damaged trace file: a value of the wrong type", source=source, position=position
-        )
-
-
-def _check_name_table(table: Any, source: str, position: str) -> None:
-    """A name table is an object of at most MAX_NAME_TABLE short texts, keyed by ids."""
-    if not isinstance(table, dict) or len(table) > MAX_NAME_TABLE:
-        raise SchemaError(
-            "damaged trace file: not a table of names", source=source, position=position
-        )
-    for key, name in table.items():
-        if not (isinstance(name, str) and len(name) <= MAX_NAME_TEXT and len(key) <= 64):
-            raise SchemaError(
-                "damaged trace file: a name is not a short text",
-                source=source,
-                position=f"{position}[{key[:64]!r}]",
-            )
 
 
 def time_problem(

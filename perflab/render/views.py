@@ -41,6 +41,7 @@ class View:
 
 _TABLES, _MACHINE = "perflab.render.tables", "perflab.render.machine_view"
 _EXERCISES = "perflab.render.exercise_view"
+_MEMORY = "perflab.render.memory_view"
 VIEWS: dict[str, View] = {
     "perflab.model.trace.Trace": View("perflab.render.views", "trace_text", "trace_html"),
     "perflab.analysis.trace_summary.TraceSummary": View(
@@ -60,6 +61,10 @@ VIEWS: dict[str, View] = {
         "perflab.render.trace_diff_view", "diff_text", bundle="diff_bundle"
     ),
     "perflab.analysis.trace_sql.SqlResult": View("perflab.render.sql_view", "sql_text", "sql_html"),
+    "perflab.analysis.memory.MemoryReport": View(_MEMORY, "memory_text", bundle="memory_bundle"),
+    "perflab.analysis.memory_snapshot.SnapshotSummary": View(
+        _MEMORY, "snapshot_text", "snapshot_html"
+    ),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
     "perflab.analysis.job.JobSummary": View(

@@ -15,6 +15,8 @@ The modules, each with one job:
 - :mod:`.decode`: text -> typed records, and malformed text -> errors;
 - :mod:`.records`: the typed records themselves, the fields that are read and their ranges;
 - :mod:`.columns`: records -> numpy columns;
+- :mod:`.memory`: the allocator's ``[memory]`` instant events -> the columns of
+  ``trace.memory_events``;
 - :mod:`.parts`: the pieces each slice adds to a column, and the lookup tables over
   interned keys that their codes index;
 - :mod:`.keys`: what an event's (ph, cat, name, pid, tid) key stands for, decoded once per

@@ -2,10 +2,11 @@
 
 :class:`Columns` turns each slice of records into column parts at once (no dict per event),
 keeps only the kept events' parts between slices, and builds the Trace's events, tracks and
-kernel, memcpy and CPU-op tables at the end. The columns of a chunk that a helper process
-read are exported and absorbed as if this process had read them. ``ac2g`` flow events fill in
-a missing launch<->kernel correlation and are then dropped; ``python_function`` events are
-skipped unless ``python=True``. Metadata events that name threads and processes become
+kernel, memcpy and CPU-op tables (and the allocator's ``[memory]`` events: :mod:`.memory`) at
+the end. The columns of a chunk that a helper process read are exported and absorbed as if
+this process had read them. ``ac2g`` flow events fill in a missing launch<->kernel
+correlation and are then dropped; ``python_function`` events are skipped unless
+``python=True``. Metadata events that name threads and processes become
 ``meta["thread_names"]`` (``{"<pid>:<tid>": name}``) and ``meta["process_names"]``
 (``{"<pid>": name}``): text only, at most 256 characters each.
 """
@@ -28,6 +29,7 @@ from perflab.errors import InputError
 from perflab.io._common import StringTable, events_table, renumber, sort_order
 from perflab.io.kineto.decode import Doc
 from perflab.io.kineto.keys import EVENT_KEY, NAME_EVENTS, SKIPPED_CATEGORIES, event_key_table
+from perflab.io.kineto.memory import memory_columns, memory_parts
 from perflab.io.kineto.meta import gpu_word, trace_meta
 from perflab.io.kineto.parts import ColumnParts, KeyTable, S, return_freed_memory
 from perflab.io.kineto.records import (
@@ -37,6 +39,8 @@ from perflab.io.kineto.records import (
     NO_RAW,
     Complete,
     CompleteExact,
+    Instant,
+    InstantExact,
     Metadata,
     streamed,
 )
@@ -60,15 +64,20 @@ from perflab.io.kineto.values import (
     sequence_number,
     translated,
 )
+from perflab.model.memory import MEMORY_COLUMNS
 from perflab.model.trace import (
     MAX_NAME_TABLE,
     MAX_NAME_TEXT,
     EventKind,
+    Table,
     Trace,
     kind_mask,
 )
 
 T = TypeVar("T")
+Codes = npt.NDArray[np.int32]
+# a slice's memory events: their records, key codes and positions in the slice (or None)
+Memory = tuple[list[Any], Codes, npt.NDArray[np.int64]] | None
 
 # return_freed_memory lives in .parts; load.py imports it from here
 __all__ = ["Columns", "build", "return_freed_memory"]
@@ -144,8 +153,10 @@ class Columns:
         keys = [tuple(key) for key in meta["keys"]]
         dims = [hashable(dim) for dim in meta["dims"]]
         dim_id = self.dims.ids.codes(dims, len(dims))
+        code_id = self.events.ids.codes(keys, len(keys))
         new_id = {
-            "code": self.events.ids.codes(keys, len(keys)),
+            "code": code_id,
+            "mem_code": code_id,
             "k_grid": dim_id,
             "k_block": dim_id,
             "c_group": self.comm_groups.add_all(meta["comm_groups"]),
@@ -189,7 +200,10 @@ class Columns:
         if n == 0:
             return
         table = self.events
-        kept, code, position = self._kept(events)
+        kept, code, position, memory = self._kept(events)
+        if memory is not None:
+            records, memory_code, where = memory
+            self.parts.put(**memory_parts(records, memory_code, where + offset, self.source))
         start_ns, dur_ns = self._times(kept, lambda k: offset + position(k))
         args = list(map(_ARGS, kept))
         kind = table["kind"][code].astype(np.int8)
@@ -205,34 +219,54 @@ class Columns:
         )
         self.kept += len(kept)
 
-    def _kept(
-        self, events: list[Any]
-    ) -> tuple[list[Any], npt.NDArray[np.int32], Callable[[int], int]]:
+    def _kept(self, events: list[Any]) -> tuple[list[Any], Codes, Callable[[int], int], Memory]:
         """The records that become rows (complete events of categories not skipped), their
-        key codes and a function from a row's index to its event's position in ``events``
-        (for error messages: worked out only when asked); thread and process names are
-        noted."""
+        key codes, a function from a row's index to its event's position in ``events``
+        (for error messages: worked out only when asked) and the allocator's memory events
+        (None when there are none); thread and process names are noted."""
         table = self.events
         complete_mask: list[bool] | None = None  # None: every record is a complete event
-        if streamed(events):  # typed by phase: only complete events are keyed
+        memory: Memory = None
+        if streamed(events):  # typed by phase: only complete and instant events are keyed
             types = list(map(type, events))
             if Metadata in types:
                 self._note_names(compress(events, map(operator.is_, types, repeat(Metadata))))
-            complete = CompleteExact if CompleteExact in types else Complete
+            exact = CompleteExact in types or InstantExact in types
+            complete = CompleteExact if exact else Complete
             is_complete = list(map(operator.is_, types, repeat(complete)))
             complete_mask = is_complete
-            events = list(compress(events, is_complete))
-            self.maybe_flows += len(is_complete) - len(events)
-            code = table.ids.codes(map(EVENT_KEY, events), len(events))
+            instant = InstantExact if exact else Instant
+            if instant in types:
+                events, code, memory = self._with_instants(events, types, instant, is_complete)
+            else:
+                events = list(compress(events, is_complete))
+                self.maybe_flows += len(is_complete) - len(events)
+                code = table.ids.codes(map(EVENT_KEY, events), len(events))
         else:
             code = table.ids.codes(map(EVENT_KEY, events), len(events))
             self.maybe_flows += int(np.count_nonzero(table["flow"][code]))
             named = np.flatnonzero(table["names"][code])
             if len(named):
                 self._note_names(_pick(events, named))
+            memory = _memory_of(events, code, table["memory"][code], np.arange(len(events)))
         keep = table["keep"][code]
         position = functools.partial(_position, complete_mask, keep)
-        return list(compress(events, keep.tolist())), code[keep], position
+        return list(compress(events, keep.tolist())), code[keep], position, memory
+
+    def _with_instants(
+        self, events: list[Any], types: list[type], instant: type, is_complete: list[bool]
+    ) -> tuple[list[Any], Codes, Memory]:
+        """A streamed slice's complete events and their codes, and its memory events. Complete
+        and instant events are keyed together, in the file's order, so that text ids are
+        numbered as a whole-file read numbers them."""
+        keyed = list(map(operator.or_, is_complete, map(operator.is_, types, repeat(instant))))
+        at = np.flatnonzero(np.array(keyed, dtype=bool))  # positions in the slice
+        records = list(compress(events, keyed))
+        code = self.events.ids.codes(map(EVENT_KEY, records), len(records))
+        complete = np.array(is_complete, dtype=bool)[at]
+        self.maybe_flows += len(events) - len(records)
+        memory = _memory_of(records, code, self.events["memory"][code] & ~complete, at)
+        return list(compress(records, complete.tolist())), code[complete], memory
 
     def _note_names(self, records: Iterable[Any]) -> None:
         """Thread and process names from metadata events (the last one given wins, as in
@@ -411,6 +445,7 @@ class Columns:
             kernels=kernels,
             memcpy=memcpy,
             ops=ops,
+            memory_events=Table(MEMORY_COLUMNS, memory_columns(self.parts, table)),
             meta={
                 **trace_meta(doc, self.source, self.python, self.events_read),
                 **name_meta(self.names, self.text_ids),
@@ -455,6 +490,17 @@ class Columns:
                 pid, tid, _ = _FLOW(f)
                 ends[(id_value(pid, self.text_ids), id_value(tid, self.text_ids), ns)] = f.id
         return ends
+
+
+def _memory_of(
+    records: list[Any], code: Codes, memory: npt.NDArray[np.bool_], at: npt.NDArray[np.intp]
+) -> Memory:
+    """The memory events among ``records`` (``memory``: which), their codes and positions
+    (``at``: each record's position in its slice); None when there are none."""
+    rows = np.flatnonzero(memory)
+    if len(rows) == 0:
+        return None
+    return list(_pick(records, rows)), code[rows], at[rows].astype(np.int64)
 
 
 def _position(complete: list[bool] | None, keep: npt.NDArray[np.bool_], row: int) -> int:

@@ -2,11 +2,12 @@
 combinations: :class:`perflab.io.kineto.columns.Columns` interns it as one tuple and decodes
 each distinct key once, here, into the lookup columns its events' codes index (kept or not,
 an ac2g flow end, a thread or process name, the kind, on a GPU track or not, the name's and
-the ids' codes)."""
+the ids' codes, an allocator's ``[memory]`` event)."""
 
 from __future__ import annotations
 
 import functools
+import operator
 from itertools import compress
 from operator import attrgetter
 from typing import Any
@@ -33,6 +34,7 @@ CATEGORIES: dict[str, tuple[EventKind, bool]] = {
 }
 SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
 NAME_EVENTS = ("thread_name", "process_name")
+MEMORY_EVENT = "[memory]"  # the name of the allocator's instant events
 _OTHER = (EventKind.OTHER, False)
 
 # Each attribute read costs about as much as numpy's work on the value, so every field of
@@ -42,6 +44,7 @@ _EVENT_KEY_COLUMNS = {
     "keep": np.bool_,
     "flow": np.bool_,
     "names": np.bool_,
+    "memory": np.bool_,
     "kind": np.int8,
     "gpu_cat": np.bool_,
     "name": np.int32,
@@ -63,8 +66,10 @@ def _describe_events(
     """Lookup columns for new (ph, cat, name, pid, tid) keys."""
     ph, cat, name, pid, tid = zip(*keys, strict=True)
     keep = [p == "X" and c not in skip for p, c in zip(ph, cat, strict=True)]
+    memory = [p == "i" and n == MEMORY_EVENT for p, n in zip(ph, name, strict=True)]
     kind_gpu = [CATEGORIES.get(c, _OTHER) for c in cat]
-    kept = list(compress(range(len(keys)), keep))  # text ids only for kept events
+    # text ids only for the events read (in the order of their keys, as every path reads them)
+    kept = list(compress(range(len(keys)), map(operator.or_, keep, memory)))
     pids, tids = [0] * len(keys), [0] * len(keys)
     for values, out in ((pid, pids), (tid, tids)):
         ids = id_column([values[i] for i in kept], text_ids).tolist()
@@ -75,6 +80,7 @@ def _describe_events(
         "keep": keep,
         "flow": [p in ("s", "f") and c == "ac2g" for p, c in zip(ph, cat, strict=True)],
         "names": [p == "M" and n in NAME_EVENTS for p, n in zip(ph, name, strict=True)],
+        "memory": memory,
         "kind": [int(k) for k, _ in kind_gpu],
         "gpu_cat": [g for _, g in kind_gpu],
         "name": names,

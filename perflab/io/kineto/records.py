@@ -4,7 +4,8 @@ They declare only the fields perflab uses (the decoder skips everything else), e
 range its column holds, so a value that does not fit is a decode error naming the event. A
 new field of complete events is declared here once (on :class:`Args` or :class:`Event`): their
 whole-file, streamed and exact-time types all derive from these two, and :mod:`.columns` reads
-the field into its column. Metadata and flow events have small records of their own.
+the field into its column. Metadata, instant and flow events have small records of their own
+(instant events share :class:`Args`, where the allocator's ``[memory]`` events keep theirs).
 
 Start times come in two flavours (see :data:`FastTime`): the fast types hold them as numbers,
 the exact ones (``*Exact``) as their JSON text, for times beyond FAST_LIMIT_US whose fraction
@@ -17,11 +18,12 @@ import functools
 import math
 import operator
 import re
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import msgspec
 
 from perflab.io.kineto.times import FAST_LIMIT_US
+from perflab.model.memory import MAX_BYTES, MAX_DEVICE_TYPE
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 I32_MAX = 2**31 - 1
@@ -32,6 +34,12 @@ LANE_TEXT = re.compile(r"^(?:-?[0-9]{1,19}|0[xX][0-9a-fA-F]{1,16}|\(nil\))$")
 
 I64 = Annotated[int, msgspec.Meta(ge=I64_MIN, le=I64_MAX)]
 I32 = Annotated[int, msgspec.Meta(ge=-1, le=I32_MAX)]  # int32 columns; -1: unknown
+# memory events' amounts (see perflab.model.memory); MISSING is no value of theirs
+MISSING = I64_MIN
+Amount = Annotated[int, msgspec.Meta(ge=-MAX_BYTES, le=MAX_BYTES)]
+Total = Annotated[int, msgspec.Meta(ge=0, le=MAX_BYTES)]
+Address = Annotated[int, msgspec.Meta(ge=I64_MIN + 1, le=I64_MAX)]
+DeviceType = Annotated[int, msgspec.Meta(ge=0, le=MAX_DEVICE_TYPE)]
 # ROCm's Kineto writes stream (and device) ids as pointers: "0x0"
 LaneText = Annotated[str, msgspec.Meta(pattern=LANE_TEXT.pattern)]
 NO_RAW = msgspec.Raw(b"")
@@ -59,6 +67,14 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     # NCCL kernels' collective metadata (PyTorch's record_param_comms, copied by Kineto)
     group: str | I64 = msgspec.field(default="", name="Process Group Name")
     seq: I64 | str = msgspec.field(default=-1, name="Seq")
+    # the allocator's [memory] instant events (profile_memory=True), in Kineto's order; the
+    # defaults lie outside the ranges: a missing field is told apart (see .memory)
+    total_reserved: Total = msgspec.field(default=-1, name="Total Reserved")
+    total_allocated: Total = msgspec.field(default=-1, name="Total Allocated")
+    amount: Amount = msgspec.field(default=MISSING, name="Bytes")
+    device_id: I32 = msgspec.field(default=-1, name="Device Id")
+    device_type: DeviceType = msgspec.field(default=-1, name="Device Type")
+    addr: Address = msgspec.field(default=MISSING, name="Addr")
 
 
 _EMPTY_ARGS = Args()
@@ -136,6 +152,29 @@ class Metadata(Phased, tag="M"):
     args: MetadataArgs = MetadataArgs()
 
 
+class Instant(Phased, tag="i"):
+    """Instant events: the allocator's ``[memory]`` events are read (see .memory), the
+    others are not kept."""
+
+    ph: ClassVar[str] = "i"  # as Event's field: the key reads it
+    cat: str = ""
+    name: str = ""
+    pid: I64 | str = -1
+    tid: I64 | str = -1
+    ts: FastTime = math.nan
+    args: Args = _EMPTY_ARGS
+
+
+InstantExact = msgspec.defstruct(
+    "InstantExact",
+    _exact_fields(Instant),
+    bases=(Phased,),
+    tag="i",
+    namespace={"ph": "i"},
+)
+INSTANT_TYPES = (Instant, InstantExact)
+
+
 class Flow(Phased, tag="s"):
     cat: str = ""
     pid: I64 | str = -1
@@ -159,8 +198,9 @@ FLOW_MARKS = [
 COMPLETE_MARK = msgspec.defstruct("_CompleteMark", [], bases=(Phased,), tag="X")
 DROPPED = [
     msgspec.defstruct(f"_Phase{i}", [], bases=(Phased,), tag=phase)
-    for i, phase in enumerate("BEiICbnetPONDVvRc()")
+    for i, phase in enumerate("BEICbnetPONDVvRc()")
 ]
+INSTANT_MARK = msgspec.defstruct("_InstantMark", [], bases=(Phased,), tag="i")
 METADATA_MARK = msgspec.defstruct("_MetadataMark", [], bases=(Phased,), tag="M")
 
 
@@ -195,12 +235,12 @@ def _slice_decoder(*types: type[msgspec.Struct]) -> RecordsDecoder:
 
 
 SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
-    _slice_decoder(Complete, Metadata, *FLOW_MARKS, *DROPPED),
-    _slice_decoder(CompleteExact, Metadata, *FLOW_MARKS, *DROPPED),
+    _slice_decoder(Complete, Metadata, Instant, *FLOW_MARKS, *DROPPED),
+    _slice_decoder(CompleteExact, Metadata, InstantExact, *FLOW_MARKS, *DROPPED),
 )
 FLOW_SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
-    _slice_decoder(COMPLETE_MARK, METADATA_MARK, *FLOW_TYPES, *DROPPED),
-    _slice_decoder(COMPLETE_MARK, METADATA_MARK, *EXACT_FLOW_TYPES, *DROPPED),
+    _slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *FLOW_TYPES, *DROPPED),
+    _slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *EXACT_FLOW_TYPES, *DROPPED),
 )
 
 
