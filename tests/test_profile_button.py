@@ -58,11 +58,12 @@ def test_each_code_the_button_sends_runs_its_cell(ip: InteractiveShell, case: An
 def test_the_button_names_its_result_after_the_prompt_and_keeps_no_name(
     ip: InteractiveShell,
 ) -> None:
+    ip.user_ns.pop("set_by_the_cell", None)  # the shell is shared with other tests
     before = set(ip.user_ns)
-    res = run(ip, button_code(f"%%gpuprofile {FAST} -o\nx = 1"))
+    res = run(ip, button_code(f"%%gpuprofile {FAST} -o\nset_by_the_cell = 1"))
     assert res.success and isinstance(res.result, TimingResult)
     assert res.result.name == f"In[{res.execution_count}]"
-    assert {n for n in set(ip.user_ns) - before if not n.startswith("_")} == {"x"}
+    assert {n for n in set(ip.user_ns) - before if not n.startswith("_")} == {"set_by_the_cell"}
 
 
 def test_the_button_expands_the_options_as_ipython_does(ip: InteractiveShell) -> None:
