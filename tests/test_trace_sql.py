@@ -69,8 +69,9 @@ EXTRA_COLUMNS = {
     "runtime": [],
     "ranges": [],
 }
-# the README's recipes: launch-to-start delays per stream, kernel time by category
-RECIPES = re.findall(r"```sql\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+# the SQL guide's recipes: launch-to-start delays per stream, kernel time by category
+SQL_GUIDE = ROOT / "docs" / "guides" / "diff-and-sql.md"
+RECIPES = re.findall(r"```sql\n(.*?)```", SQL_GUIDE.read_text(), re.DOTALL)
 
 
 @pytest.fixture(scope="module")
