@@ -257,6 +257,23 @@ def runtime_only_thread(b: Builder, rng: random.Random) -> None:
     b.close()
 
 
+def launch_blocked(b: Builder, rng: random.Random) -> None:
+    """A CPU op's launch call blocks (a full launch queue, the driver) for hundreds of
+    microseconds: its kernel ran and the GPU went idle while the call had not returned; the
+    thread's next launch follows it at once."""
+    block = rng.randint(300, 900)
+    at = b.host + 2
+    b.host = b.launch("add_kernel", at, b.gpu_end, 20)  # queued behind the GPU's work
+    g0 = b.gpu_end
+    returned = g0 + block
+    b.events[-2]["dur"] = returned - at  # the call, still blocked when the GPU went idle
+    b.x("cpu_op", "aten::add", at - 1, returned - at + 2)
+    k0 = returned + 3 + 5 + 2
+    b.injected(g0, k0, "launch-blocked", "cudaLaunchKernel", "aten::add", "a heuristic")
+    b.host = b.launch("relu_kernel", returned + 3, k0, 30)
+    b.close()
+
+
 SEGMENTS: dict[str, Callable[[Builder, random.Random], None]] = {
     "host-busy": host_busy,
     "sync": sync_then_host,
@@ -267,6 +284,7 @@ SEGMENTS: dict[str, Callable[[Builder, random.Random], None]] = {
     "collective": collective,
     "no-launch": no_launch,
     "runtime-only": runtime_only_thread,
+    "launch-blocked": launch_blocked,
 }
 
 

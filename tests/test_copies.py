@@ -12,6 +12,7 @@ from kineto_gen import injected_trace
 from nsys_hostile import hostile_copy, rebuilt
 
 from perflab.analysis.copies import copies_by_kind, copy_advice, host_memory, memory_sides
+from perflab.analysis.idle_classify import CAUSES
 from perflab.cli import main
 from perflab.io import load_trace
 from perflab.io.kineto import loads_kineto
@@ -112,7 +113,7 @@ def test_summary_json_has_copies_by_kind_and_idle_by_cause(
         }
     }
     idle = doc["idle"]
-    assert list(idle) == ["host-busy", "after-sync", "launch-overhead", "gpu-dependency", "unknown"]
+    assert list(idle) == list(CAUSES)  # every cause, in their order
     assert idle["after-sync"]["gaps"] == 88 and idle["after-sync"]["share"] > 0.99
     total = sum(v["idle_us"] for v in idle.values())
     assert total == pytest.approx(doc["devices"]["0"]["idle_us"], rel=1e-9)

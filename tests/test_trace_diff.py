@@ -20,6 +20,7 @@ from test_trace_model import small_trace
 
 from perflab.analysis.diff_names import Rename, family, short_name
 from perflab.analysis.diff_stats import mann_whitney_p, verdicts
+from perflab.analysis.idle_classify import CAUSES
 from perflab.analysis.trace_diff import diff_traces, grouped_sum
 from perflab.cli import main
 from perflab.errors import InputError
@@ -408,13 +409,7 @@ def test_idle_split_shows_injected_host_busy(
     assert main(["trace", "diff", str(control), str(test), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     block = doc["idle_by_cause"]
-    assert list(block) == [
-        "host-busy",
-        "after-sync",
-        "launch-overhead",
-        "gpu-dependency",
-        "unknown",
-    ]
+    assert list(block) == list(CAUSES)  # every cause, in their order
     busy = block["host-busy"]
     # per step: the mean of the injected gaps (the control has none), medians beside
     assert busy["control_us"] == 0.0
@@ -458,7 +453,7 @@ def test_idle_split_of_the_hta_pair() -> None:
         result = control.diff(test, step=step)
         doc = result.to_dict()
         block = doc["idle_by_cause"]
-        assert len(block) == 5
+        assert len(block) == 6  # every cause
         assert _cause_sum(block, "delta_us") == pytest.approx(doc["idle"]["change_us"], abs=0.01)
         assert _cause_sum(block, "delta_us") == pytest.approx(
             _cause_sum(block, "test_us") - _cause_sum(block, "control_us"), abs=0.01

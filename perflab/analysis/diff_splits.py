@@ -22,6 +22,7 @@ IDLE_WORDS = {
     "host-busy": "while the host was busy",
     "after-sync": "after syncs",
     "launch-overhead": "in launch overhead",
+    "launch-blocked": "in blocked launch calls",
     "gpu-dependency": "waiting on the GPU side",
     "unknown": "of unknown cause",
 }

@@ -5,7 +5,7 @@ A gap is a stretch of a device's span in which none of its kernels, copies or me
 (busy time is their union per device, as in the trace summary). For each gap this follows
 the work that ended it (the *next work*) to the host runtime call that launched it (same
 rank and correlation id), and looks at what the launching thread did from the moment the
-GPU went idle to that launch. The cause is one of five. ``g0``/``g1`` are the gap's start and
+GPU went idle to that launch. The cause is one of six. ``g0``/``g1`` are the gap's start and
 end, ``launch`` the next work's launch call; the work counts as *queued* when the call
 returned (a blocking copy call: when it began, since it queues its copy first). The first
 rule that holds decides:
@@ -30,22 +30,30 @@ rule that holds decides:
    copy has a host side (HtoD, DtoH, HtoH) whose memory is not pinned (a pageable
    ``cudaMemcpyAsync`` blocks; a device-to-device copy that finishes during its own call
    did not make it wait); the CPU ops ``aten::item`` and ``aten::_local_scalar_dense``.
-5. ``launch-overhead``: the launch call was under way when the GPU went idle (began at or
+5. ``launch-blocked``: launch calls of the launching thread (runtime calls that launch GPU
+   work, the next work's own among them; not the synchronising ones above) that each took
+   at least ``LAUNCH_BLOCKED_NS`` (100 us) ran for at least half the time from ``g0`` to
+   the next work's launch returning. A launch returns in microseconds: one that long was
+   blocked in the launch path (a full launch queue, the driver's lock, lazy loading of the
+   kernel's module), not running other host work, even inside a CPU op.
+6. ``launch-overhead``: the launch call was under way when the GPU went idle (began at or
    before ``g0``, returned after), or the thread began it at most ``LAUNCH_PATH_NS`` (10 us)
    after its previous launch of GPU work returned: back-to-back launches with nothing but
    the launch path between them (tiny kernels: what CUDA graphs and fusion remove).
-6. ``host-busy``: the launching thread has recorded host work (CPU ops, Python functions,
+7. ``host-busy``: the launching thread has recorded host work (CPU ops, Python functions,
    user or NVTX ranges): it was running other work between ``g0`` (or the sync's return)
    and the launch.
-7. ``unknown``: the launching thread recorded nothing but CUDA runtime calls (e.g. an
+8. ``unknown``: the launching thread recorded nothing but CUDA runtime calls (e.g. an
    Nsight Systems export without CPU sampling): the trace cannot say what it did.
 
 Evidence, per cause: the sync, the copy it waited for (direction, bytes, host memory) and
 what the host did after it returned (``after-sync``); the host events over the stretch
 from ``g0`` to the launch: the outermost and innermost covering all of it, the longest that
 ran in it with their times and the chain of longest children below the first, and how much
-of it no recorded event covers, i.e. untraced host code (``host-busy``); the launch call,
-the thread's previous launch and the work before the gap (``launch-overhead``); when the
+of it no recorded event covers, i.e. untraced host code (``host-busy``); the long launch
+call, how much of the time such calls ran, and the host events around it
+(``launch-blocked``); the launch call, the thread's previous launch and the work before the
+gap (``launch-overhead``); when the
 work was queued and what it waited for (``gpu-dependency``); why nothing can be said
 (``unknown``).
 
@@ -68,6 +76,7 @@ import numpy.typing as npt
 from perflab.analysis.host_stacks import HostStacks
 from perflab.analysis.idle_classify import (
     CAUSES,
+    LAUNCH_BLOCKED_NS,
     LAUNCH_PATH_NS,
     QUEUE_WAIT_NS,
     QUEUED_START_NS,
@@ -108,6 +117,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAUSES",
     "HEURISTIC_NOTE",
+    "LAUNCH_BLOCKED_NS",
     "LAUNCH_PATH_NS",
     "QUEUED_START_NS",
     "QUEUE_WAIT_NS",

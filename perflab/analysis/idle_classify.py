@@ -30,13 +30,23 @@ from perflab.model.trace_keys import device_pairs
 
 I64 = npt.NDArray[np.int64]
 
-CAUSES = ("host-busy", "after-sync", "launch-overhead", "gpu-dependency", "unknown")
-HOST_BUSY, AFTER_SYNC, LAUNCH_OVERHEAD, GPU_DEPENDENCY, UNKNOWN = range(len(CAUSES))
+CAUSES = (
+    "host-busy",
+    "after-sync",
+    "launch-overhead",
+    "launch-blocked",
+    "gpu-dependency",
+    "unknown",
+)
+HOST_BUSY, AFTER_SYNC, LAUNCH_OVERHEAD, LAUNCH_BLOCKED, GPU_DEPENDENCY, UNKNOWN = range(len(CAUSES))
 
 SYNC_SLACK_NS = 10_000  # a sync "returned at about the gap's start": within 10 us of it
 LAUNCH_PATH_NS = 10_000  # host time between two launches that is only the launch path
 QUEUED_START_NS = 5_000  # a queued same-stream start this soon is the device's own latency
 QUEUE_WAIT_NS = 50_000  # work that sat queued on an idle GPU this long waited on the GPU side
+# a launch call returns in microseconds; one this long waited inside the launch path (a full
+# launch queue, the driver, lazy loading of a module), not on the thread's own work
+LAUNCH_BLOCKED_NS = 100_000
 TOP_WORK = 3  # host events named per gap, longest first
 
 # host events that say what a thread did (runtime calls say only what it asked of CUDA)
@@ -48,6 +58,7 @@ SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
 _HOST_DIRECTIONS = [MEMCPY_DIRECTIONS.index(d) for d in ("unknown", "HtoD", "DtoH", "HtoH")]
 _VERSION = re.compile(r"_v\d+$")  # nsys names calls with their API version: _v3020
 _STREAM_WAIT = re.compile(r"^(cuda|cu)streamwaitevent$")
+_LAUNCH_CALL = re.compile(r"^(cuda|cu)(launch\w*|graphlaunch)$")
 
 
 def call_name(name: str) -> str:
@@ -63,8 +74,11 @@ def call_name(name: str) -> str:
 class GapColumns:
     """Per gap (numpy columns of one length): device pair, start, end, the work before and
     after (event rows), the next work's launch call, its thread (track), cause code, the
-    sync and copy found (rows, -1 if none), the thread's previous launch, and the stretch
-    of host time examined for evidence with how much of it recorded events cover."""
+    sync and copy found (rows, -1 if none), the thread's previous launch, the stretch of
+    host time examined for evidence with how much of it recorded events cover, and how long
+    launch calls of at least :data:`LAUNCH_BLOCKED_NS` ran between the GPU going idle and
+    the next work's launch returning, with the longest of them (-1 if none, or where that
+    is not the cause)."""
 
     device: I64
     start: I64
@@ -82,6 +96,8 @@ class GapColumns:
     host_from: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     host_to: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     traced_ns: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    blocked_ns: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    blocked_call: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.start)
@@ -250,17 +266,24 @@ def classify(trace: Trace, gaps: GapColumns, links: I64, evidence: bool = True) 
     back_to_back = (previous >= 0) & (ls - _pick_end(trace, previous, 0) <= LAUNCH_PATH_NS)
     under_way = has & (ls <= g0) & (le > g0)
 
+    # long launch calls for most of the time from g0 to the next launch's return: blocked
+    returned = np.minimum(np.maximum(le, g0), g1)
+    blocked_ns, blocked_call = _long_launch_calls(
+        trace, _launch_calls(trace, launches, syncs), thread, g0, returned
+    )
+    blocked = has & (returned > g0) & (2 * blocked_ns >= returned - g0)
+
     recorded = _records_host_work(trace)[np.maximum(thread, 0)] & (thread >= 0)
     cause = np.select(
-        [~has, device_start, queued | waited, sync >= 0, under_way | back_to_back, recorded],
-        [UNKNOWN, LAUNCH_OVERHEAD, GPU_DEPENDENCY, AFTER_SYNC, LAUNCH_OVERHEAD, HOST_BUSY],
-        default=UNKNOWN,
+        [~has, device_start, queued | waited, sync >= 0, blocked, under_way | back_to_back],
+        [UNKNOWN, LAUNCH_OVERHEAD, GPU_DEPENDENCY, AFTER_SYNC, LAUNCH_BLOCKED, LAUNCH_OVERHEAD],
+        default=np.where(recorded, HOST_BUSY, UNKNOWN),
     ).astype(np.int8)
 
     host_from = np.maximum(
         g0, np.maximum(_pick_end(trace, sync, 0), _pick_end(trace, sync_after, 0))
     )
-    examined = has & np.isin(cause, (HOST_BUSY, AFTER_SYNC, UNKNOWN))
+    examined = has & np.isin(cause, (HOST_BUSY, AFTER_SYNC, LAUNCH_BLOCKED, UNKNOWN))
     host_to = np.where(examined, np.minimum(np.maximum(ls, host_from), g1), host_from)
     return GapColumns(
         device=gaps.device,
@@ -283,7 +306,50 @@ def classify(trace: Trace, gaps: GapColumns, links: I64, evidence: bool = True) 
         host_from=host_from,
         host_to=host_to,
         traced_ns=np.zeros(len(g0), np.int64),
+        blocked_ns=blocked_ns,
+        blocked_call=np.where(cause == LAUNCH_BLOCKED, blocked_call, -1),
     )
+
+
+def _launch_calls(trace: Trace, launches: I64, syncs: I64) -> I64:
+    """The runtime calls that launch GPU work: those linked to work (``launches``) and
+    those named so (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch...), less the ones
+    that wait for the GPU (``syncs``: a blocking copy waits by design)."""
+    runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & _on_cpu(trace))
+    named = _named(trace, runtime, lambda n: _LAUNCH_CALL.match(call_name(n)))
+    calls = distinct(np.concatenate([launches, named]))
+    return np.asarray(calls[~np.isin(calls, syncs)], dtype=np.int64)
+
+
+def _long_launch_calls(trace: Trace, calls: I64, thread: I64, a: I64, b: I64) -> tuple[I64, I64]:
+    """Per stretch ``[a, b)`` of ``thread``: how long launch calls of at least
+    :data:`LAUNCH_BLOCKED_NS` ran in it (at most its length), and the one of them that ran
+    longest in it (-1 if none). Such calls are few: they are listed per stretch."""
+    covered = np.zeros(len(a), np.int64)
+    longest = np.full(len(a), -1, np.int64)
+    long_calls = calls[trace.dur_ns[calls] >= LAUNCH_BLOCKED_NS]
+    track = trace.track[long_calls]
+    for th in distinct(track).tolist():
+        mine = long_calls[track == th]
+        mine = mine[np.argsort(trace.start_ns[mine], kind="stable")]
+        reach = np.maximum.accumulate(_ends(trace, mine))  # rises with the starts
+        q = np.flatnonzero((thread == th) & (b > a))
+        first = np.searchsorted(reach, a[q], side="right")  # the first that ends after a
+        count = np.maximum(np.searchsorted(trace.start_ns[mine], b[q]) - first, 0)
+        query = np.repeat(np.arange(q.size), count)
+        rows = mine[
+            np.arange(query.size)
+            - np.repeat(np.cumsum(count) - count, count)
+            + np.repeat(first, count)
+        ]
+        ends = np.minimum(_ends(trace, rows), b[q][query])
+        ran = np.maximum(ends - np.maximum(trace.start_ns[rows], a[q][query]), 0)
+        total = np.bincount(query, weights=ran, minlength=q.size).astype(np.int64)
+        covered[q] = np.minimum(total, b[q] - a[q])
+        order = np.lexsort((-ran, query))  # per stretch, the longest first
+        lead = order[np.r_[True, query[order][1:] != query[order][:-1]]] if order.size else order
+        longest[q[query[lead]]] = rows[lead]
+    return covered, longest
 
 
 def _syncs_at_gap_start(

@@ -14,6 +14,8 @@ from perflab.analysis.idle_classify import (
     GPU_DEPENDENCY,
     HOST_BUSY,
     INSIDE,
+    LAUNCH_BLOCKED,
+    LAUNCH_BLOCKED_NS,
     LAUNCH_OVERHEAD,
     QUEUE_WAIT_NS,
     QUEUED_START_NS,
@@ -35,8 +37,8 @@ MINOR_SHARE = 0.01  # host events below this share of the stretch are not named,
 class Evidence:
     """One fact a verdict rests on: a role (``sync``, ``copy``, ``launch``, ``work``,
     ``inside``, ``within``, ``untraced``, ``queued``, ``previous-launch``, ``waits``,
-    ``note``), the event's name and times on the trace's clock (None for a note), and a
-    sentence saying it."""
+    ``blocked-launch``, ``note``), the event's name and times on the trace's clock (None
+    for a note), and a sentence saying it."""
 
     role: str
     text: str
@@ -112,6 +114,7 @@ class _Explainer:
             HOST_BUSY: self.host_busy,
             AFTER_SYNC: self.after_sync,
             LAUNCH_OVERHEAD: self.launch_overhead,
+            LAUNCH_BLOCKED: self.launch_blocked,
             GPU_DEPENDENCY: self.gpu_dependency,
             UNKNOWN: self.unrecorded,
         }[self.cause]
@@ -136,6 +139,25 @@ class _Explainer:
 
     def host_busy(self) -> list[Evidence]:
         return [*self.host_work(), self.launch_line()]
+
+    def launch_blocked(self) -> list[Evidence]:
+        """The long launch call first, read as the launch path blocking (a heuristic, said
+        so), then what the thread was in, and the launch of the next work."""
+        g, i = self.r.gaps, self.i
+        call = int(g.blocked_call[i])
+        launch_row = int(g.launch[i])
+        returned = min(max(int(self.r.end_ns[launch_row]), self.g0), self.g1)
+        stretch, blocked = returned - self.g0, int(g.blocked_ns[i])
+        own = " (the next work's own launch)" if call == launch_row else ""
+        text = (
+            f"{self.name(call)}{own} took {self.took(call)}: launch calls of "
+            f"{format_ns(LAUNCH_BLOCKED_NS)} or more ran {format_ns(blocked)} of the "
+            f"{format_ns(stretch)} from the GPU going idle to the next launch returning "
+            f"({blocked / stretch:.0%}). A launch returns in microseconds: one that long was "
+            "blocked in the launch path (a full launch queue, the driver, lazy loading of "
+            "the kernel's module), not running other host work (a heuristic)"
+        )
+        return [self.event("blocked-launch", call, text), *self.host_work(), self.launch_line()]
 
     def after_sync(self) -> list[Evidence]:
         g, i = self.r.gaps, self.i

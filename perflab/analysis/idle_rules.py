@@ -15,6 +15,10 @@ RULES: dict[str, str] = {
     "launch-overhead": "queued on the same stream and started within 5 us; or its launch "
     "call was under way when the GPU went idle; or it began within 10 us of the thread's "
     "previous launch returning (back-to-back launches)",
+    "launch-blocked": "launch calls of 100 us or more (a launch returns in microseconds) ran "
+    "for at least half the time from the GPU going idle to the next work's launch returning: "
+    "the launch path blocked (a full launch queue, the driver, lazy module loading), not "
+    "other host work",
     "gpu-dependency": "queued before the gap began, or waited over 50 us in the queue after "
     "its launch returned: the GPU side held it (another stream's event, a collective's "
     "peers, a copy engine)",

@@ -18,8 +18,9 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 - ``categories``: ``{"<category>": {count, total_us}}`` of kernels (see ``categories.py``)
 - ``idle``: ``{"<cause>": {idle_us, gaps, share}}``: the devices' idle time split by the
   cause that held the next work back (host-busy, after-sync, launch-overhead,
-  gpu-dependency, unknown: heuristics over the trace's events, see ``idle_causes.py``;
-  ``perflab trace idle`` shows each gap's evidence); share = of all idle time
+  launch-blocked, gpu-dependency, unknown: heuristics over the trace's events, see
+  ``idle_causes.py``; ``perflab trace idle`` shows each gap's evidence); share = of all
+  idle time
 - ``host`` (only in the summary of a trace with no GPU work: no kernels, copies or
   memsets): what the host did instead (:class:`perflab.analysis.trace_stats.HostActivity`):
   ``{note, ops: {count, distinct, self_us, top: [{name, calls, self_us, total_us}]},

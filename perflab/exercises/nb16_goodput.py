@@ -15,6 +15,8 @@ _CAUSE_HINTS = {
     "like this one synchronises rarely. What does the host do between its launches?",
     "launch-overhead": "A launch costs a few microseconds: about 900 launches per step add up "
     "to a few milliseconds, not most of a step of over 200 ms.",
+    "launch-blocked": "A launch call that blocks for 100 us or more (a full launch queue, the "
+    "driver) is rare: in this step the launches return in microseconds.",
     "gpu-dependency": "Work waits for another stream, a peer rank or a copy engine around the "
     "all-reduces, a few times per step; most gaps fall between ordinary kernels.",
     "unknown": "Nearly every gap here ends with a launch that the trace ties to the thread that "
@@ -72,9 +74,9 @@ EXERCISES = (
         "perflab puts each idle gap down to what the host did before it launched the work that "
         "ended it: 'host-busy' (running Python and framework code), 'after-sync' (waiting in a "
         "synchronisation or a blocking copy), 'launch-overhead' (launching back to back: the "
-        "launches themselves are the cost), 'gpu-dependency' (the work waited for another "
-        "stream, a peer rank or a copy engine) or 'unknown'. Predict which cause takes the most "
-        "idle time in this trace.",
+        "launches themselves are the cost), 'launch-blocked' (a launch call blocked for 100 us "
+        "or more), 'gpu-dependency' (the work waited for another stream, a peer rank or a copy "
+        "engine) or 'unknown'. Predict which cause takes the most idle time in this trace.",
         choice(
             largest("idle_us"),
             list(CAUSES),

@@ -105,7 +105,7 @@ def _gaps_html(result: IdleCauses, shown: Sequence[int]) -> str:
 # -- the static picture: one strip per GPU, gaps coloured by cause ----------------------------
 
 #: colour of each strip state: busy, then the causes in CAUSES order
-COLOURS = ("#4c9a5f", "#d1495b", "#edae49", "#8e6bbf", "#3c7fb1", "#b0b0b0")
+COLOURS = ("#4c9a5f", "#d1495b", "#edae49", "#8e6bbf", "#8c564b", "#3c7fb1", "#b0b0b0")
 STRIP = {"left": 70, "right": 20, "top": 24, "row": 22, "gap": 8, "axis": 40}
 
 
