@@ -86,3 +86,20 @@ def test_bandwidth_sweep_labels_and_tables_carry_no_exponent() -> None:
     assert "10.1 TB/s" in cells and "10.1 TB/s" in bundle["text/plain"]
     for shown in (labels, bundle["text/plain"], cells):
         assert not EXPONENT.search(shown), shown
+
+
+def test_roofline_tables_and_labels_carry_no_exponent() -> None:
+    """A point at 999.7 TFLOP/s ('.3g' wrote '1e+03 TFLOP/s') and one of a tiny intensity."""
+    from perflab.render.roofline import roofline
+
+    chart = roofline(
+        [("matmul", 999.7e12 * 1e-3, 1e9, 1e-3), ("copy", 1e3, 1e11, 1e-3)], device="H200"
+    )
+    text = chart.text()
+    assert "1 PFLOP/s" in text and "100 TB/s" in text, text
+    assert "0.00000001" in text  # 1e-08 FLOP/B, in plain digits
+    assert not EXPONENT.search(text), text
+    pytest.importorskip("bokeh")
+    bundle = chart._repr_mimebundle_()
+    words = [t.text or "" for t in ET.fromstring(bundle["image/svg+xml"]).iter()]
+    assert not [w for w in words if EXPONENT.search(w)]

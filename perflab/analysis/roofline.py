@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from perflab.analysis.precision import PRECISIONS, ceiling_key
 from perflab.analysis.specs import BANDWIDTH_LABELS, COMPUTE_LABELS, DeviceSpec
 from perflab.model.ceilings import level_name
+from perflab.model.units import plain_number
 
 if TYPE_CHECKING:
     from perflab.model.ceilings import Ceilings
@@ -172,7 +173,7 @@ class RooflineVerdict:
     def describe(self) -> str:
         return (
             f"{self.point.name}: {self.bound}-bound ({self.ceiling}); at "
-            f"{100 * self.fraction:.1f}% of the ceiling, {self.headroom:.3g}x headroom"
+            f"{100 * self.fraction:.1f}% of the ceiling, {plain_number(self.headroom)}x headroom"
         )
 
     def to_dict(self) -> dict[str, object]:

@@ -29,7 +29,7 @@ from perflab.analysis.specs import find_spec, spec_names
 from perflab.errors import InputError
 from perflab.model.ceilings import level_name
 from perflab.model.serialize import write_text
-from perflab.model.units import format_ns
+from perflab.model.units import format_ns, format_rate, plain_number
 from perflab.render.html import esc, printable, table, text_table, wrap
 from perflab.render.labels import LabelPlacer, log_ticks
 from perflab.render.work import count_flops_bytes as count_flops_bytes  # its former home
@@ -56,13 +56,6 @@ LEVEL_ALIASES = {
 }
 MAX_LABELS = 40  # points named beside their marker; the hover box names every one
 HEADERS = ("kernel", "level", "time", "FLOP/s", "bytes/s", "FLOP/B", "bound by", "of ceiling")
-
-
-def _si(value: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _match_level(level: str, roof: Roof) -> str:
@@ -253,8 +246,8 @@ class Roofline:
     def text(self) -> str:
         head = f"Roofline on {self.roof.device}: {self.roof.source}"
         ceilings = "; ".join(
-            [f"{compute_label(k)} {_si(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
-            + [f"{level_label(k)} {_si(v, 'B/s')}" for k, v in self.roof.memory.items()]
+            [f"{compute_label(k)} {format_rate(v, 'FLOP/s')}" for k, v in self.roof.compute.items()]
+            + [f"{level_label(k)} {format_rate(v, 'B/s')}" for k, v in self.roof.memory.items()]
         )
         rows = [_row(v) for v in self.verdicts]
         body = text_table(HEADERS, rows) if rows else "no points"
@@ -307,13 +300,13 @@ def above_roof_notes(r: Roofline) -> list[str]:
 
 def _row(v: RooflineVerdict) -> list[str]:
     p = v.point
-    intensity = "no FLOPs" if p.flops == 0 else f"{p.intensity:.3g}"
+    intensity = "no FLOPs" if p.flops == 0 else plain_number(p.intensity)
     return [
         p.name[:60],
         level_label(v.memory_key),
         format_ns(p.seconds * 1e9),
-        _si(p.flops_per_s, "FLOP/s"),
-        _si(p.bytes_per_s, "B/s"),
+        format_rate(p.flops_per_s, "FLOP/s"),
+        format_rate(p.bytes_per_s, "B/s"),
         intensity,
         v.ceiling,
         f"{100 * v.fraction:.1f}%",
@@ -435,7 +428,7 @@ def _flops_ticks(axis: Axis, axes: Axes) -> None:
 
     ticks = log_ticks(axes.y_lo, axes.y_hi, base=10)
     axis.ticker = FixedTicker(ticks=ticks, minor_ticks=[])
-    axis.major_label_overrides = {t: _si(t, "FLOP/s") for t in ticks}
+    axis.major_label_overrides = {t: format_rate(t, "FLOP/s") for t in ticks}
 
 
 def _memory_roofs(fig: Figure, roof: Roof, axes: Axes) -> None:
@@ -450,7 +443,7 @@ def _memory_roofs(fig: Figure, roof: Roof, axes: Axes) -> None:
             line_width=2,
             line_dash="solid" if i == 0 else "dashed",
             color="#555555",
-            legend_label=f"{level_label(level)} {_si(bw, 'B/s')}",
+            legend_label=f"{level_label(level)} {format_rate(bw, 'B/s')}",
         )
 
 
@@ -474,7 +467,7 @@ def _compute_ceilings(fig: Figure, roof: Roof, axes: Axes, placer: LabelPlacer) 
             line_width=1.5,
             alpha=0.7,
         )
-    texts = [f"{' = '.join(same_peak[p])} {_si(p, 'FLOP/s')}" for p in peaks]
+    texts = [f"{' = '.join(same_peak[p])} {format_rate(p, 'FLOP/s')}" for p in peaks]
     offsets = [2 + dy for dy in stack([placer.px(axes.x_hi, p)[1] for p in peaks])]
     for peak, text, dy in zip(peaks, texts, offsets, strict=True):
         placer.take_text(axes.x_hi, peak, text, -4, dy, left=True)
@@ -603,10 +596,10 @@ def _point_columns(
         cols["name"].append(p.name)
         cols["level"].append(level_label(v.memory_key))
         cols["time"].append(format_ns(p.seconds * 1e9))
-        cols["flops_s"].append(_si(p.flops_per_s, "FLOP/s"))
-        cols["bw"].append(_si(p.bytes_per_s, "B/s"))
-        cols["ai"].append("no FLOPs counted" if no_flops else f"{p.intensity:.3g} FLOP/B")
-        cols["bound"].append(f"{v.ceiling} ({v.headroom:.3g}x headroom)")
+        cols["flops_s"].append(format_rate(p.flops_per_s, "FLOP/s"))
+        cols["bw"].append(format_rate(p.bytes_per_s, "B/s"))
+        cols["ai"].append("no FLOPs counted" if no_flops else f"{plain_number(p.intensity)} FLOP/B")
+        cols["bound"].append(f"{v.ceiling} ({plain_number(v.headroom)}x headroom)")
         cols["fraction"].append(f"{100 * v.fraction:.1f}%")
         cols["compute"].append(v.compute_why)
         cols["color"].append(palette[colour_of[p.name] % len(palette)])
