@@ -107,6 +107,9 @@ RUNS: dict[str, tuple[Argv, str | None]] = {
     "trace kernels --json": (lambda f: ["trace", "kernels", str(f["trace"]), "--json"], None),
     "trace idle": (lambda f: ["trace", "idle", str(f["trace"])], ESCAPED),
     "trace idle --json": (lambda f: ["trace", "idle", str(f["trace"]), "--json"], None),
+    "trace critical": (lambda f: ["trace", "critical", str(f["trace"])], ESCAPED),
+    "trace critical --json": (lambda f: ["trace", "critical", str(f["trace"]), "--json"], None),
+    "trace critical of a job": (lambda f: ["trace", "critical", str(f["job"])], ESCAPED),
     "trace diff": (lambda f: ["trace", "diff", str(f["trace"]), str(f["other"])], ESCAPED),
     "trace diff --json": (
         lambda f: ["trace", "diff", str(f["trace"]), str(f["other"]), "--json"],

@@ -47,7 +47,7 @@ _RECORD_CALLS = frozenset({"cudaeventrecord", "cueventrecord", "cudaeventrecordw
 
 
 @dataclass
-class Split:
+class TiedCollectives:
     """Collectives matched across ranks: their kernels' rows in this trace, sorted, and per
     kernel the moment its last rank arrived (this trace's clock) and the instance."""
 
@@ -106,7 +106,7 @@ def gpu_work(trace: Trace) -> I64:
     return rows[np.lexsort((rows, trace.start_ns[rows], trace.track[rows]))]
 
 
-def gpu_nodes(trace: Trace, work: I64, split: Split) -> GpuNodes:
+def gpu_nodes(trace: Trace, work: I64, split: TiedCollectives) -> GpuNodes:
     """The nodes of ``work`` (see :class:`GpuNodes`)."""
     kind = np.full(len(work), KERNEL, np.int8)
     kind[trace.kind[work] != EventKind.KERNEL] = COPY
@@ -257,11 +257,12 @@ def stream_wait_edges(trace: Trace, g: GpuNodes, call: I64) -> Edges:
         return Edges.of(np.zeros(0, np.int64), np.zeros(0, np.int64), STREAM_WAIT)
     names = np.array([s == WAIT_EVENT for s in trace.strings], dtype=bool)
     waits = np.flatnonzero((trace.kind == EventKind.SYNC) & on_gpu & names[trace.name])
+    if len(waits) == 0:
+        return Edges.of(np.zeros(0, np.int64), np.zeros(0, np.int64), STREAM_WAIT)
     runtime = np.flatnonzero(trace.kind == EventKind.RUNTIME)
     call_of_corr = dict(zip(trace.correlation[runtime].tolist(), runtime.tolist(), strict=True))
-    records = runtime[
-        [call_name(trace.strings[n]) in _RECORD_CALLS for n in trace.name[runtime].tolist()]
-    ]
+    is_record = np.array([call_name(n) in _RECORD_CALLS for n in trace.strings], dtype=bool)
+    records = runtime[is_record[trace.name[runtime]]] if len(trace.strings) else runtime
     launched = np.flatnonzero(call >= 0)
     by_thread = _launches_by_thread(trace, g, call, launched)
     src: list[int] = []

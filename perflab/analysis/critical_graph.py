@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.analysis import critical_gpu as gpu
-from perflab.analysis.critical_gpu import Edges, GpuNodes, Split
+from perflab.analysis.critical_gpu import Edges, GpuNodes, TiedCollectives
 from perflab.analysis.critical_host import (
     HOST,
     START,
@@ -38,7 +38,7 @@ from perflab.analysis.critical_host import (
     staged_room,
     step_ranges,
 )
-from perflab.model.trace import Trace
+from perflab.model.trace import Trace, distinct
 from perflab.model.trace_keys import launch_links
 
 I64 = npt.NDArray[np.int64]
@@ -67,17 +67,19 @@ class RankGraph:
     step_end_node: I64  # per step: the host node that ends where its range ends
     gpu_step: I64  # per GPU node: the step whose range holds its launch, -1 if none
     launch_call: I64  # per GPU work (gpu.work order): its launch call row, -1 if none
-    split: Split  # its collectives matched across a job's ranks
+    split: TiedCollectives  # its collectives matched across a job's ranks
 
     def __len__(self) -> int:
         return len(self.host) + len(self.gpu)
 
 
 def rank_graph(
-    trace: Trace, rank: int = 0, offset: int = 0, split: gpu.Split | None = None
+    trace: Trace, rank: int = 0, offset: int = 0, split: gpu.TiedCollectives | None = None
 ) -> RankGraph:
     """The graph of one trace (``split``: its collectives matched across a job's ranks)."""
-    split = split or gpu.Split(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    split = split or gpu.TiedCollectives(
+        np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    )
     links = launch_links(trace)
     work = gpu.gpu_work(trace)
     call = links[work]
@@ -86,7 +88,7 @@ def rank_graph(
     call = np.where((call >= 0) & (lane_of_track[trace.track[np.maximum(call, 0)]] >= 0), call, -1)
     syncs = runtime_syncs(trace, links)
     steps = step_ranges(trace)
-    host = host_nodes(trace, rows, lane_of_track, np.unique(call[call >= 0]), syncs, steps)
+    host = host_nodes(trace, rows, lane_of_track, distinct(call[call >= 0]), syncs, steps)
     g = gpu.gpu_nodes(trace, work, split)
     waits = gpu.stream_wait_edges(trace, g, call)
     work_of_node = np.repeat(np.arange(len(work)), g.last - g.first + 1)
@@ -334,7 +336,10 @@ def _set_lags(g: Graph, chain_default: I64, edge_default: I64) -> None:
     by_chain = g.link & (chain_ready == ready)
     hit = np.flatnonzero(edge_ready == ready[g.dst])
     bind = np.full(len(g), -1, np.int64)
-    first_hit = hit[np.unique(g.dst[hit], return_index=True)[1]]
+    # hits are sorted by destination: the first of each
+    first_hit = (
+        hit[np.concatenate(([True], g.dst[hit][1:] != g.dst[hit][:-1]))] if len(hit) else hit
+    )
     bind[g.dst[first_hit]] = first_hit
     bind[by_chain | g.anchored] = -1
     g.chain_lag = g.chain_base + np.where(by_chain, extra, 0)

@@ -48,7 +48,9 @@ def job_graph(job: Job) -> tuple[Graph, list[str]]:
             taking = np.flatnonzero(rows[:, j] >= 0)
             mine = rows[taking, j]
         order = np.argsort(mine, kind="stable")
-        split = gpu.Split(mine[order], peak[taking][order] - r.clock_offset_ns, taking[order])
+        split = gpu.TiedCollectives(
+            mine[order], peak[taking][order] - r.clock_offset_ns, taking[order]
+        )
         parts.append(rank_graph(r.trace, r.rank, r.clock_offset_ns, split))
     peers = _peer_edges(parts)
     notes = [f"collectives: {w}" for w in collectives.warnings]

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from perflab.analysis.critical_host import host_rows
 from perflab.analysis.host_stacks import HostStacks
-from perflab.model.trace import Trace
+from perflab.model.trace import Trace, distinct
 
 I64 = npt.NDArray[np.int64]
 UNTRACED = "(untraced host time)"
@@ -34,9 +34,9 @@ def host_pieces(trace: Trace, lane_of_track: I64, lane: I64, a: I64, b: I64) -> 
     rows = host_rows(trace)
     row_lane = lane_of_track[trace.track[rows]]
     parts: list[tuple[I64, I64, I64]] = []
-    for one in np.unique(lane).tolist():
+    for one in distinct(lane).tolist():
         mine = rows[row_lane == one]
-        bounds = np.unique(np.concatenate([trace.start_ns[mine], trace.end_ns[mine]]))
+        bounds = distinct(np.concatenate([trace.start_ns[mine], trace.end_ns[mine]]))
         which = np.flatnonzero(lane == one)
         lo = np.searchsorted(bounds, a[which], side="right")
         hi = np.searchsorted(bounds, b[which], side="left")

@@ -30,7 +30,7 @@ with the recorded lags, so the step times it predicts follow from the dependenci
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
@@ -38,12 +38,12 @@ import numpy.typing as npt
 
 from perflab.analysis import critical_gpu as gpu
 from perflab.analysis.critical_graph import Graph, build_graph, rank_graph
-from perflab.analysis.critical_host import HOST, START, SYNC
-from perflab.analysis.critical_names import UNTRACED, host_pieces
-from perflab.analysis.critical_replay import Segment, replay, walk_back
+from perflab.analysis.critical_replay import replay
+from perflab.analysis.critical_walk import KINDS, PathColumns, path_columns, walk_paths
 from perflab.analysis.critical_whatif import Change, durations, parse_change
 from perflab.errors import InputError
 from perflab.model.display import Shown
+from perflab.model.trace import distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,20 +54,14 @@ if TYPE_CHECKING:
 I64 = npt.NDArray[np.int64]
 
 ESTIMATE = (
-    "Estimated by replaying the step's dependency graph with the changed durations: every "
-    "node starts when the last of its recorded inputs is ready, after the recorded lags "
-    "(launch latency, stream gaps, waits between streams), and a collective ends when its "
-    "last rank arrives plus its transfer. It ignores contention (kernels that share SMs or "
-    "memory bandwidth, copies that share a link), queue limits, locks, work the trace does not "
-    "show and dependencies it does not record (data the host reads, a thread's other work); "
+    "Estimated by replaying the dependency graph with the changed durations: every node "
+    "starts when the last of its recorded inputs is ready, after the recorded lags (launch "
+    "latency, stream gaps, waits between streams), and a collective ends when its last rank "
+    "arrives plus its transfer. It ignores contention (kernels that share SMs or memory "
+    "bandwidth, copies that share a link), queue limits, locks, work the trace does not show "
+    "and dependencies it does not record (data the host reads, a thread's other work); "
     "untraced host time counts as host time."
 )
-GPU_KIND_NAMES = {
-    gpu.KERNEL: "kernel",
-    gpu.COPY: "copy",
-    gpu.COLLECTIVE: "collective",
-    gpu.TRANSFER: "collective transfer",
-}
 EDGE_KIND_NAMES = {
     gpu.LAUNCH: "launch",
     gpu.SYNC_WAIT: "sync",
@@ -75,12 +69,13 @@ EDGE_KIND_NAMES = {
     gpu.INFERRED_WAIT: "inferred stream wait",
     gpu.PEER: "collective across ranks",
 }
-UNEXPLAINED = "unexplained"
+WHOLE = "whole recording"
 
 
 class PathEntry(TypedDict):
     """A stretch of a critical path: its rank (None for a single trace), what it was, its
-    kind, its start on its trace's own clock and its length."""
+    kind (:data:`perflab.analysis.critical_walk.KINDS`), its start on its trace's own clock
+    and its length."""
 
     rank: int | None
     name: str
@@ -90,6 +85,10 @@ class PathEntry(TypedDict):
 
 
 class StepPathDoc(TypedDict):
+    """A step: its name, duration (earliest start to latest end over the ranks), its path
+    (the stretches add up to the duration), and the path's time by kind and, in a job, by
+    rank."""
+
     step: str
     duration_ns: int
     path: list[PathEntry]
@@ -103,7 +102,8 @@ class WhatIfDoc(TypedDict):
 
 
 class GraphDoc(TypedDict):
-    """The size of the graph: nodes, edges by kind, edges left out (against the order)."""
+    """The size of the graph: nodes, edges by kind, and edges left out (against the order
+    of :mod:`perflab.analysis.critical_graph`)."""
 
     nodes: int
     edges: dict[str, int]
@@ -111,7 +111,8 @@ class GraphDoc(TypedDict):
 
 
 class CriticalDoc(TypedDict):
-    """``perflab trace critical --json``."""
+    """``perflab trace critical --json``: the steps, their mean duration (ns), the
+    what-ifs, how they were estimated, the graph and the warnings."""
 
     steps: list[StepPathDoc]
     mean_step_ns: float
@@ -122,31 +123,106 @@ class CriticalDoc(TypedDict):
 
 
 @dataclass
+class StepPath:
+    """One step's critical path as columns, and its time by kind and by rank."""
+
+    step: str
+    duration_ns: int
+    path: PathColumns
+    by_kind: dict[str, int]
+    by_rank: dict[int, int] | None = None  # a job's
+
+    def entries(self) -> list[PathEntry]:
+        p = self.path
+        return [
+            PathEntry(
+                rank=None if r < 0 else r,
+                name=p.names[n],
+                kind=KINDS[k],
+                start_ns=t,
+                dur_ns=d,
+            )
+            for r, n, k, t, d in zip(
+                p.rank.tolist(),
+                p.name.tolist(),
+                p.kind.tolist(),
+                p.start.tolist(),
+                p.dur.tolist(),
+                strict=True,
+            )
+        ]
+
+    def longest(self, n: int = 10) -> list[tuple[str, str, int | None, int]]:
+        """The ``n`` names with the most time on the path: (name, kind, rank, ns)."""
+        p = self.path
+        keys = np.stack([p.name, p.kind.astype(np.int64), p.rank], axis=1)
+        if len(keys) == 0:
+            return []
+        distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+        total = np.bincount(inverse.ravel(), weights=p.dur, minlength=len(distinct))
+        top = np.argsort(-total, kind="stable")[:n]
+        return [
+            (
+                p.names[int(distinct[i, 0])],
+                KINDS[int(distinct[i, 1])],
+                None if distinct[i, 2] < 0 else int(distinct[i, 2]),
+                int(total[i]),
+            )
+            for i in top.tolist()
+        ]
+
+    def to_dict(self) -> StepPathDoc:
+        doc = StepPathDoc(
+            step=self.step, duration_ns=self.duration_ns, path=self.entries(), by_kind=self.by_kind
+        )
+        if self.by_rank is not None:
+            doc["by_rank"] = {str(r): ns for r, ns in self.by_rank.items()}
+        return doc
+
+
+@dataclass
 class CriticalPaths(Shown):
     """Each step's critical path and the what-ifs (``to_dict()``: :class:`CriticalDoc`)."""
 
-    doc: CriticalDoc
+    steps: list[StepPath]
+    mean_step_ns: float
+    what_if: list[WhatIfDoc]
+    graph: GraphDoc
+    warnings: list[str] = field(default_factory=list)
+    job: bool = False
+    estimate: str = ESTIMATE
 
     def to_dict(self) -> CriticalDoc:
-        return self.doc
+        return CriticalDoc(
+            steps=[s.to_dict() for s in self.steps],
+            mean_step_ns=self.mean_step_ns,
+            what_if=self.what_if,
+            estimate=self.estimate,
+            graph=self.graph,
+            warnings=self.warnings,
+        )
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per stretch of every step's path."""
         import pandas as pd
 
-        return pd.DataFrame(
-            [{"step": s["step"], **e} for s in self.doc["steps"] for e in s["path"]]
-        )
+        rows = [{"step": s.step, **e} for s in self.steps for e in s.entries()]
+        return pd.DataFrame(rows)
 
 
 @dataclass
 class StepWindow:
-    """A step over every rank that has it: its name, its recorded start, the nodes whose
-    end is its start on each rank, and the nodes that may end it."""
+    """A step over every rank that has it: its name, the nodes whose end is its start on
+    each rank (a whole recording: whose start is), and the nodes that may end it."""
 
     name: str
     begins: I64
     ends: I64
+
+    def span(self, start: I64, end: I64) -> tuple[int, int]:
+        """Its start and end when nodes start and end at ``start``/``end``."""
+        first = start[self.begins] if self.name == WHOLE else end[self.begins]
+        return int(first.min()), int(end[self.ends].max())
 
 
 def critical_path(
@@ -155,48 +231,44 @@ def critical_path(
     """Each ``ProfilerStep#N`` of ``trace`` (only ``step`` if given): its critical path, and
     the mean step under each change of ``what_if`` (module docstring)."""
     changes = [parse_change(text) for text in what_if]
-    g = build_graph([rank_graph(trace)])
-    return _analysed(g, step, changes, job=False, warnings=[])
+    return analysed(build_graph([rank_graph(trace)]), step, changes)
 
 
 def job_critical_path(
     job: Job, step: int | None = None, what_if: Sequence[str] = ()
 ) -> CriticalPaths:
-    """:func:`critical_path` over every rank of ``job``, collectives linked across ranks."""
+    """:func:`critical_path` over every rank of ``job``, collectives tied across ranks
+    (:mod:`perflab.analysis.critical_job`)."""
     from perflab.analysis.critical_job import job_graph
 
     changes = [parse_change(text) for text in what_if]
     g, warnings = job_graph(job)
-    return _analysed(g, step, changes, job=True, warnings=warnings)
+    return analysed(g, step, changes, job=True, warnings=warnings)
 
 
-def _analysed(
-    g: Graph, step: int | None, changes: list[Change], job: bool, warnings: list[str]
+def analysed(
+    g: Graph,
+    step: int | None,
+    changes: list[Change],
+    job: bool = False,
+    warnings: Sequence[str] = (),
 ) -> CriticalPaths:
+    """The critical paths and what-ifs of graph ``g`` (its steps, or only ``step``)."""
     windows, notes = step_windows(g, step)
-    warnings = [*warnings, *notes]
+    said = [*warnings, *notes]
     if g.dropped:
-        warnings.append(
-            f"{g.dropped} dependencies ran backwards on the recorded clocks and were left out"
-        )
-    steps = [_step_doc(g, w, job) for w in windows]
-    recorded = float(np.mean([s["duration_ns"] for s in steps]))
+        said.append(f"{g.dropped} dependencies ran backwards on the recorded clocks; left out")
+    steps = step_paths(g, windows, job)
+    recorded = float(np.mean([s.duration_ns for s in steps]))
     names, name_of_node = node_names(g)
     what = []
     for change in changes:
         start, end = replay(g, durations(g, change, names, name_of_node))
-        mean = float(np.mean([_span(w, start, end) for w in windows]))
-        what.append(WhatIfDoc(change=change.text, mean_step_ns=mean))
-    return CriticalPaths(
-        CriticalDoc(
-            steps=steps,
-            mean_step_ns=recorded,
-            what_if=what,
-            estimate=ESTIMATE,
-            graph=_graph_doc(g),
-            warnings=warnings,
+        spans = [w.span(start, end) for w in windows]
+        what.append(
+            WhatIfDoc(change=change.text, mean_step_ns=float(np.mean([b - a for a, b in spans])))
         )
-    )
+    return CriticalPaths(steps, recorded, what, _graph_doc(g), said, job)
 
 
 def step_windows(g: Graph, step: int | None) -> tuple[list[StepWindow], list[str]]:
@@ -218,11 +290,11 @@ def step_windows(g: Graph, step: int | None) -> tuple[list[StepWindow], list[str
                 np.concatenate(([base + part.step_end_node[k]], mine))
             )
     if not begins:
-        notes = ["no ProfilerStep#N ranges: the whole recording is taken as one step"]
         if step is not None:
             raise InputError(f"the trace has no ProfilerStep#{step} range; it has none at all")
         every = np.arange(len(g), dtype=np.int64)
-        return [StepWindow("whole recording", every[g.anchored], every)], notes
+        notes = ["no ProfilerStep#N ranges: the whole recording is taken as one step"]
+        return [StepWindow(WHOLE, every[g.anchored], every)], notes
     numbers = sorted(begins)
     if step is not None:
         if step not in begins:
@@ -233,140 +305,34 @@ def step_windows(g: Graph, step: int | None) -> tuple[list[StepWindow], list[str
         StepWindow(f"ProfilerStep#{n}", np.concatenate(begins[n]), np.concatenate(ends[n]))
         for n in numbers
     ]
-    windows.sort(key=lambda w: int(g.end[w.begins].min()))
+    windows.sort(key=lambda w: w.span(g.start, g.end)[0])
     return windows, []
 
 
-def _span(w: StepWindow, start: I64, end: I64) -> int:
-    """A step's duration for nodes that start and end at ``start``/``end``: its earliest
-    start over the ranks to its latest end (the whole recording: first start to last end)."""
-    first = start[w.begins] if w.name == "whole recording" else end[w.begins]
-    return int(end[w.ends].max()) - int(first.min())
-
-
-def _step_doc(g: Graph, w: StepWindow, job: bool) -> StepPathDoc:
-    since = (
-        int(g.start[w.begins].min()) if w.name == "whole recording" else int(g.end[w.begins].min())
-    )
-    last = int(w.ends[np.argmax(g.end[w.ends])])
-    segments = walk_back(g, last, since)[::-1]
-    path = path_entries(g, segments, job)
-    by_kind: dict[str, int] = {}
-    by_rank: dict[str, int] = {}
-    for e in path:
-        by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + e["dur_ns"]
-        by_rank[str(e["rank"])] = by_rank.get(str(e["rank"]), 0) + e["dur_ns"]
-    doc = StepPathDoc(
-        step=w.name,
-        duration_ns=int(g.end[last]) - since,
-        path=path,
-        by_kind=dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
-    )
-    if job:
-        doc["by_rank"] = dict(sorted(by_rank.items(), key=lambda kv: int(kv[0])))
-    return doc
-
-
-def path_entries(g: Graph, segments: list[Segment], job: bool) -> list[PathEntry]:
-    """The stretches of a path (earliest first) as entries: host stretches cut and named
-    (:mod:`perflab.analysis.critical_names`), a lag's default share folded into the node it
-    precedes, its unexplained share an entry of its own."""
-    out: list[PathEntry] = []
-    carry = 0  # a lag's default share, added to the node that follows it
-    hosts: list[tuple[int, int, Segment]] = []  # (place in out, part, stretch)
-    for seg in segments:
-        if seg.via == -3:
-            name = "(before the recording of its lane)"
-            out.append(_entry(g, seg.node, name, UNEXPLAINED, seg.start, seg.end - seg.start, job))
-            continue
-        if seg.via != -1:
-            total = seg.end - seg.start
-            if seg.via >= 0 and g.edge_kind[seg.via] == gpu.LAUNCH:
-                name = _launch_name(g, seg.node)
-                out.append(_entry(g, seg.node, name, "launch", seg.start, total, job))
-                continue
-            extra = min(max(seg.extra, 0), max(total, 0))
-            if extra:
-                name = _node_name(g, seg.node)
-                out.append(_entry(g, seg.node, name, UNEXPLAINED, seg.start, extra, job))
-            carry = total - extra
-            continue
-        kind = int(g.kind[seg.node])
-        begin, length = seg.start - carry, seg.end - seg.start + carry
-        carry = 0
-        if kind in (START, HOST, SYNC):
-            hosts.append(
-                (len(out), int(g.part[seg.node]), Segment(seg.node, begin, begin + length))
+def step_paths(g: Graph, windows: list[StepWindow], job: bool) -> list[StepPath]:
+    """Each step's path, walked back from the node that ends it to its start, with its
+    time by kind and, in a job, by rank."""
+    spans = [w.span(g.start, g.end) for w in windows]
+    last = np.array([int(w.ends[np.argmax(g.end[w.ends])]) for w in windows], np.int64)
+    since = np.array([a for a, _ in spans], np.int64)
+    cols = path_columns(g, walk_paths(g, last, since), job)
+    bounds = np.searchsorted(cols.walk, np.arange(len(windows) + 1))
+    kind_time = np.zeros((len(windows), len(KINDS)), np.int64)
+    np.add.at(kind_time, (cols.walk, cols.kind.astype(np.int64)), cols.dur)
+    out = []
+    for i, (w, (a, b)) in enumerate(zip(windows, spans, strict=True)):
+        path = cols.take(np.arange(bounds[i], bounds[i + 1]))
+        order = np.argsort(-kind_time[i], kind="stable")
+        by_kind = {KINDS[k]: int(kind_time[i, k]) for k in order.tolist() if kind_time[i, k]}
+        by_rank = None
+        if job:
+            ranks = distinct(path.rank)
+            total = np.bincount(
+                np.searchsorted(ranks, path.rank), weights=path.dur, minlength=len(ranks)
             )
-            out.append(_entry(g, seg.node, UNTRACED, "host", begin, length, job))
-        elif kind in GPU_KIND_NAMES and length:
-            name = _node_name(g, seg.node)
-            out.append(_entry(g, seg.node, name, GPU_KIND_NAMES[kind], begin, length, job))
-    out = _named_hosts(g, out, hosts)
-    return [e for e in out if e["dur_ns"] != 0]
-
-
-def _entry(g: Graph, node: int, name: str, kind: str, start: int, dur: int, job: bool) -> PathEntry:
-    part = g.parts[int(g.part[node])] if node >= 0 and g.part[node] >= 0 else None
-    offset = part.offset if part is not None else 0
-    rank = part.rank if (part is not None and job) else None
-    return PathEntry(rank=rank, name=name, kind=kind, start_ns=start - offset, dur_ns=dur)
-
-
-def _node_name(g: Graph, node: int) -> str:
-    """A GPU node's event name (host nodes are named by their pieces, an instance by the
-    collective it joins)."""
-    if g.part[node] < 0:
-        return "(a collective's last arrival)"
-    part, local = g.local(node)
-    if local < len(part.host):
-        return UNTRACED
-    row = int(part.gpu.row[local - len(part.host)])
-    return str(part.trace.strings[part.trace.name[row]])
-
-
-def _launch_name(g: Graph, node: int) -> str:
-    """``cudaLaunchKernel -> kernel``: the call that launched a GPU node's work, and it."""
-    part, local = g.local(node)
-    at = local - len(part.host)
-    work = int(np.searchsorted(part.gpu.last, at))
-    call = int(part.launch_call[min(work, len(part.launch_call) - 1)])
-    strings, names = part.trace.strings, part.trace.name
-    called = strings[names[call]] if call >= 0 else "launch"
-    return f"{called} -> {_node_name(g, node)}"
-
-
-def _named_hosts(
-    g: Graph, out: list[PathEntry], hosts: list[tuple[int, int, Segment]]
-) -> list[PathEntry]:
-    """``out`` with each host stretch replaced by its named pieces."""
-    if not hosts:
-        return out
-    replaced: dict[int, list[PathEntry]] = {}
-    for p, part in enumerate(g.parts):
-        mine = [(at, seg) for at, q, seg in hosts if q == p]
-        if not mine:
-            continue
-        local = np.array([seg.node - int(g.base[p]) for _, seg in mine], np.int64)
-        a = np.array([seg.start for _, seg in mine], np.int64) - part.offset
-        b = np.array([seg.end for _, seg in mine], np.int64) - part.offset
-        pieces = host_pieces(part.trace, part.host.lane_of_track, part.host.lane[local], a, b)
-        calls = set(part.launch_call[part.launch_call >= 0].tolist())
-        rank = out[mine[0][0]]["rank"]
-        strings, names = part.trace.strings, part.trace.name
-        for i, row, s, e in zip(
-            pieces.stretch.tolist(),
-            pieces.row.tolist(),
-            pieces.start.tolist(),
-            pieces.end.tolist(),
-            strict=True,
-        ):
-            name = strings[names[row]] if row >= 0 else UNTRACED
-            kind = "launch" if row in calls else "host"
-            replaced.setdefault(mine[i][0], []).append(
-                PathEntry(rank=rank, name=name, kind=kind, start_ns=s, dur_ns=e - s)
-            )
-    return [piece for k, e in enumerate(out) for piece in replaced.get(k, [e])]
+            by_rank = {int(r): int(t) for r, t in zip(ranks.tolist(), total.tolist(), strict=True)}
+        out.append(StepPath(w.name, b - a, path, by_kind, by_rank))
+    return out
 
 
 def node_names(g: Graph) -> tuple[list[str], I64]:
@@ -376,13 +342,15 @@ def node_names(g: Graph) -> tuple[list[str], I64]:
     out = np.full(len(g), -1, np.int64)
     for p, part in enumerate(g.parts):
         ids = part.trace.name[part.gpu.row]
-        distinct_ids, inverse = np.unique(ids, return_inverse=True)
+        present = distinct(ids)
         codes = np.array(
-            [names.setdefault(part.trace.strings[i], len(names)) for i in distinct_ids.tolist()],
+            [names.setdefault(part.trace.strings[i], len(names)) for i in present.tolist()],
             np.int64,
         )
         first = int(g.base[p]) + len(part.host)
-        out[first : first + len(part.gpu)] = codes[inverse] if len(codes) else codes
+        out[first : first + len(part.gpu)] = (
+            codes[np.searchsorted(present, ids)] if len(codes) else codes
+        )
     return list(names), out
 
 

@@ -1,5 +1,4 @@
-"""Replaying a dependency graph (:mod:`perflab.analysis.critical_graph`) with other durations,
-and walking its critical path back from a node.
+"""Replaying a dependency graph (:mod:`perflab.analysis.critical_graph`) with other durations.
 
 Replay: every node starts when the last of its inputs is ready and runs for its duration. Along
 a lane this is a running maximum: with ``P`` the lane's cumulative (lag + duration) and ``x``
@@ -110,46 +109,3 @@ def replay_in_order(g: Graph, dur: I64) -> tuple[I64, I64]:
             t = max(t, end[src[e]] + lag[e])
         start[v], end[v] = t, t + durs[v]
     return np.asarray(start, np.int64), np.asarray(end, np.int64)
-
-
-# -- the path -----------------------------------------------------------------------------
-
-
-@dataclass
-class Segment:
-    """A stretch of a critical path: node ``node`` from ``start`` to ``end`` (job clock), or
-    (``via`` >= 0: edge ``via``; ``via`` == -2: the lane) the lag before it, ``extra`` of
-    which no dependency explains (``via`` == -3: the time before a node with no inputs,
-    which the recording does not explain)."""
-
-    node: int
-    start: int
-    end: int
-    via: int = -1
-    extra: int = 0
-
-
-def walk_back(g: Graph, node: int, since: int) -> list[Segment]:
-    """The critical path that ends with ``node``, back to time ``since`` (recorded times):
-    through each node's binding input (:mod:`perflab.analysis.critical_graph`), the first
-    stretch cut at ``since``. Latest first; the stretches add up to ``end[node] - since``."""
-    out: list[Segment] = []
-    start, end = g.start, g.end
-    while True:
-        out.append(Segment(node, max(int(start[node]), since), int(end[node])))
-        if start[node] <= since:
-            return out
-        edge = int(g.bind_edge[node])
-        if edge >= 0:
-            prev, lag, base = int(g.src[edge]), int(g.lag[edge]), int(g.lag_base[edge])
-        elif g.link[node]:
-            prev, lag, base = node - 1, int(g.chain_lag[node]), int(g.chain_base[node])
-            edge = -2
-        else:  # a node with no inputs: what came before it is not known
-            out.append(Segment(node, since, int(start[node]), -3))
-            return out
-        ready = int(start[node]) - lag
-        out.append(Segment(node, max(ready, since), int(start[node]), edge, lag - base))
-        if ready <= since:
-            return out
-        node = prev

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perflab.commands import job, trace_diff, trace_sql
+from perflab.commands import job, trace_critical, trace_diff, trace_sql
 from perflab.commands._common import Subcommands, add_trace_file, load_trace_file, print_json
 
 
@@ -34,6 +34,7 @@ def register(sub: Subcommands) -> None:
     k.set_defaults(handler=run_kernels)
 
     add_idle_parser(tsub)
+    trace_critical.add_critical_parser(tsub)
     add_memory_parser(tsub)
     trace_diff.add_diff_parser(tsub)
     trace_sql.add_sql_parser(tsub)

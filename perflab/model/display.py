@@ -6,7 +6,8 @@ terminal); :class:`Shown` answers both, and ``str()``, from the registry in
 display only, so reading and analysing traces never loads the render layer (or bokeh).
 
 ``Trace.idle()``, ``Trace.diff()``, ``Trace.memory()``, ``Trace.sql()``, ``Trace.timeline()``,
-``MemorySnapshot.summary()`` and ``Job.summary()``, ``Job.sql()``, ``Job.timeline()`` are
+``Trace.critical()``, ``MemorySnapshot.summary()`` and ``Job.summary()``, ``Job.sql()``,
+``Job.timeline()``, ``Job.critical()`` are
 conveniences that come through here: each function below imports the one analysis (or view)
 it returns on first call, so that the model imports no layer above it at load time.
 (``Trace.summary()`` imports its analysis itself.)
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # names for annotations only: nothing below imports a layer at load time
+    from perflab.analysis.critical_path import CriticalPaths as CriticalPaths
     from perflab.analysis.idle_causes import IdleCauses as IdleCauses
     from perflab.analysis.job import JobSummary as JobSummary
     from perflab.analysis.memory import MemoryReport as MemoryReport
@@ -97,6 +99,20 @@ def trace_timeline(trace: Trace, **options: Any) -> Timeline:
     from perflab.render.timeline import timeline
 
     return timeline(trace, **options)
+
+
+def trace_critical(trace: Trace, **options: Any) -> CriticalPaths:
+    """``Trace.critical()``: :func:`perflab.analysis.critical_path.critical_path`."""
+    from perflab.analysis.critical_path import critical_path
+
+    return critical_path(trace, **options)
+
+
+def job_critical(job: Job, **options: Any) -> CriticalPaths:
+    """``Job.critical()``: :func:`perflab.analysis.critical_path.job_critical_path`."""
+    from perflab.analysis.critical_path import job_critical_path
+
+    return job_critical_path(job, **options)
 
 
 def job_summary(job: Job) -> JobSummary:

@@ -29,7 +29,7 @@ from perflab.model import display
 from perflab.model.trace import Table, Trace
 
 if TYPE_CHECKING:
-    from perflab.model.display import JobSummary, SqlResult, Timeline
+    from perflab.model.display import CriticalPaths, JobSummary, SqlResult, Timeline
 
 ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
 
@@ -112,6 +112,12 @@ class Job:
         """A DuckDB SQL query over every rank's events as one set of tables, on the job's
         clock, with a ``rank`` column, stopped after ``timeout`` s (:meth:`Trace.sql`)."""
         return display.trace_sql(self, query, timeout)
+
+    def critical(self, **options: Any) -> CriticalPaths:
+        """Each step's critical path over every rank, collectives tied across ranks, and
+        what-ifs replayed (:func:`perflab.analysis.critical_path.job_critical_path`;
+        ``options`` as for ``Trace.critical``)."""
+        return display.job_critical(self, **options)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of every rank, collectives linked across ranks

@@ -90,7 +90,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from perflab.analysis.trace_summary import TraceSummary
-    from perflab.model.display import IdleCauses, MemoryReport, SqlResult, Timeline, TraceDiff
+    from perflab.model.display import (
+        CriticalPaths,
+        IdleCauses,
+        MemoryReport,
+        SqlResult,
+        Timeline,
+        TraceDiff,
+    )
 
 KIND = "trace"
 # The time window (ns): starts from about 36 years before to 2079 after the epoch, durations
@@ -423,6 +430,12 @@ class Trace(Shown):
         what was live at the peak by op and by phase, fragmentation; growth per step (see
         :func:`perflab.analysis.memory.memory_report`)."""
         return display.trace_memory(self)
+
+    def critical(self, **options: Any) -> CriticalPaths:
+        """Each ProfilerStep's critical path, by kind, and what-ifs replayed over its
+        dependency graph: ``step`` (N: only that one), ``what_if`` (e.g. ``["host=0.5"]``;
+        :func:`perflab.analysis.critical_path.critical_path`)."""
+        return display.trace_critical(self, **options)
 
     def timeline(self, **options: Any) -> Timeline:
         """An interactive timeline of this trace (see perflab.render.timeline.timeline)."""

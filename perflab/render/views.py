@@ -67,6 +67,9 @@ VIEWS: dict[str, View] = {
     ),
     "perflab.model.optable.OpTable": View(_TABLES, "optable_text", "optable_html"),
     "perflab.model.ncu.NcuReport": View(_TABLES, "ncu_text", "ncu_html"),
+    "perflab.analysis.critical_path.CriticalPaths": View(
+        "perflab.render.critical_view", "critical_text", "critical_html"
+    ),
     "perflab.analysis.job.JobSummary": View(
         "perflab.render.job", "summary_text", bundle="summary_bundle"
     ),
