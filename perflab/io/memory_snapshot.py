@@ -29,6 +29,7 @@ list many times over cannot make the walk explode. Every failure is an
 from __future__ import annotations
 
 import io
+import operator
 import os
 import pickle
 import pickletools
@@ -40,8 +41,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from perflab.errors import InputError
-from perflab.io._common import read_bytes
 from perflab.model.memory import BLOCK_STATES, MAX_BYTES, TRACE_ACTIONS, MemorySnapshot, Stack
+from perflab.model.serialize import open_regular
 
 MAX_FILE_BYTES = 4 << 30  # the largest snapshot file read
 MAX_TEXT = 512  # characters kept of a frame's file or function name
@@ -70,13 +71,13 @@ REFUSED = frozenset(
         "READONLY_BUFFER",
     }
 )
+_FRAME = operator.itemgetter("filename", "line", "name")
 _PUTS = frozenset({"PUT", "LONG_BINPUT"})  # memo stores whose index is not bounded by its size
+_CHECKED = _PUTS | {"FRAME", "STOP"}  # fixed-size opcodes whose argument is checked too
 
 
 def is_snapshot_file(path: str | os.PathLike[str]) -> bool:
     """Whether the file starts as a pickle of protocol 2 to 5 does (PROTO n)."""
-    from perflab.model.serialize import open_regular
-
     with open_regular(path) as fh:
         head = fh.read(2)
     return len(head) == 2 and head[0] == 0x80 and head[1] in PICKLE_PROTOCOLS
@@ -86,11 +87,27 @@ def load_memory_snapshot(path: str | os.PathLike[str]) -> MemorySnapshot:
     """Read a ``torch.cuda.memory._dump_snapshot`` file without running its code (see
     the module docstring)."""
     source = str(path)
-    data = read_bytes(path, limit=MAX_FILE_BYTES)
+    data = _read(path, source)
     if data[:1] != b"\x80" or len(data) < 2 or data[1] not in PICKLE_PROTOCOLS:
         raise InputError("not a memory snapshot: not a pickle of protocol 2 to 5", source=source)
     value = plain_loads(data, source)
     return snapshot_from_object(value, source, visits=VISITS_PER_BYTE * len(data) + 100_000)
+
+
+def _read(path: str | os.PathLike[str], source: str) -> bytes:
+    """The file's bytes, at most MAX_FILE_BYTES (told by its size first: a read of the
+    limit would allocate a buffer that large)."""
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"larger than {MAX_FILE_BYTES >> 30} GiB", source=source)
+        try:
+            data = fh.read(size + 1)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from None
+    if len(data) > size:
+        raise InputError("the file grew while it was read", source=source)
+    return data
 
 
 def plain_loads(data: bytes, source: str) -> object:
@@ -144,7 +161,7 @@ def _opcode_table() -> tuple[list[tuple[str, int, int] | None], re.Pattern[bytes
             continue
         if n >= 0:
             table[code] = (op.name, 0, n)
-            if op.name not in _PUTS and op.name != "STOP":
+            if op.name not in _CHECKED:
                 simple.setdefault(n, []).append(code)
         elif n == pickletools.UP_TO_NEWLINE:
             table[code] = (op.name, 2, 0)
@@ -192,7 +209,11 @@ def check_opcodes(data: bytes, source: str) -> None:
             argument, pos = data[pos:line_end], line_end + 1
         if pos > end:
             _bad(f"the file ends inside {name}", at, source)
-        if name in _PUTS:
+        if name == "FRAME":
+            size = int.from_bytes(argument, "little")
+            if size > end - pos:
+                _bad(f"a frame of {size} bytes past the end of the file", at, source)
+        elif name in _PUTS:
             index = _memo_index(argument, name)
             if not 0 <= index <= at:
                 _bad(f"a memo index of {index} beyond the {at} bytes read", at, source)
@@ -296,17 +317,39 @@ class _Walk:
         seen = self.stack_of_list.get(id(frames))
         if seen is not None and seen[0] is frames:
             return seen[1]
-        key = tuple(
+        key = self._plain_stack(frames, where)
+        found = self.stacks.setdefault(key, len(self.stacks))
+        self.stack_of_list[id(frames)] = (frames, found)
+        return found
+
+    def _plain_stack(self, frames: list[Any], where: str) -> Stack:
+        """A frames list as a stack: at once when every frame is as torch writes it (a dict
+        of a file name, a line and a function name), else frame by frame, naming the first
+        one that is not."""
+        kept = frames[:MAX_FRAMES]
+        self.spend(len(kept), where)
+        columns: list[tuple[Any, ...]] = [(), (), ()]
+        try:  # C-level passes: a snapshot has a million frames
+            columns = list(zip(*map(_FRAME, kept), strict=True)) or columns
+        except (TypeError, KeyError):
+            columns = [(None,), (), ()]
+        files, lines, names = columns
+        if (
+            set(map(type, files)) | set(map(type, names)) <= {str}
+            and set(map(type, lines)) <= {int}
+            and (not lines or (min(lines) >= -1 and max(lines) < 2**31))
+        ):
+            if max(map(len, (*files, *names)), default=0) > MAX_TEXT:
+                files, names = (tuple(t[:MAX_TEXT] for t in texts) for texts in (files, names))
+            return tuple(zip(files, lines, names, strict=True))
+        return tuple(
             (
                 self.text(frame, "filename", place),
                 self.number(frame, "line", place, -1, 2**31 - 1, default=-1),
                 self.text(frame, "name", place),
             )
-            for _, frame, place in self.items(frames[:MAX_FRAMES], f"{where}.frames")
+            for _, frame, place in self.items(kept, f"{where}.frames")
         )
-        found = self.stacks.setdefault(key, len(self.stacks))
-        self.stack_of_list[id(frames)] = (frames, found)
-        return found
 
 
 def snapshot_from_object(
