@@ -1,6 +1,7 @@
-"""The compile view's SASS pane shows the scheduler's view: control bits, live registers
-with the peak marked, barrier links and opcode help in titles, a static pressure plot;
-every string escaped (real compilation, no GPU)."""
+"""The compile view's SASS pane shows the scheduler's view: control bits in a compact column
+with their full decoding in titles, live registers with the peak marked and the registers
+live at entry explained, barrier links and opcode help in titles, a static pressure plot;
+rows that wrap rather than being cut; every string escaped (real compilation, no GPU)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import pytest
 
 from perflab.analysis.kernel_report import kernel_report
+from perflab.analysis.registers import written_only
 from perflab.capture.compile import compile_cuda
 from perflab.model.kernel import (
     CompileResult,
@@ -27,6 +29,15 @@ from perflab.render.ptx_view import ViewOptions, compile_bundle, standalone_page
 LOAD_USE = """__global__ void load_use(const float* a, float* b, float x) {
   int i = threadIdx.x;
   b[i] = a[i] * x + 1.0f;
+}
+"""
+# registers written only under a condition are live from the entry, as nvdisasm counts them
+GUARDED = """__global__ void scale_rows(const float4* x, float4* y, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float4 v, w;
+  if (i < n) { v = x[i]; w = x[i + n]; }
+  __syncthreads();
+  if (i < n) { v.x = a * v.x + w.y; y[i] = v; }
 }
 """
 
@@ -166,3 +177,111 @@ def test_a_result_without_controls_says_so() -> None:
     assert html.escape(report.control_note) in view
     text = compile_bundle(result)["text/plain"]
     assert f"schedule: {report.control_note}" in text
+
+
+# ---- a SASS pane that reads at any width ------------------------------------------------
+
+CONTROL_CELL = re.compile(r'<span class="ctl" title="([^"]*)"[^>]*>([^<]*)</span>')
+TAGS = re.compile(r"<[^>]+>")
+
+
+def test_the_control_column_is_compact_and_its_title_decodes_it(
+    result: CompileResult, view: str
+) -> None:
+    instructions = {s.offset: s for s in result.kernel().sass_lines if s.offset is not None}
+    shown = rows(view)
+    marks = {}
+    for offset, row in shown.items():
+        cell = CONTROL_CELL.search(row)
+        assert cell is not None
+        title, marks[offset] = html.unescape(cell.group(1)), html.unescape(cell.group(2))
+        control = instructions[offset].control
+        assert control is not None
+        assert title.startswith(f"stall {control.stall} cycle") and control.compact() in title
+        assert marks[offset].split()[0].rstrip("»") == str(control.stall)  # cycles, a number
+        assert ("»" in marks[offset]) == control.yields
+    assert len({len(m) for m in marks.values()}) == 1  # one width: the columns line up
+    assert max(len(m) for m in marks.values()) <= 12
+    assert not any("w:0b" in m or "reuse" in m for m in marks.values())
+    load = next(s for s in instructions.values() if s.mnemonic == "LDG")
+    assert f"W{load.control.write_barrier}" in marks[load.offset or 0]  # type: ignore[union-attr]
+
+
+def test_rows_wrap_under_a_hanging_indent_of_the_side_columns(view: str) -> None:
+    """Inline styles (kept in an untrusted notebook) wrap the SASS rows; each continuation
+    line starts where the instruction's text does, after the address, control and live
+    columns (0.6 em a character of a monospace font; the view's style makes it exact)."""
+    style = re.search(
+        r'data-pane="sass"[^>]*><h4>SASS</h4><div class="pv-code" style="([^"]*)"', view
+    )
+    assert style is not None
+    code = style.group(1)
+    assert code.startswith("max-height: 480px; overflow: auto;")  # as the other panes
+    assert "white-space: pre-wrap" in code.split("white-space: pre;")[1]
+    found = re.search(r"--pv-indent: (\d+)ch", code)
+    assert found is not None
+    indent = int(found.group(1))
+    em = f"{indent * 0.6:.2f}em"
+    assert f"padding-left: {em}; text-indent: -{em}" in code
+    for offset, row in rows(view).items():
+        columns = row.split(">", 1)[1].rsplit("</span>", 1)[0]  # up to the live count
+        assert len(html.unescape(TAGS.sub("", columns))) + 2 == indent, offset
+
+
+ENTRY_NOTE = (
+    "5 registers are live at entry: written only under a condition (a predicate, or one "
+    "side of a branch) and read later, they count as live from the kernel's start, as "
+    "nvdisasm counts them; the first instruction's 6 adds the 1 it writes"
+)
+
+
+def test_registers_live_at_entry_are_explained() -> None:
+    guarded = compile_cuda(GUARDED, cache=False)
+    first = next(s for s in guarded.kernel().sass_lines if s.offset is not None)
+    assert first.text == "LDC R1, c[0x0][0x28]" and first.live == LiveRegisters(6)
+    report = kernel_report(guarded, guarded.kernel())
+    assert report.pressure is not None and report.pressure.entry == 5
+    assert report.to_dict()["live_registers"]["live_at_entry"] == 5  # type: ignore[index]
+    bundle = compile_bundle(guarded)
+    page, text = bundle["text/html"], bundle["text/plain"]
+    assert ENTRY_NOTE in text.splitlines()
+    # one line under the SASS rows, in their pane
+    sass = page.split('data-pane="sass"', 1)[1]
+    note = re.search(r'</div><div class="pv-note"[^>]*>([^<]*)</div></div>', sass)
+    assert note is not None and html.unescape(note.group(1)) == ENTRY_NOTE
+    head = re.search(r'<div class="k-head".*?<span class="lr" title="([^"]*)"', sass)
+    assert head is not None
+    assert "counts as live from the kernel's entry" in html.unescape(head.group(1))
+    live = re.search(r'class="lr" title="([^"]*)"', rows(page)[0])
+    assert live is not None and html.unescape(live.group(1)) == (
+        "6 general, 0 predicate, 0 uniform registers live; 5 of them live at entry "
+        "(see the note under the pane)"
+    )
+
+
+def test_no_note_where_nothing_is_live_at_entry(result: CompileResult, view: str) -> None:
+    report = kernel_report(result, result.kernel())
+    assert report.pressure is not None and report.pressure.entry == 0
+    assert "pv-note" not in view and "live at entry" not in view
+    assert "live at entry" not in compile_bundle(result)["text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("LDC R1, c[0x0][0x28]", {1}),
+        ("LDC.64 R2, c[0x0][0x210]", {2, 3}),
+        ("LDG.E.128 R4, desc[UR4][R8.64]", {4, 5, 6, 7}),
+        ("@P0 LDG.E.128 R4, desc[UR4][R8.64]", set()),  # elsewhere, R4-R7 keep their values
+        ("@PT LDC R1, c[0x0][0x28]", {1}),
+        ("LDG.E.64 R2, desc[UR4][R2.64]", set()),
+        ("LDG.E.128 R4, desc[UR4][R6.64]", {4, 5}),
+        ("S2R R0, SR_TID.X", {0}),
+        ("IMAD R9, R9, UR4, R0", set()),  # reads what it writes: live before it
+        ("STG.E desc[UR4][R2.64], R7", set()),
+        ("ULDC UR4, c[0x0][0x0]", set()),
+        ("EXIT", set()),
+    ],
+)
+def test_the_registers_an_instruction_writes_without_reading(text: str, written: set[int]) -> None:
+    assert written_only(SassLine(0, text, "")) == written

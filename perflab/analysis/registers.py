@@ -30,6 +30,12 @@ _FLAG_CAP_RE = re.compile(r"-?-maxrregcount[= ]?(\d+)")
 _MAXNREG_RE = re.compile(r"^\s*\.maxnreg\s+(\d+)", re.MULTILINE)
 _MAXNTID_RE = re.compile(r"^\s*\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", re.MULTILINE)
 _MINNCTA_RE = re.compile(r"^\s*\.minnctapersm\s+(\d+)", re.MULTILINE)
+_GUARD_RE = re.compile(r"^@!?U?P[0-6]\s")
+_ALWAYS_RE = re.compile(r"^@U?PT\s+")  # the true predicate: no condition
+_GPR_RE = re.compile(r"\bR(\d+)\b")
+_PAIR_RE = re.compile(r"\bR(\d+)\.64\b")
+# opcodes whose first operand is read, not written (stores, reductions, control flow)
+_NO_DESTINATION = ("ST", "RED", "BRA", "BRX", "EXIT", "RET", "CALL", "JMP", "BSSY", "BSYNC")
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,9 @@ class Pressure:
     peak_offsets: tuple[int, ...]
     peak_lines: tuple[int, ...]  # the user's source lines of the peak instructions
     allocated: int  # registers per thread ptxas allocated
+    # live before the first instruction: nvdisasm counts a register written only under a
+    # condition (a predicate, one side of a branch) and read later as live from the entry
+    entry: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -57,6 +66,7 @@ class Pressure:
             "peak_offsets": list(self.peak_offsets),
             "peak_lines": list(self.peak_lines),
             "allocated": self.allocated,
+            "live_at_entry": self.entry,
         }
 
 
@@ -113,7 +123,29 @@ def pressure(kernel: KernelArtifacts) -> Pressure | None:
     offsets = tuple(o for o, n in points if n == peak)
     lines = {s.offset: s.line for s in kernel.sass_lines if s.offset is not None}
     peak_lines = tuple(sorted({n for o in offsets if (n := lines.get(o)) is not None}))
-    return Pressure(points, peak, offsets, peak_lines, kernel.resources.registers)
+    first = next(s for s in kernel.sass_lines if s.offset is not None and s.live)
+    entry = max(points[0][1] - len(written_only(first)), 0)
+    return Pressure(points, peak, offsets, peak_lines, kernel.resources.registers, entry)
+
+
+def written_only(line: SassLine) -> set[int]:
+    """The general registers ``line`` writes without reading them. nvdisasm counts them
+    live at ``line`` itself, so the first instruction's count less these is what was live
+    before it (``LDC R1, c[0x0][0x28]``, the stack pointer, writes R1). A write under a
+    predicate keeps the old value where the predicate is false: none."""
+    text = _ALWAYS_RE.sub("", line.text.strip()).rstrip(" ;")
+    if _GUARD_RE.match(text):
+        return set()
+    opcode, _, operands = text.partition(" ")
+    target, _, sources = operands.partition(",")
+    found = _GPR_RE.fullmatch(target.strip())
+    if found is None or opcode.startswith(_NO_DESTINATION):
+        return set()
+    width = 4 if ".128" in opcode else 2 if ".64" in opcode else 1
+    written = set(range(int(found.group(1)), int(found.group(1)) + width))
+    pairs = _PAIR_RE.findall(sources)  # R6.64: an address in R6 and R7
+    read = {int(n) for n in _GPR_RE.findall(sources)} | {int(n) + 1 for n in pairs}
+    return written - read
 
 
 def register_cap(kernel: KernelArtifacts, flags: Sequence[str]) -> RegisterCap | None:

@@ -6,10 +6,12 @@ it works in JupyterLab, in static nbconvert HTML and where scripts do not run; t
 script (``static/ptx-view.js``) adds click-to-pin, scrolls the other panes to the
 counterparts and outlines barrier links. The directive/label filters are CSS checkboxes.
 
-The SASS pane shows the scheduler's view: each instruction's control bits and the
-registers live at it, with the peak marked. Titles (kept by the sanitiser of untrusted
-notebooks) say what an opcode does and which instructions set the barriers an
-instruction waits on and which wait on it; a static SVG plots the register pressure.
+The SASS pane (:mod:`perflab.render.sass_pane`) shows the scheduler's view: each
+instruction's control bits in a compact column and the registers live at it, with the peak
+marked. Titles (kept by the sanitiser of untrusted notebooks) say what an opcode does and
+which instructions set the barriers an instruction waits on and which wait on it; a static
+SVG plots the register pressure. The panes wrap onto a new row where the view is too narrow
+for them side by side; the script adds a layout toggle and drag handles between panes.
 Every string from the compiler or the user goes through :func:`esc`; nothing is loaded
 from outside.
 """
@@ -26,9 +28,11 @@ from perflab.analysis.insights import Insight, KernelDiff
 from perflab.analysis.kernel_report import KernelReport, kernel_reports
 from perflab.analysis.ptx import line_kind
 from perflab.errors import InputError
-from perflab.model.kernel import CompileResult, KernelArtifacts, SassLine
+from perflab.model.kernel import CompileResult, KernelArtifacts
 from perflab.model.units import format_bytes
+from perflab.render.code_rows import INLINE, code_row, line_color, pane
 from perflab.render.html import esc, static_text, svg_image, table, text_table, wrap
+from perflab.render.sass_pane import entry_note, sass_pane
 
 if TYPE_CHECKING:
     from perflab.render.timeline import PrettyPrinter
@@ -37,7 +41,6 @@ PANES = ("source", "ptx", "sass")
 STAGES = ("ttir", "ttgir", "llir")
 MIX_ROWS = 12
 
-CONTROL_WIDTH = 31  # "S:15 Y W5 R5 w:0b111111 reuse:abcd"
 PLOT_SIZE = (420, 110)  # the pressure plot, px
 SPILL_ROWS = 5
 
@@ -51,27 +54,6 @@ def _view_script(root: str) -> str:
     return f'<script>{static_text("ptx-view.js")}\nperflabPtxView("{esc(root)}");</script>'
 
 
-# Inline styles: JupyterLab drops <style> and <script> from an untrusted notebook's HTML
-# but keeps style attributes (with plain values: hex colours, px sizes, flex), so the panes
-# stay side by side, scroll, and keep their line colours there. The <style> rules above add
-# what needs selectors (hover, pinning, filters) where the page is trusted.
-INLINE = {
-    "panes": "display: flex; gap: 6px; margin-top: 6px",
-    "pane": "flex: 1 1 0px; min-width: 0px; border: 1px solid #cccccc; border-radius: 3px",
-    "code": (
-        "max-height: 480px; overflow: auto; font-family: monospace; font-size: 12px; "
-        "line-height: 1.35; white-space: pre"
-    ),
-    "number": "color: #999999",
-    "head": "display: flex; gap: 24px; flex-wrap: wrap",
-    "insights": "flex: 1 1 280px; min-width: 280px",
-    "filters": "font-size: 12px; margin: 4px 0px",
-    "control": "color: #555555",
-    "live": "color: #2f5f8a",
-    "peak": "color: #d62728; font-weight: bold",
-    "schedule": "margin: 4px 0px",
-}
-KIND_COLORS = {"directive": "#777777", "comment": "#777777", "label": "#7a3e9d"}
 LEVEL_COLORS = {"good": "#2a7a2a", "warn": "#a15c00"}
 DIFF_COLORS = {"+": "#2a7a2a", "-": "#b22222"}
 
@@ -160,7 +142,7 @@ def _kernel_text(report: KernelReport) -> list[str]:
         "instruction mix: " + ", ".join(f"{op} {n}" for op, n in mix),
         *[str(i) for i in report.insights],
         schedule_line(report),
-        *filter(None, [pressure_line(report)]),
+        *filter(None, [pressure_line(report), entry_note(report)]),
         *spill_lines(report),
     ]
     if report.diff is not None:
@@ -213,20 +195,6 @@ def _diff_text(d: KernelDiff) -> str:
 # ---- HTML ---------------------------------------------------------------------------------
 
 
-def _hue(line: int) -> int:
-    return int(line * 137.508) % 360  # golden angle: neighbouring lines get distant hues
-
-
-def line_color(line: int, *, hover: bool = False) -> str:
-    """The background of source line ``line``'s rows, as hex (the sanitiser of untrusted
-    notebooks keeps hex colours in style attributes)."""
-    import colorsys
-
-    light, sat = (0.78, 0.85) if hover else (0.91, 0.75)
-    r, g, b = colorsys.hls_to_rgb(_hue(line) / 360, light, sat)
-    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
-
-
 def _line_css(root: str, lines: AbstractSet[int]) -> str:
     """Hovering a row highlights its counterparts (rows carry their plain colour inline)."""
     rules = []
@@ -237,34 +205,9 @@ def _line_css(root: str, lines: AbstractSet[int]) -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def _row(
-    number: str,
-    text: str,
-    *,
-    line: int | None = None,
-    ptx: int | None = None,
-    kind: str = "instruction",
-) -> str:
-    attrs = f' class="k-{esc(kind)}"'
-    styles = []
-    if line is not None:
-        attrs += f' data-l="{line}"'
-        styles.append(f"background-color: {line_color(line)}")
-    if ptx is not None:
-        attrs += f' data-p="{ptx}"'
-    if kind in KIND_COLORS:
-        styles.append(f"color: {KIND_COLORS[kind]}")
-    if styles:
-        attrs += f' style="{"; ".join(styles)}"'
-    number_style = INLINE["number"]
-    return (
-        f'<div{attrs}><span class="n" style="{number_style}">{esc(number)} </span>{esc(text)}</div>'
-    )
-
-
 def _source_pane(result: CompileResult, used: AbstractSet[int]) -> str:
     rows = [
-        _row(str(n), text, line=n if n in used else None)
+        code_row(str(n), text, line=n if n in used else None)
         for n, text in enumerate(result.source.splitlines(), start=1)
     ]
     return "".join(rows)
@@ -275,136 +218,8 @@ def _ptx_pane(kernel: KernelArtifacts) -> str:
     rows = []
     for i, text in enumerate(kernel.ptx.splitlines()):
         src = kernel.ptx_lines_source[i] if i < len(kernel.ptx_lines_source) else None
-        rows.append(_row(str(first + i), text, line=src, ptx=first + i, kind=line_kind(text)))
+        rows.append(code_row(str(first + i), text, line=src, ptx=first + i, kind=line_kind(text)))
     return "".join(rows)
-
-
-@dataclass(frozen=True)
-class _SassPane:
-    """What the SASS rows of one kernel are formatted from."""
-
-    report: KernelReport
-    offsets: dict[int, SassLine]  # instruction by offset
-
-    def waits(self, offset: int) -> tuple[int, ...]:
-        plan = self.report.schedule
-        return plan.links.waits_for.get(offset, ()) if plan is not None else ()
-
-    def waited(self, offset: int) -> tuple[int, ...]:
-        plan = self.report.schedule
-        return plan.links.waited_by.get(offset, ()) if plan is not None else ()
-
-    def unresolved(self, offset: int) -> tuple[int, ...]:
-        plan = self.report.schedule
-        return plan.links.unresolved.get(offset, ()) if plan is not None else ()
-
-    def short(self, offset: int) -> str:
-        line = self.offsets.get(offset)
-        return f"{offset:04x} {line.opcode}" if line is not None else f"{offset:04x}"
-
-
-def _sass_pane(report: KernelReport) -> str:
-    kernel = report.kernel
-    pane = _SassPane(report, {s.offset: s for s in kernel.sass_lines if s.offset is not None})
-    columns = any(s.control is not None or s.live is not None for s in pane.offsets.values())
-    blank = " " * (CONTROL_WIDTH + 5) if columns else ""
-    rows = []
-    for s in kernel.sass_lines:
-        if s.offset is None:
-            rows.append(_row("", f"{blank}{s.text}", kind="label"))
-        else:
-            rows.append(_sass_row(s, pane, columns))
-    return "".join(rows)
-
-
-def _sass_row(line: SassLine, pane: _SassPane, columns: bool) -> str:
-    """An instruction: offset, control, live registers, then its text as one text node
-    (the JupyterLab extension highlights a row's own text). The row's title is the
-    opcode's help; the control cell's title, the barrier links."""
-    offset = line.offset or 0
-    attrs = f' class="k-instruction" data-o="{offset}"'
-    waits, waited = pane.waits(offset), pane.waited(offset)
-    if waits:
-        attrs += f' data-w="{" ".join(map(str, waits))}"'
-    if waited:
-        attrs += f' data-b="{" ".join(map(str, waited))}"'
-    if line.line is not None:
-        attrs += f' data-l="{line.line}"'
-    if line.ptx_line is not None:
-        attrs += f' data-p="{line.ptx_line}"'
-    help_ = pane.report.opcodes.get(line.mnemonic)
-    title = str(help_) if help_ is not None else ""
-    style = f' style="background-color: {line_color(line.line)}"' if line.line is not None else ""
-    cells = _control_cell(line, pane) if columns else ""
-    return (
-        f'<div{attrs} title="{esc(title)}"{style}><span class="n" style="{INLINE["number"]}">'
-        f"{offset:04x} </span>{cells}{esc(line.text)}</div>"
-    )
-
-
-def _control_cell(line: SassLine, pane: _SassPane) -> str:
-    """The control bits and live registers; titles only where they add to the text (the
-    barrier links, the peak), which keeps a long kernel's view small."""
-    control = line.control.compact() if line.control is not None else "not decoded"
-    why = _control_title(line, pane)
-    peak = _at_peak(line, pane.report)
-    live = str(line.live.gpr) if line.live is not None else "-"
-    live_style = INLINE["peak"] if peak else INLINE["live"]
-    live_title = f' title="{esc(_live_title(line, pane.report))}"' if peak else ""
-    ctl_title = f' title="{esc(why)}"' if why else ""
-    return (
-        f'<span class="ctl"{ctl_title} style="{INLINE["control"]}">'
-        f"{esc(control.ljust(CONTROL_WIDTH))}</span>"
-        f'<span class="lr{" peak" if peak else ""}"{live_title} '
-        f'style="{live_style}">{live.rjust(3)}</span>  '
-    )
-
-
-def _at_peak(line: SassLine, report: KernelReport) -> bool:
-    curve = report.pressure
-    return curve is not None and line.live is not None and line.live.gpr == curve.peak
-
-
-def _control_title(line: SassLine, pane: _SassPane) -> str:
-    """The control bits in words with the barrier links; "" for an instruction that sets
-    and waits on no barrier (its compact text says it all)."""
-    c = line.control
-    if c is None:
-        return pane.report.control_note or "no control bits"
-    if not (c.sets or c.waits_on or c.reuse):
-        return ""
-    parts = [f"stall {c.stall} cycle{'' if c.stall == 1 else 's'}"]
-    if c.yields:
-        parts.append("yield hint (switch warps after it)")
-    if c.write_barrier is not None:
-        parts.append(f"sets barrier {c.write_barrier} when its result is written")
-    if c.read_barrier is not None:
-        parts.append(f"sets barrier {c.read_barrier} once its sources are read")
-    if c.reuse:
-        kept = ", ".join("abcd"[i] for i in range(4) if c.reuse >> i & 1)
-        parts.append(f"keeps operand {kept} in the reuse cache")
-    if c.waits_on:
-        parts.append(f"waits on barrier {', '.join(map(str, c.waits_on))}")
-    offset = line.offset or 0
-    out = ["; ".join(parts)]
-    if waits := pane.waits(offset):
-        out.append("waits for " + ", ".join(map(pane.short, waits)))
-    if missing := pane.unresolved(offset):
-        barriers = ", ".join(map(str, missing))
-        out.append(f"barrier {barriers}: set on another path (a branch or a loop's back edge)")
-    if waited := pane.waited(offset):
-        out.append("waited on by " + ", ".join(map(pane.short, waited)))
-    return "\n".join(out)
-
-
-def _live_title(line: SassLine, report: KernelReport) -> str:
-    if line.live is None:
-        return "live registers unknown"
-    live = line.live
-    text = f"{live.gpr} general, {live.pred} predicate, {live.ugpr} uniform registers live"
-    if report.pressure is not None and _at_peak(line, report):
-        text += f" (the peak; {report.pressure.allocated} allocated)"
-    return text
 
 
 def _pressure_svg(report: KernelReport) -> str:
@@ -452,14 +267,6 @@ def _pressure_svg(report: KernelReport) -> str:
     )
     alt = f"live registers per SASS instruction: {label} of {curve.allocated} allocated"
     return svg_image(svg, alt, "display: block; margin: 4px 0px")
-
-
-def _pane(title: str, body: str, hint: str = "") -> str:
-    hover = f' title="{esc(hint)}"' if hint else ""
-    return (
-        f'<div class="pv-pane" style="{INLINE["pane"]}"><h4{hover}>{esc(title)}</h4>'
-        f'<div class="pv-code" style="{INLINE["code"]}">{body}</div></div>'
-    )
 
 
 def source_title(result: CompileResult, kernel: KernelArtifacts) -> str:
@@ -535,10 +342,11 @@ FILTERS = (
     '<span class="note">hover a line to see its counterparts; click to pin</span></div>'
 )
 SASS_LEGEND = (
-    "SASS columns: offset; control (S stall cycles, Y yield hint, W/R barrier set when the "
-    "result is written / the sources are read, w barriers waited on, bit 0 rightmost, "
-    "reuse: operands kept); live general registers (the peak in red). Hover an "
-    "instruction for what its opcode does, its control for the barrier links."
+    "SASS columns: address; control (stall cycles, » yield hint, W2/R2 barrier 2 set when "
+    "the result is written / the sources are read, w02 barriers 0 and 2 waited on); live "
+    "general registers (the peak in red). Hover an instruction for what its opcode does, "
+    "its control for the full decoding and the barrier links, a column's name for how to "
+    "read it."
 )
 
 
@@ -592,10 +400,10 @@ def _scheduler_html(report: KernelReport) -> str:
 
 def _stage_pane(result: CompileResult, stage: str) -> str:
     rows = "".join(
-        _row(str(n), t, kind="instruction")
+        code_row(str(n), t, kind="instruction")
         for n, t in enumerate(result.stages[stage].splitlines(), start=1)
     )
-    return _pane(stage.upper(), rows)
+    return pane(stage.upper(), rows, kind=stage)
 
 
 def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> str:
@@ -606,11 +414,12 @@ def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> 
             source = _source_pane(result, report.mapped_lines)
             title = source_title(result, report.kernel)
             where = result.source_name if result.lang == "triton" else ""
-            panes.append(_pane(title, source, where))
+            panes.append(pane(title, source, kind="source", hint=where))
         elif what == "ptx":
-            panes.append(_pane("PTX", _ptx_pane(report.kernel)))
+            panes.append(pane("PTX", _ptx_pane(report.kernel), kind="ptx"))
         elif what == "sass":
-            panes.append(_pane("SASS", _sass_pane(report)))
+            rows, style, note = sass_pane(report)
+            panes.append(pane("SASS", rows, kind="sass", code_style=style, foot=note))
         elif what in result.stages:
             panes.append(_stage_pane(result, what))
     return "".join(panes)
