@@ -25,7 +25,7 @@ QUIET_SATISFIED := | { grep --line-buffered -v '^Requirement already satisfied' 
 say = @printf '\n==> %s\n' "$(1)"
 
 .PHONY: lab lab-dev course-reset test install browser lint typecheck pytest tstest node labextension \
-        clean notebooks
+        clean notebooks docs
 
 $(PY):
 	$(call say,creating $(VENV) with $(PYTHON))
@@ -142,7 +142,18 @@ tstest: $(NODE_MODULES)
 pytest: install browser
 	$(PY) -m pytest -q
 
-test: lint typecheck tstest pytest
+# The documentation site, into docs/_build/html: warnings are errors and cross-references must
+# resolve (-W -n); then every option the hand-written pages name must exist, and every internal
+# link of the built site must reach a file and an anchor.
+DOCS_PAGES := $(wildcard docs/*.md docs/guides/*.md docs/course/*.md docs/reference/*.md) README.md
+docs: install
+	$(call say,building the documentation site into docs/_build/html)
+	$(VENV)/bin/sphinx-build -b html -W --keep-going -n -q -d docs/_build/doctrees docs docs/_build/html
+	$(PY) docs/check_site.py options $(DOCS_PAGES)
+	$(PY) docs/check_site.py links docs/_build/html
+	@echo "==> docs/_build/html/index.html"
+
+test: lint typecheck tstest docs pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(LABEXT) $(EXT)/node_modules $(EXT)/lib \
