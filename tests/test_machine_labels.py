@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -86,22 +87,37 @@ def test_matmul_refuses_a_peak_that_is_not_a_positive_number(bad: object) -> Non
         )
 
 
-def test_launch_on_cuda_says_its_clock_beside_the_reference(
+def test_launch_on_cuda_names_each_series_clock_beside_the_reference(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The CUDA branch, run on the CPU with Python calls standing in for the kernels."""
+    """The CUDA branch, run on the CPU: the timing engine on the host clock stands in for
+    the CUDA one, Python calls for the kernels, a no-op for the synchronisation."""
+    real = launch.median_call_ns
+    clocks: dict[str, str] = {}
 
-    def batch(torch: object, kernel: Callable[[], object], mode: str, n: int) -> Callable[[], None]:
-        return launch._cpu_batch(kernel, n)  # type: ignore[return-value]
+    def engine(fn: Callable[[], object], backend: str, **kw: object) -> float:
+        clocks[str(kw["name"]).rsplit(" x", 1)[0]] = backend
+        kw.pop("graph", None)
+        return real(fn, "cpu", **kw)  # type: ignore[arg-type]
 
     cpu = launch.run(backend="cpu", batches=(1,), budget_ms=2, show_progress=False)
-    assert launch.HOST_CLOCK_NOTE not in cpu.warnings  # no kernels, no reference to compare
+    assert launch.METHOD_NOTE not in cpu.warnings  # no kernels, no reference to compare
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
     monkeypatch.setattr(launch, "resolve_backend", lambda backend: "cuda")
-    monkeypatch.setattr(launch, "import_extra", lambda name, needs: None)
+    monkeypatch.setattr(launch, "import_extra", lambda name, needs: fake_torch)
     monkeypatch.setattr(launch, "_cuda_kernels", lambda torch: {"empty": lambda: None})
-    monkeypatch.setattr(launch, "_cuda_batch", batch)
+    monkeypatch.setattr(launch, "median_call_ns", engine)
+    monkeypatch.setattr(launch, "GRAPH_NODES", (10,))
     result = launch.run(backend="cuda", batches=(1, 10), budget_ms=2, show_progress=False)
-    assert [s.name for s in result.series] == ["empty/stream", "empty/sync", "empty/graph"]
-    assert launch.HOST_CLOCK_NOTE in result.warnings
+    assert [s.name for s in result.series] == [
+        f"empty/{launch.GPU_STREAM}",
+        f"empty/{launch.GPU_GRAPH}",
+        f"empty/{launch.HOST_DISPATCH}",
+        f"empty/{launch.HOST_SYNC}",
+    ]
+    # the GPU series on the engine's CUDA clock, the host series on the host's
+    assert clocks == {name: "cuda" if "GPU clock" in name else "cpu" for name in clocks}
+    assert len(clocks) == 4
+    assert launch.METHOD_NOTE in result.warnings and launch.REFERENCE_NOTE in result.warnings
     text = str(result)
-    assert "host clock" in text and "2.4-2.5 us" in text and "torch's dispatch" in text
+    assert "GPU clock" in text and "2.4-2.5 us" in text and "torch's dispatch" in text
