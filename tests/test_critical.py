@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from step_sim import NCCL_NAME, SLOW_KERNEL, Change, simulate
+from step_sim import GAP, LATENCY, NCCL_NAME, SLOW_KERNEL, Change, simulate
 
 from perflab.analysis import critical_gpu as gpu
 from perflab.analysis.critical_graph import build_graph, rank_graph
@@ -92,7 +92,8 @@ def test_replay_with_the_recorded_durations_gives_back_every_recorded_time(job: 
 
 def test_edges_the_program_has(job: Job) -> None:
     """Launches (a cudaGraphLaunch's to every kernel of its graph), the readback's wait, the
-    recorded stream waits and the all-reduce tied across the ranks."""
+    recorded stream waits, the all-reduce tied across the ranks, and the launch latency and
+    stream gap the program has."""
     g, _ = job_graph(job)
     steps, ranks = 4, 3
     counts = np.bincount(g.edge_kind, minlength=5)
@@ -100,6 +101,8 @@ def test_edges_the_program_has(job: Job) -> None:
     assert counts[gpu.SYNC_WAIT] == steps * ranks  # the blocking readback
     assert counts[gpu.PEER] == 2 * steps * ranks  # arrival -> instance -> transfer
     assert counts[gpu.INFERRED_WAIT] == 0
+    # the defaults measured: from work that waited for no other stream
+    assert {(p.latency, p.gap) for p in g.parts} == {(LATENCY, GAP)}
     part = g.parts[0]
     names = part.trace.names_of(part.gpu.row)
     graph_kernels = [i for i, n in enumerate(names) if n.startswith("graph_kernel_")]
