@@ -225,6 +225,14 @@ def test_a_reference_to_a_name_perflab_lacks_fails_the_build(tmp_path: Path) -> 
     assert "perflab.io.load_tracer" in broken.stderr
 
 
+def test_the_readme_links_to_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if "://" not in t]
+    assert "docs/getting-started.md" in local and "docs/lab.png" in local
+    assert [t for t in local if not (ROOT / t).exists()] == []
+
+
 # -- the course ------------------------------------------------------------------------------------
 
 
