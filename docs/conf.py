@@ -32,7 +32,8 @@ nb_merge_streams = True
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-exclude_patterns = ["_build", "_ext", "**.ipynb_checkpoints"]
+# screenshots/ holds pictures the pages show, not pages
+exclude_patterns = ["_build", "_ext", "_static", "screenshots", "**.ipynb_checkpoints"]
 # docs/course/ holds links to notebooks/*.ipynb made at build time (course_links): the
 # notebooks stay where the lab and the tests use them.
 course_notebooks = str(ROOT / "notebooks")
