@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from perflab.commands import job
-from perflab.commands._common import Subcommands, add_trace_file, load_trace_file, print_json
+from perflab.commands._common import Subcommands, add_trace_file, load_trace_file
 
 WHAT_IF_HELP = """\
 what-if changes (--what-if, repeatable; terms joined by commas, factors multiply):
@@ -64,7 +64,18 @@ def run_critical(args: argparse.Namespace) -> int:
     else:
         result = load_trace_file(args).critical(**options)
     if args.json:
-        print_json(result.to_dict())
+        _print_json(result.to_dict())
     else:
         print(result)
     return 0
+
+
+def _print_json(doc: object) -> None:
+    """``doc`` as JSON, one line: a job's paths run to a hundred thousand stretches, which
+    the standard library encodes in C only when it does not indent (all ASCII, as
+    ``--json`` is everywhere)."""
+    import json
+    import sys
+
+    json.dump(doc, sys.stdout, allow_nan=False)
+    sys.stdout.write("\n")
