@@ -245,3 +245,28 @@ def test_a_click_opens_the_control_bits_in_words_and_the_live_column_explains_it
     assert note.startswith("5 registers are live at entry: written only under a condition")
     first = page.locator("[data-pane=sass] .k-instruction").first.locator(".lr")
     assert first.inner_text().strip() == "6"  # LDC R1 writes the sixth
+
+
+# where the first instruction's text starts, from the left edge of its code box
+TEXT_LEFT = """() => {
+  const row = document.querySelector('[data-pane=sass] .k-instruction');
+  const range = document.createRange();
+  range.setStartAfter(row.querySelector('.lr'));
+  range.setEnd(row, row.childNodes.length);
+  return range.getClientRects()[0].left - row.parentNode.getBoundingClientRect().left;
+}"""
+
+
+def test_a_narrow_sass_pane_gives_the_control_columns_width_to_the_instructions(
+    page: Any,
+) -> None:
+    page.click(".pv-layout button[data-mode=side]")
+    wide = page.evaluate(TEXT_LEFT)
+    page.evaluate("() => { document.getElementById('output').style.width = '560px'; }")
+    assert by_name(page)["SASS"]["width"] < 320
+    first = page.locator("[data-pane=sass] .k-instruction").first
+    assert first.locator(".ctl").is_hidden()
+    assert page.evaluate(TEXT_LEFT) < wide - 60  # the control column's width went to the text
+    assert_reads_in_full(page)
+    first.click()  # the decoding is still a click away
+    assert "\nS:1 " in page.locator("[data-pane=sass] .pv-detail").inner_text()

@@ -6,7 +6,8 @@ The control column is compact (stall cycles as a number, ``»`` for the yield hi
 / ``R2`` for a barrier set, ``w02`` for the barriers waited on); its title holds the full
 decoding and the barrier links, which the view's script also shows in a details row. The
 rows wrap under a hanging indent, so continuation lines start under the instruction text:
-inline (em) for untrusted notebooks, refined to exact character widths by the view's style.
+inline (em) for untrusted notebooks, refined to exact character widths by the view's style,
+which also hides the control column in a pane too narrow for it and the instruction both.
 """
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ def sass_pane(report: KernelReport) -> tuple[str, str, str]:
         else:
             rows.append(_sass_row(s, pane))
     em = f"{pane.indent * EM_PER_CHAR:.2f}em"
+    control = max(pane.slots.width, 3) if pane.slots is not None else 0
     style = (
         f"{INLINE['code']}; white-space: pre-wrap; overflow-wrap: break-word; "
-        f"padding-left: {em}; text-indent: -{em}; --pv-indent: {pane.indent}ch"
+        f"padding-left: {em}; text-indent: -{em}; --pv-indent: {pane.indent}ch; "
+        f"--pv-control: {control}ch"
     )
     note = entry_note(report)
     foot = f'<div class="pv-note" style="{INLINE["pane-note"]}">{esc(note)}</div>' if note else ""
