@@ -51,14 +51,16 @@ CONTENDERS = {
 }
 
 
-def run_processes(path: Path, repeat: int, timeout: float) -> dict[str, Any]:
+def run_processes(
+    path: Path, repeat: int, timeout: float, contenders: dict[str, str] = CONTENDERS
+) -> dict[str, Any]:
     """Each contender's median run, the contenders taking turns."""
     bench = load_script("trace")
     bench.compile_bytecode()
-    bench.CONTENDERS.update(CONTENDERS)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in CONTENDERS}
+    bench.CONTENDERS.update(contenders)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in contenders}
     for _ in range(repeat):
-        for name in CONTENDERS:
+        for name in contenders:
             run = bench.run_contender(sys.executable, name, path, timeout)
             if "error" in run:
                 raise SystemExit(f"{name}: {run['error']}")
@@ -67,14 +69,17 @@ def run_processes(path: Path, repeat: int, timeout: float) -> dict[str, Any]:
     return {name: bench.median_run(r) for name, r in runs.items()}
 
 
-def time_analyses(path: Path, repeat: int) -> dict[str, float]:
-    """Median seconds of each analysis alone on the loaded trace."""
+def time_analyses(
+    path: Path, repeat: int, analyses: dict[str, Callable[[Any], Any]] | None = None
+) -> dict[str, float]:
+    """Median seconds of each analysis alone on the loaded trace (default: summarize and
+    idle_causes)."""
     from perflab.analysis.idle_causes import idle_causes
     from perflab.analysis.trace_summary import summarize
     from perflab.io import load_trace
 
     trace = load_trace(path, python=True, workers=0)
-    analyses: dict[str, Callable[[Any], Any]] = {"summarize": summarize, "idle_causes": idle_causes}
+    analyses = analyses or {"summarize": summarize, "idle_causes": idle_causes}
     seconds: dict[str, list[float]] = {name: [] for name in analyses}
     for _ in range(repeat):
         for name, analyse in analyses.items():
@@ -84,33 +89,30 @@ def time_analyses(path: Path, repeat: int) -> dict[str, float]:
     return {name: statistics.median(s) for name, s in seconds.items()} | {"events": len(trace)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=1_000_000, help="generated trace size")
-    ap.add_argument("--repeat", type=int, default=5, help="runs per contender, taking turns")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
-    ap.add_argument("--output", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    scale, bench = load_script("trace_scale"), load_script("trace")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"generated_{args.events}.json.gz"
-        written = scale.generate(path, args.events)
-        print(f"generated {path.name}: {written} events")
-        processes = run_processes(path, args.repeat, args.timeout)
-        analyses = time_analyses(path, args.repeat)
+def write_results(
+    output: Path,
+    name: str,
+    run: dict[str, Any],
+    processes: dict[str, Any],
+    analyses: dict[str, float],
+    pair: tuple[str, str],
+) -> None:
+    """Print the contenders' and the analyses' ratios (``pair``: which analysis over which)
+    and write them, with the runs, machine, versions and date, to ``output``."""
+    bench = load_script("trace")
     base = processes["summary"]["seconds"]
-    ratios = {name: processes[name]["seconds"] / base for name in CONTENDERS if name != "summary"}
-    for name, ratio in ratios.items():
-        print(f"perflab trace {name}: {ratio:.2f}x the time of perflab trace summary --json")
-    ratios["idle_causes / summarize"] = analyses["idle_causes"] / analyses["summarize"]
-    print(f"idle_causes(trace): {ratios['idle_causes / summarize']:.2f}x summarize(trace)")
+    ratios = {k: processes[k]["seconds"] / base for k in processes if k != "summary"}
+    for contender, ratio in ratios.items():
+        print(f"perflab trace {contender}: {ratio:.2f}x the time of perflab trace summary --json")
+    key = f"{pair[0]} / {pair[1]}"
+    ratios[key] = analyses[pair[0]] / analyses[pair[1]]
+    print(f"{pair[0]}(trace): {ratios[key]:.2f}x {pair[1]}(trace)")
     doc = {
-        "benchmark": "idle",
+        "benchmark": name,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": bench.machine(),
         "versions": bench.versions(None),
-        "events_generated": written,
-        "repeat": args.repeat,
+        **run,
         "note": "whole CLI processes (seconds from interpreter start to result, imports "
         "included), median of runs taking turns; 'analyses': seconds of each analysis alone "
         "on the loaded trace (median); ratios over 'perflab trace summary --json'. No GPU.",
@@ -118,9 +120,33 @@ def main() -> int:
         "analyses": analyses,
         "ratios": ratios,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(doc, indent=1))
-    print(f"wrote {args.output}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {output}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="generated trace size")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per contender, taking turns")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    ap.add_argument("--output", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    scale = load_script("trace_scale")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"generated_{args.events}.json.gz"
+        written = scale.generate(path, args.events)
+        print(f"generated {path.name}: {written} events")
+        processes = run_processes(path, args.repeat, args.timeout)
+        analyses = time_analyses(path, args.repeat)
+    write_results(
+        args.output,
+        "idle",
+        {"events_generated": written, "repeat": args.repeat},
+        processes,
+        analyses,
+        ("idle_causes", "summarize"),
+    )
     return 0
 
 

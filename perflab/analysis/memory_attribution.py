@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from perflab.analysis.host_stacks import HostStacks
 from perflab.analysis.steps import Steps, profiler_steps
-from perflab.model.trace import EventKind, Table, Trace, TrackKind
+from perflab.model.trace import EventKind, Table, Trace, TrackKind, unique_rows
 
 I64 = npt.NDArray[np.int64]
 
@@ -138,9 +138,9 @@ def _memory_tracks(trace: Trace, memory: Table) -> I64:
     pairs = np.stack([memory["pid"], memory["tid"]], axis=1)
     if len(pairs) == 0:
         return np.zeros(0, np.int64)
-    distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    found = np.array([lookup.get((int(p), int(t)), -1) for p, t in distinct], np.int64)
-    return found[inverse.reshape(-1)]
+    distinct, inverse = unique_rows(pairs)
+    found = np.array([lookup.get((int(p), int(t)), -1) for p, t in distinct.tolist()], np.int64)
+    return found[inverse]
 
 
 def _phase_elsewhere(
