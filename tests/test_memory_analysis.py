@@ -236,6 +236,16 @@ def test_totals_that_do_not_follow_the_bytes_are_said() -> None:
     report = _trace_with_memory([100, 100, -100], [100, 300, 200]).memory()
     assert report.devices[0].unfollowed == 1
     assert any("does not follow" in note for note in report.notes)
+    # 300 at the peak where the two live allocations hold 200: the other 100 shows as
+    # memory from before the trace, so the rows add up
+    assert not any("add up to" in note for note in report.notes)
+    assert _rows(report.devices[0].live_at_peak)["(allocated before the trace)"] == (100, 0)
+
+
+def test_live_rows_that_exceed_the_peak_are_said() -> None:
+    """A total below what the live allocations hold (their bytes disagree with it)."""
+    report = _trace_with_memory([100, 100], [100, 150]).memory()
+    assert any("add up to 200 bytes, not its 150" in note for note in report.notes)
 
 
 # -- views and the command ----------------------------------------------------------------

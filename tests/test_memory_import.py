@@ -249,3 +249,21 @@ def test_a_tampered_saved_memory_column_is_refused(
 def test_selecting_events_keeps_the_memory_events() -> None:
     trace = loads_kineto(json.dumps(memory_document(memory_trace(steps=1))).encode())
     assert len(trace.select(np.arange(3)).memory_events) == len(trace.memory_events)
+
+
+def test_wall_clock_times_are_read_to_the_nanosecond(tmp_path: Path) -> None:
+    """Times beyond 2**43 us with a fraction (wall-clock microseconds) come as text: a
+    memory event's time is exact on every path, as a complete event's is."""
+    doc = memory_document(memory_trace(steps=1))
+    base = 1_680_565_898_000_000  # us
+    for event in doc["traceEvents"]:
+        event["ts"] = f"{base + event['ts']}.789"  # placeholder, written as a number below
+    text = json.dumps(doc)
+    for event in doc["traceEvents"]:
+        text = text.replace(f'"{event["ts"]}"', event["ts"], 1)
+    path = tmp_path / "wall.json"
+    path.write_text(text)
+    streamed, whole = load_trace(path), loads_kineto(text.encode())
+    _same_columns(streamed, whole)
+    first = min(int(e["ts"].split(".")[0]) for e in doc["traceEvents"] if e["name"] == "[memory]")
+    assert int(streamed.memory_events["ts_ns"][0]) == first * 1000 + 789

@@ -191,18 +191,32 @@ def memory_report(trace: Trace) -> MemoryReport:
         device = _device(trace, memory, where, name, free, rows)
         devices.append(device)
         growth += _growth(memory, where, name, free, rows, device.label)
-        if device.unfollowed:
-            notes.append(
-                f"{device.label}: at {device.unfollowed} of {len(rows)} events, Total Allocated "
-                "does not follow the event before it plus its Bytes (events missing, or "
-                "threads interleaved): the rows live at the peak may not add up to it"
-            )
+        notes += _consistency(device, len(rows))
     if len(where.steps) < 3:
         notes.append("growth per step needs 3 ProfilerStep ranges or more")
     notes.append(HEURISTIC_NOTE)
     return MemoryReport(
         source, origin, tuple(devices), tuple(growth), len(where.steps), tuple(notes)
     )
+
+
+def _consistency(device: DeviceMemory, events: int) -> list[str]:
+    """What the report cannot vouch for when the events' totals and bytes disagree."""
+    notes = []
+    if device.unfollowed:
+        notes.append(
+            f"{device.label}: at {device.unfollowed} of {events} events, Total Allocated "
+            "does not follow the event before it plus its Bytes (events missing, or threads "
+            "interleaved)"
+        )
+    accounted = sum(r.bytes for r in device.live_at_peak)
+    if accounted != device.peak_allocated:
+        notes.append(
+            f"{device.label}: the allocations live at the peak add up to {accounted} bytes, "
+            f"not its {device.peak_allocated} (a free of another size than its allocation, "
+            "or events missing)"
+        )
+    return notes
 
 
 def _origin(trace: Trace) -> int:
