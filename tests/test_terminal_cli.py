@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from data_paths import TRACES
-from kineto_gen import injected_trace
+from kineto_gen import injected_trace, memory_document, memory_trace
 
 from perflab.cli import TerminalStream, build_parser, main, terminal_streams
 from perflab.io import _progress
@@ -50,6 +50,27 @@ def hostile_trace(path: Path, seed: int = 1) -> Path:
         {"ph": "M", "name": "thread_name", "pid": 100, "tid": 101, "args": thread}
     )
     path.write_text(json.dumps(doc))
+    return path
+
+
+def hostile_memory(path: Path) -> Path:
+    """A trace of the allocator's memory events whose ops and ranges carry HOSTILE."""
+    doc = memory_document(memory_trace(steps=3))
+    for event in doc["traceEvents"]:
+        if event.get("cat") in NAMED and not event["name"].startswith("ProfilerStep"):
+            event["name"] += HOSTILE
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def hostile_snapshot(path: Path) -> Path:
+    """A CUDA memory snapshot (a pickle of plain values) whose stack names HOSTILE."""
+    import pickle
+
+    frames = [{"filename": f"train{HOSTILE}.py", "line": 3, "name": f"forward{HOSTILE}"}]
+    block = {"address": 0, "size": 512, "state": "active_allocated", "frames": frames}
+    segment = {"address": 0, "total_size": 512, "stream": 0, "blocks": [block]}
+    path.write_bytes(pickle.dumps({"segments": [segment], "device_traces": []}, protocol=4))
     return path
 
 
@@ -91,6 +112,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "trace": hostile_trace(root / "trace.json"),
         "other": hostile_trace(root / "other.json", seed=3),
         "job": hostile_job(root / "job"),
+        "memory": hostile_memory(root / "memory.json"),
+        "snapshot": hostile_snapshot(root / "snapshot.pickle"),
         "ncu": hostile_ncu(root / "report.csv"),
         "bench": hostile_bench(root / "launch.json"),
         "out": root / f"out{IN_PATH}",
@@ -115,6 +138,9 @@ RUNS: dict[str, tuple[Argv, str | None]] = {
         lambda f: ["trace", "diff", str(f["trace"]), str(f["other"]), "--json"],
         None,
     ),
+    "trace memory": (lambda f: ["trace", "memory", str(f["memory"])], ESCAPED),
+    "trace memory --json": (lambda f: ["trace", "memory", str(f["memory"]), "--json"], None),
+    "trace memory of a snapshot": (lambda f: ["trace", "memory", str(f["snapshot"])], ESCAPED),
     "trace sql": (
         lambda f: [
             "trace",
@@ -212,7 +238,7 @@ def test_every_command_is_run_above() -> None:
     assert not missing, missing
 
 
-FILE_KEYS = ("trace", "other", "job", "ncu", "bench", "out")
+FILE_KEYS = ("trace", "other", "job", "memory", "snapshot", "ncu", "bench", "out")
 NOT_RUN = {
     "ptx",  # the same command as compile
     # measurements of the machine print only their own numbers and the device's name (the
