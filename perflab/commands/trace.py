@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from perflab.commands import job, trace_critical, trace_diff, trace_sql
@@ -85,13 +86,16 @@ def add_memory_parser(tsub: Subcommands) -> None:
     m = tsub.add_parser(
         "memory",
         help="where the memory went: peak, what was live there, growth per step",
-        description="Read the allocator's memory events of a torch.profiler trace recorded "
-        "with profile_memory=True: per device the allocated and reserved bytes over time, the "
-        "peak of allocated memory (when, in which op), what was live at the peak by op and by "
-        "category, fragmentation (reserved but not allocated at the peak), the final figures, "
-        "and memory that an op leaves behind step after step. FILE may also be a CUDA memory "
-        "snapshot (torch.cuda.memory._dump_snapshot), read without running pickle's code: "
-        "its segments, blocks, largest allocations with their stacks and allocator trace.",
+        description=textwrap.fill(
+            "Read the allocator's memory events of a torch.profiler trace recorded "
+            "with profile_memory=True: per device the allocated and reserved bytes over time, the "
+            "peak of allocated memory (when, in which op), what was live at the peak by op and by "
+            "category, fragmentation (reserved but not allocated at the peak), the final figures, "
+            "and memory that an op leaves behind step after step. FILE may also be a CUDA memory "
+            "snapshot (torch.cuda.memory._dump_snapshot), read without running pickle's code: "
+            "its segments, blocks, largest allocations with their stacks and allocator trace.",
+            HELP_WIDTH,
+        ),
         epilog=_memory_rules(RULES, GROWTH_RULE),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -107,11 +111,17 @@ def add_memory_parser(tsub: Subcommands) -> None:
     m.set_defaults(handler=run_memory)
 
 
+HELP_WIDTH = 90  # characters a line of the memory help holds (its text is laid out here)
+
+
 def _memory_rules(rules: dict[str, str], growth: str) -> str:
-    lines = [f"  {name}: {rule}" for name, rule in [*rules.items(), ("growth", growth)]]
-    return "\n".join(
-        ["categories (heuristics over the names of the ranges around each allocation):", *lines]
+    head = "categories (heuristics over the names of the ranges around each allocation):"
+    items = [*rules.items(), ("growth", growth)]
+    wrapped = (
+        textwrap.fill(f"{name}: {rule}", HELP_WIDTH, initial_indent="  ", subsequent_indent="    ")
+        for name, rule in items
     )
+    return "\n".join([head, *wrapped])
 
 
 def run_memory(args: argparse.Namespace) -> int:
