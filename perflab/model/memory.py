@@ -157,7 +157,7 @@ TRACE_ACTIONS = (
     "oom",
 )
 
-Columns = dict[str, npt.NDArray[Any]]
+SnapshotColumns = dict[str, npt.NDArray[Any]]
 #: a call stack: frames innermost first, each (file name, line, function name)
 Stack = tuple[tuple[str, int, str], ...]
 
@@ -180,9 +180,9 @@ class MemorySnapshot:
     """
 
     source: str
-    segments: Columns
-    blocks: Columns
-    actions: Columns
+    segments: SnapshotColumns
+    blocks: SnapshotColumns
+    actions: SnapshotColumns
     stacks: list[Stack] = field(default_factory=list)
 
     def summary(self, top: int = 10) -> SnapshotSummary:
