@@ -123,6 +123,7 @@ _SVG_OPEN = (
 )
 CHART = {"left": 80, "right": 20, "top": 26, "height": 150, "gap": 62, "width": 640}
 ALLOCATED, RESERVED, PEAK = "#3c7fb1", "#edae49", "#d1495b"
+HEADROOM = 1.15  # the value axis reaches this much past the highest value: room for labels
 
 
 def memory_svg(report: MemoryReport) -> str:
@@ -147,9 +148,10 @@ def _panel(report: MemoryReport, d: DeviceMemory, y0: int) -> list[str]:
     x0, w, h = CHART["left"], CHART["width"], CHART["height"]
     t0 = report.origin_ns
     t1 = max(int(d.time_ns[-1]), t0 + 1)
-    top = max(d.peak_allocated, d.peak_reserved, 1)
+    highest = max(d.peak_allocated, d.peak_reserved, 1)
+    top = highest * HEADROOM
     out = [f'<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
-    for tick in nice_ticks(0.0, float(top), False, want=4):
+    for tick in _byte_ticks(highest):
         y = y0 + h - h * tick / top
         out.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>')
         out.append(
@@ -175,19 +177,25 @@ def _panel(report: MemoryReport, d: DeviceMemory, y0: int) -> list[str]:
     legend = ", ".join(name for _, _, name in curves)
     caption = f"{d.label}: {legend} bytes over time since the trace's start"
     out.append(text_element(x0, y0 + h + 22, caption, {"baseline": "top"}))
-    x = x0 + w - 150
-    for _, colour, name in curves:
-        out.append(f'<rect x="{x}" y="{y0 + 6}" width="10" height="10" fill="{colour}"/>')
-        out.append(text_element(x + 14, y0 + 15, name, {}))
+    x = x0 + w - 75 * len(curves)
+    for _, colour, name in curves:  # the legend, beside the caption
+        out.append(f'<rect x="{x}" y="{y0 + h + 23}" width="10" height="10" fill="{colour}"/>')
+        out.append(text_element(x + 14, y0 + h + 22, name, {"baseline": "top"}))
         x += 75
     return out
+
+
+def _byte_ticks(highest: int) -> list[float]:
+    """Ticks at round numbers of the unit the largest value is written in (KiB, MiB...)."""
+    unit = 1024 ** max(0, min(5, (max(highest, 1).bit_length() - 1) // 10))
+    return [t * unit for t in nice_ticks(0.0, highest / unit, False, want=4)]
 
 
 def _step_path(
     t: npt.NDArray[np.int64],
     values: npt.NDArray[np.int64],
     span: tuple[int, int],
-    top: int,
+    top: float,
     box: tuple[int, int, int, int],
 ) -> str:
     """A step line through the curve, one step per pixel column holding events (their
