@@ -13,7 +13,10 @@ no dependency explains.
 
 Every edge goes forward in one order of the nodes (recorded start, then host before GPU work
 before a collective's last arrival before its transfer, then the node's place in the arrays):
-an edge against it is left out, so the graph has no cycle and every replay ends.
+an edge against it is left out, so the graph has no cycle and every replay ends. So is an edge
+whose source ended after its destination started, beyond the rounding of the recorded times (1
+us; a copy call that returned while its copy's last chunk was in flight may end a little more
+before it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ NODE_KINDS = 9
 # order of kinds that start at one moment: host, GPU work and arrivals, instances, transfers
 TIER = np.array([0, 0, 0, 1, 1, 1, 1, 3, 2], dtype=np.int8)
 NO_TIME = np.iinfo(np.int64).min // 4
+ROUNDING_NS = 1_000  # times written in microseconds as floats can be this far off each other
 
 
 @dataclass
@@ -273,8 +277,9 @@ def _ordered(
     pos = np.empty(len(start), np.int64)
     pos[order] = np.arange(len(start))
     link &= np.concatenate(([False], pos[1:] > pos[:-1]))
-    # lags are not negative, but for a sync that ended a little before the copy it waited for
-    room = np.where(e.kind == gpu.SYNC_WAIT, staged_room(end[e.src] - start[e.src]), 0)
+    # a source may end after its destination starts by the clocks' rounding (a microsecond),
+    # and a sync may end a little before the copy it waited for
+    room = np.where(e.kind == gpu.SYNC_WAIT, staged_room(end[e.src] - start[e.src]), ROUNDING_NS)
     keep = (e.kind >= 0) & (pos[e.src] < pos[e.dst]) & (end[e.src] <= start[e.dst] + room)
     dropped = int((~keep & (e.kind >= 0)).sum())
     src, dst, ek = e.src[keep], e.dst[keep], e.kind[keep]
