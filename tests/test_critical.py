@@ -175,3 +175,22 @@ def test_a_single_trace_graph_replays_its_recording(job_dir: Path) -> None:
     g = build_graph([rank_graph(load_trace(job_dir / "rank-2.json"))])
     start, end = replay(g, g.dur)
     assert np.array_equal(start, g.start) and np.array_equal(end, g.end) and g.dropped == 0
+
+
+def test_wall_clock_times_written_as_floats_keep_every_dependency(
+    job_dir: Path, tmp_path: Path
+) -> None:
+    """Microseconds since 1970 as JSON floats are a quarter of a microsecond apart: a kernel
+    that starts when another ends may read as starting before it. No edge is lost to that."""
+    shifted = tmp_path / "wall-clock"
+    shifted.mkdir()
+    for path in job_dir.iterdir():
+        doc = json.loads(path.read_text())
+        for e in doc["traceEvents"]:
+            e["ts"] = e["ts"] + 1_700_000_000_000_000.0
+        (shifted / path.name).write_text(json.dumps(doc))
+    g, _ = job_graph(load_job(shifted, workers=0))
+    assert g.dropped == 0
+    result = job_critical_path(load_job(shifted, workers=0), what_if=["kernels=0.5"])
+    truth = simulate(straggler=STRAGGLER, change=CHANGES["kernels=0.5"]).mean_step
+    assert result.what_if[0]["mean_step_ns"] == pytest.approx(truth, rel=0.05)
