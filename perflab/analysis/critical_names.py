@@ -69,6 +69,8 @@ def _innermost(trace: Trace, lane_of_track: I64, lane: I64, t: I64) -> I64:
     began last), -1 where none."""
     stacks = HostStacks(trace)
     best = np.full(len(t), -1, np.int64)
+    if len(stacks) == 0:  # only events of no length: every piece is untraced
+        return best
     best_start = np.full(len(t), np.iinfo(np.int64).min, np.int64)
     for track in np.flatnonzero(lane_of_track >= 0).tolist():
         which = np.flatnonzero(lane == lane_of_track[track])

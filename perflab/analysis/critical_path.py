@@ -254,6 +254,8 @@ def analysed(
     warnings: Sequence[str] = (),
 ) -> CriticalPaths:
     """The critical paths and what-ifs of graph ``g`` (its steps, or only ``step``)."""
+    if len(g) == 0:
+        raise InputError("the trace has no host or GPU events: there is no path to follow")
     windows, notes = step_windows(g, step)
     said = [*warnings, *notes]
     if g.dropped:

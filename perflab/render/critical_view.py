@@ -30,7 +30,8 @@ def _share(part: int, whole: int) -> str:
 
 
 def _kinds(step: StepPath) -> str:
-    return " · ".join(f"{k} {_share(ns, step.duration_ns)}" for k, ns in step.by_kind.items())
+    shares = " · ".join(f"{k} {_share(ns, step.duration_ns)}" for k, ns in step.by_kind.items())
+    return shares or "no time"
 
 
 def _ranks(step: StepPath) -> str:
