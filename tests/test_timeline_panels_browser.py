@@ -123,12 +123,16 @@ def test_the_details_panel_follows_the_current_search_match(
 ) -> None:
     with opened(browser, pages["cli"]) as page:
         page.fill(".pl-tl-search", "ncclKernel_AllReduce")
-        page.wait_for_timeout(400)
+        # the search has answered (its count is no longer busy), whatever the machine's load
+        page.wait_for_selector('.pl-tl-count[aria-busy="false"]', state="attached")
         seen = []
         for step in range(3):  # Enter, Enter, then Shift+Enter back to the second
             page.press(".pl-tl-search", "Shift+Enter" if step == 2 else "Enter")
-            page.wait_for_timeout(250)
-            assert page.inner_text(".pl-tl-count").startswith(f"{[1, 2, 1][step]} of ")
+            page.wait_for_function(
+                "(n) => document.querySelector('.pl-tl-count').innerText.startsWith(n + ' of ')",
+                arg=[1, 2, 1][step],
+            )
+            page.wait_for_selector(".pl-tl-details .pl-tl-title")
             current = page.evaluate(CURRENT)
             event = page.evaluate(
                 "([e]) => { for (const m of Bokeh.documents[0].all_models) { if (m.type === "
