@@ -38,14 +38,7 @@ from _scripts import load_script
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "critical.json"
 GOAL = 2.0
-CLI = """
-from perflab.cli import main
-import contextlib, io
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    assert main(["trace", {command}, PATH{options}]) == 0
-result = {{"output_bytes": len(out.getvalue())}}
-"""
+CLI = load_script("idle").CLI  # one CLI process template for every trace command's benchmark
 CONTENDERS = {
     "summary": CLI.format(command='"summary"', options=', "--json"'),
     "critical": CLI.format(command='"critical"', options=""),
