@@ -30,6 +30,22 @@ NAME_CELLS = """() => [...document.querySelectorAll('.pl-tl-area td.pl-tl-name')
                     / parseFloat(getComputedStyle(c).lineHeight))}))"""
 CURRENT = """() => { for (const m of Bokeh.documents[0].all_models) {
   if (m.type === 'ColumnDataSource' && 'current' in m.data) return m.data.current; } }"""
+DOUBLE_TAP_MS = 400  # Bokeh reads two taps within 300 ms as one double tap, not a second tap
+# the drawn bar whose part inside the plot's x range is widest: that part's middle, its lane
+WIDEST_SHOWN_BAR = """() => {
+  const root = Object.values(Bokeh.index).find((v) => v.child_views && v.child_views.length === 2);
+  const range = root.child_views[1].frame.x_range;
+  for (const m of Bokeh.documents[0].all_models) {
+    if (m.type !== 'ColumnDataSource' || !('cat' in m.data) || !('ev' in m.data)) continue;
+    const d = m.data;
+    let best = null;
+    for (let k = 0; k < d.left.length; k++) {
+      const lo = Math.max(d.left[k], range.start), hi = Math.min(d.right[k], range.end);
+      if (hi > lo && (best === null || hi - lo > best.width))
+        best = {width: hi - lo, x: (lo + hi) / 2, lane: d.lane_i[k], name: d.name[k]};
+    }
+    return best;
+  } }"""
 LINKED = """() => { for (const m of Bokeh.documents[0].all_models) {
   if (m.type === 'ColumnDataSource' && 'role' in m.data) return m.data; } }"""
 
@@ -156,15 +172,17 @@ def test_the_details_panel_follows_the_current_search_match(
         page.mouse.click(plot["left"] + plot["frame"][0] + 2, plot["top"] + plot["frame"][2] + 2)
         page.wait_for_timeout(200)
         assert not page.is_visible(".pl-tl-details")
-        d = page.evaluate(
-            "() => { for (const m of Bokeh.documents[0].all_models) { if (m.type === "
-            "'ColumnDataSource' && 'cat' in m.data && 'ev' in m.data) return m.data; } }"
-        )
-        i = max(range(len(d["left"])), key=lambda k: d["right"][k] - d["left"][k])
-        x, y = page.evaluate(TO_SCREEN, [(d["left"][i] + d["right"][i]) / 2, d["lane_i"][i]])
+        # the bar with the widest part inside the window the search left on screen, clicked
+        # in the middle of that part; the panel is waited for, not given a fixed pause
+        bar = page.evaluate(WIDEST_SHOWN_BAR)
+        x, y = page.evaluate(TO_SCREEN, [bar["x"], bar["lane"]])
+        page.wait_for_timeout(DOUBLE_TAP_MS)  # else Bokeh takes the two clicks for a double tap
         page.mouse.click(x, y)
-        page.wait_for_timeout(200)
-        assert page.inner_text(".pl-tl-details .pl-tl-title").startswith(d["name"][i][:40])
+        page.wait_for_function(
+            "(name) => { const t = document.querySelector('.pl-tl-details .pl-tl-title');"
+            " return t !== null && t.innerText.startsWith(name); }",
+            arg=bar["name"][:40],
+        )
 
 
 def test_the_interactive_page_names_its_keys_under_the_time_axis(
