@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,9 @@ def test_dry_run_records_every_notebook_result_on_the_cpu(tmp_path: Path) -> Non
     names = set(trace.names_of())
     assert {"forward", "backward", "optimizer", "data", "log"} <= names
     assert any(n.startswith("ProfilerStep#") for n in names)
+    e2e = recorded("12-inference/end-to-end.json", out)
+    assert isinstance(e2e, BenchResult) and len(e2e.series) == 3
+    assert statuses["end-to-end latency"] == "ok"
     point = recorded("03-roofline/matmul-fp32-256.json", out)
     assert point.flops == pytest.approx(2 * 256**3) and point.bytes > 0
     check = _script(
@@ -121,3 +125,57 @@ def test_a_missing_or_foreign_recording_is_a_perflab_error(tmp_path: Path) -> No
     with pytest.raises(InputError, match="not a perflab result"):
         recorded("x.json", tmp_path)
     assert label(tmp_path).startswith("no recording found")
+
+
+def test_end_to_end_latency_is_a_fixed_run_of_warm_samples_per_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The section notebook 12 reads for what a client sees: on the CPU, eager and both
+    torch.compile modes (no CUDA graph without a GPU), each exactly the fixed number of
+    samples in one run, in order, saved with the device, date and versions."""
+    from perflab.machine import gpu_record_e2e as e2e
+    from perflab.machine.gpu_record import Recorder
+
+    monkeypatch.setattr(e2e, "CPU_SAMPLES", 12)
+    monkeypatch.setattr(e2e, "WARMUP_CALLS", 3)
+    done = e2e.end_to_end(Recorder(tmp_path, "cpu"))
+    assert done["samples"] == 12 and done["warmup_calls"] == 3
+    result = recorded("12-inference/end-to-end.json", tmp_path)
+    assert isinstance(result, BenchResult) and result.backend == "cpu"
+    assert result.device.startswith("CPU") and result.created and result.versions["torch"]
+    assert [s.name for s in result.series] == [
+        "eager: end to end",
+        "torch.compile reduce-overhead: end to end",
+        "torch.compile default: end to end",
+    ]
+    for series in result.series:
+        assert list(series.x) == list(range(12)) and series.x_unit == "sample"
+        assert (series.y > 0).all() and series.y_unit == "ns"
+    eager = done["eager"]
+    assert isinstance(eager, dict)
+    assert set(eager) == {"end to end p50 us", "end to end p99 us", "end to end p99.9 us"}
+
+
+def test_end_to_end_samples_hold_the_sync_and_a_failing_variant_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perflab.machine import gpu_record_e2e as e2e
+    from perflab.machine.gpu_record import Recorder, host_times
+
+    times = host_times(3, lambda: None, lambda: time.sleep(0.002))
+    assert len(times) == 3 and min(times) >= 2e6  # the wait for the result is the latency
+
+    def broken() -> object:
+        raise RuntimeError("no compiler here")
+
+    def two_variants(*_: object) -> dict[str, object]:
+        return {"eager": lambda: None, "torch.compile default": broken}
+
+    monkeypatch.setattr(e2e, "variants", two_variants)
+    monkeypatch.setattr(e2e, "CPU_SAMPLES", 4)
+    monkeypatch.setattr(e2e, "WARMUP_CALLS", 1)
+    done = e2e.end_to_end(Recorder(tmp_path, "cpu"))
+    assert done["torch.compile default"] == {"failed": "RuntimeError: no compiler here"}
+    result = recorded("12-inference/end-to-end.json", tmp_path)
+    assert isinstance(result, BenchResult)
+    assert [s.name for s in result.series] == ["eager: end to end"]

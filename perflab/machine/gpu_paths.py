@@ -59,6 +59,7 @@ GPU_PATHS = (
     "perflab/machine/gpu_check_do_bench.py",
     "perflab/machine/gpu_check_bench.py",
     "perflab/machine/gpu_record.py",
+    "perflab/machine/gpu_record_e2e.py",
 )
 
 

@@ -16,7 +16,9 @@ Layout of the output folder (one folder per notebook)::
     03-roofline/    points: matmul-{dtype}-{n}, add-{n}, matmul-1x1
     04-ncu/         triton-add.csv, matmul.csv (ncu --csv --page details) and .ncu-rep
     10-launch/      add-2^{k} (the crossover sweep), ten-kernels-{eager,graph}
-    12-inference/   first-calls, batch1-{warm,cold,graph}
+    12-inference/   first-calls, batch1-{warm,cold,graph}, end-to-end (gpu_record_e2e.py:
+                    the host clock around call and sync, and CUDA events, a fixed number of
+                    warm samples each, for eager, a CUDA graph and torch.compile)
     16-training/    train-steps.json.gz (a torch.profiler trace with perflab.range phases)
     MANIFEST.json   the environment, every section's status, and the checksum of every file
 
@@ -118,8 +120,9 @@ def _sync(torch: ModuleType, on_gpu: bool) -> None:
         torch.cuda.synchronize()
 
 
-def _host_times(calls: int, fn: Callable[[], object], after: Callable[[], None]) -> list[float]:
-    """Host-clock ns of ``calls`` calls of ``fn``, each followed by ``after``."""
+def host_times(calls: int, fn: Callable[[], object], after: Callable[[], None]) -> list[float]:
+    """Host-clock ns of ``calls`` calls of ``fn``, each followed by ``after`` (inside its
+    time: with a sync, the latency a caller sees, call after call)."""
     times = []
     for _ in range(calls):
         t0 = time.perf_counter_ns()
@@ -154,9 +157,9 @@ def first_calls(rec: Recorder) -> Mapping[str, object]:
     def nothing() -> None:
         return None
 
-    no_sync = _host_times(5, lambda: x @ x, nothing)
+    no_sync = host_times(5, lambda: x @ x, nothing)
     _sync(torch, rec.on_gpu)
-    synced = _host_times(5, lambda: x @ x, lambda: _sync(torch, rec.on_gpu))
+    synced = host_times(5, lambda: x @ x, lambda: _sync(torch, rec.on_gpu))
     rec.series(
         "01-timing",
         "first-calls",
@@ -166,14 +169,14 @@ def first_calls(rec: Recorder) -> Mapping[str, object]:
             _calls_series(f"matmul {n} fp32, with sync", synced),
         ],
     )
-    model, sample = _inference_model(rec)
+    model, sample = inference_model(rec)
     with torch.inference_mode():
-        firsts = _host_times(5, lambda: model(sample), lambda: _sync(torch, rec.on_gpu))
+        firsts = host_times(5, lambda: model(sample), lambda: _sync(torch, rec.on_gpu))
     rec.series("12-inference", "first-calls", "first-calls", [_calls_series("model", firsts)])
     return {"matmul_no_sync_ns": no_sync, "matmul_sync_ns": synced, "model_ns": firsts}
 
 
-def _inference_model(rec: Recorder) -> tuple[nn.Module, torch.Tensor]:
+def inference_model(rec: Recorder) -> tuple[nn.Module, torch.Tensor]:
     """Notebook 12's model (the same layers, seed and input) on the recorder's device."""
     import torch
     from torch import nn
@@ -431,12 +434,14 @@ def _add_in_place(rec: Recorder, folder: str, n: int) -> float:
 
 
 def inference(rec: Recorder) -> Mapping[str, object]:
-    """Notebook 12's batch-1 latency: 2,000 warm samples, 300 cold ones, and the same model
-    replayed as a CUDA graph (2,000 samples)."""
+    """Notebook 12's batch-1 latency as ``%%gpuprofile`` times it (the GPU's time behind a
+    queue filler, in the engine's rounds): 2,000 warm samples, 300 cold ones, and the same
+    model replayed as a CUDA graph (2,000 samples). What a client sees, end to end, and its
+    tail from one fixed run of samples, are :mod:`perflab.machine.gpu_record_e2e`'s."""
     import torch
 
     folder = "12-inference"
-    model, x = _inference_model(rec)
+    model, x = inference_model(rec)
     repeat = 2000 if rec.on_gpu else 200
     done: dict[str, float] = {}
     with torch.inference_mode():
@@ -612,6 +617,8 @@ def sections(rec: Recorder) -> list[Section]:
     """In order; first calls first. Estimates: H200 seconds (about 2x one run's, 2026-12-04);
     this 2-core VM's CPU."""
 
+    from perflab.machine import gpu_record_e2e  # it builds on this module
+
     def bind(fn: Callable[[Recorder], Mapping[str, object]]) -> Callable[[str], object]:
         return lambda _backend: fn(rec)
 
@@ -623,6 +630,7 @@ def sections(rec: Recorder) -> list[Section]:
         Section("roofline points", 5, 10, bind(roofline_points)),
         Section("launch costs", 2, 5, bind(launch_costs)),
         Section("inference", 5, 10, bind(inference)),
+        Section("end-to-end latency", 90, 30, bind(gpu_record_e2e.end_to_end)),
         Section("training trace", 10, 15, bind(training_trace)),
         Section("ncu", 60, 0, bind(ncu_reports)),
     ]
