@@ -22,7 +22,7 @@ def printable(text: str) -> str:
     name or a field, not a whole view (:func:`printable_lines` keeps them)."""
     if UNSAFE_TEXT.search(text) is None:
         return text
-    return UNSAFE_TEXT.sub(_escaped, text)
+    return UNSAFE_TEXT.sub(escaped_char, text)
 
 
 def printable_lines(text: str) -> str:
@@ -33,6 +33,7 @@ def printable_lines(text: str) -> str:
     )
 
 
-def _escaped(match: re.Match[str]) -> str:
+def escaped_char(match: re.Match[str]) -> str:
+    """The matched character as its Python escape: ``\\x1b``, ``\\u202e``."""
     code = ord(match.group())
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"

@@ -13,6 +13,7 @@ from typing import Final
 
 # text for a terminal lives in the model, where the compile diagnostics reach it too
 from perflab.model.terminal import UNSAFE_TEXT as UNSAFE_TEXT
+from perflab.model.terminal import escaped_char
 from perflab.model.terminal import printable as printable
 from perflab.model.terminal import printable_lines as printable_lines
 
@@ -33,10 +34,19 @@ def style() -> str:
 NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
+# The bidirectional marks, embeddings, overrides and isolates: in a name from a file they
+# would make the page show text other than what the file holds (a kernel's name read
+# backwards, a range that seems to be another), so they are shown as their escapes.
+BIDI_CONTROLS: Final = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def esc(value: object) -> str:
     """Escape any value for HTML, SVG and XML text and attribute context: markup characters
-    escaped, and each character of :data:`NOT_XML` replaced by U+FFFD."""
-    return html.escape(NOT_XML.sub("\ufffd", str(value)), quote=True)
+    escaped, each character of :data:`NOT_XML` replaced by U+FFFD, and each of
+    :data:`BIDI_CONTROLS` written as its escape (``\\u202e``)."""
+    text = NOT_XML.sub("\ufffd", str(value))
+    return html.escape(BIDI_CONTROLS.sub(escaped_char, text), quote=True)
+
 
 
 def svg_image(svg: str, alt: str, style: str = "") -> str:
