@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sized
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -32,7 +32,7 @@ Signed = Annotated[float, msgspec.Meta(ge=-MAX_FLOAT, le=MAX_FLOAT)]
 Amounts = Annotated[list[Amount], msgspec.Meta(max_length=MAX_ITEMS)]
 Texts = list[Text]
 TextMap = dict[str, Text]
-Options = dict[str, object]
+Options = dict[str, Any]  # any JSON value (Any, not object: JSON Schema has no "object" type)
 
 
 class Invalid(ValueError):
