@@ -33,7 +33,6 @@ but have no arrival skew, there are no stragglers and no clock-offset warnings.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
@@ -48,7 +47,7 @@ from perflab.analysis.collective_match import (
 from perflab.analysis.trace_stats import kernel_table
 from perflab.analysis.trace_summary import RankOrigin, TraceSummary, rank_origin, summarize
 from perflab.model.display import Shown
-from perflab.model.job import ALIGNED_ON, Job
+from perflab.model.job import ALIGNED_ON, Job, rank_in_file_name
 from perflab.model.trace import Trace
 from perflab.model.units import format_ns, us_from_ns
 
@@ -342,8 +341,6 @@ def rank_entry(summary: TraceSummary) -> RankDoc:
 
 # -- one job on one clock? --------------------------------------------------------------------
 
-# a rank number in a file's name, as the job's reader finds it (perflab.io.job)
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _GUESSED = ALIGNED_ON[2]  # a rank's clock put at the others' first event
 _HOUR_NS = 3600 * 10**9
 _SHOWN = 3  # examples a reason names before counting the rest
@@ -413,8 +410,8 @@ def _names(origins: dict[int, RankOrigin]) -> list[str]:
     """Files whose name says another rank than their distributedInfo does."""
     odd = []
     for o in origins.values():
-        named = _RANK_IN_NAME.search(o.file)
-        if named and o.rank is not None and int(named.group(1)) != o.rank:
+        named = rank_in_file_name(o.file)
+        if named is not None and o.rank is not None and named != o.rank:
             odd.append(f"{o.file} says rank {o.rank}")
     if not odd:
         return []

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import sys
 import tempfile
 import time
@@ -33,14 +32,13 @@ import msgspec
 
 from perflab.errors import InputError, PerflabError
 from perflab.io import _parallel, load_trace
-from perflab.model.job import Job, RankTrace
+from perflab.model.job import Job, RankTrace, rank_in_file_name
 from perflab.model.serialize import SCHEMA_VERSION, regular_size
 from perflab.model.trace import KIND as TRACE_KIND
 from perflab.model.trace import Trace
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".npz")  # files of a directory that are read
 _HELPER_MODULE = "perflab.io.job"
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 MAX_RANK = 1 << 24  # ranks above this are not ranks but damage
 MAX_BASE_NS = 1 << 62  # base times beyond this (year 2116) are damage, and could wrap
 _I64_MAX = (1 << 63) - 1
@@ -351,8 +349,7 @@ def plan_job(facts: Sequence[RankFacts]) -> JobPlan:
 
 def rank_of(path: Path, meta: Mapping[str, object], notes: list[str]) -> int:
     """The file's ``distributedInfo.rank`` (``meta["rank"]``), else ``rank-N`` in its name."""
-    match = _RANK_IN_NAME.search(path.name)
-    named = int(match.group(1)) if match else None
+    named = rank_in_file_name(path.name)
     given = meta.get("rank")
     if given is None:
         if named is None:

@@ -18,6 +18,7 @@ clock is ``start_ns + clock_offset_ns`` of each rank: :meth:`Job.aligned_start_n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
     from perflab.model.display import CriticalPaths, JobSummary, SqlResult, Timeline
 
 ALIGNED_ON = ("baseTimeNanoseconds", "timestamps", "first event")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def rank_in_file_name(name: str) -> int | None:
+    """The rank a file's name gives (``rank-3``, ``rank_3``, ``RANK3``), or None."""
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)
