@@ -29,6 +29,12 @@ def register(sub: Subcommands) -> None:
         help="events kept for drawing across all levels of detail (default "
         "150000; more shows more detail when zoomed in, and a bigger file)",
     )
+    p.add_argument(
+        "--no-critical",
+        action="store_true",
+        help="leave out the critical path toggle (computing every step's path takes about as "
+        "long again as drawing the page on a large trace)",
+    )
     job.add_scheduler(p, "draw a job's overview on a Dask cluster (a lane per group of ranks)")
     p.add_argument(
         "--groups",
@@ -64,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
             trace = load_trace_file(args)
             if len(trace) == 0:
                 raise InputError("the trace has no events to draw", source=args.file)
-            saved = save_timeline(trace, args.output, row_budget=args.rows, made_by="cli")
+            saved = save_timeline(
+                trace,
+                args.output,
+                row_budget=args.rows,
+                made_by="cli",
+                critical=not args.no_critical,
+            )
             out, events = saved, len(trace)
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", source=args.output) from None

@@ -48,6 +48,7 @@ from perflab.model.trace import Trace, distinct
 from perflab.model.units import counted
 from perflab.render import timeline_info as info
 from perflab.render.bokeh_embed import notebook_bundle, standalone_html
+from perflab.render.timeline_critical import critical_view
 
 # the page's data (lanes, labels, levels of detail) has its own module; re-exported here
 from perflab.render.timeline_data import DETAIL_COLUMNS as DETAIL_COLUMNS
@@ -70,6 +71,8 @@ from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
 from perflab.render.timeline_figure import BUDGET_HINTS, MadeBy, Page, PageData, figure_of
 from perflab.render.timeline_figure import tooltip_template as tooltip_template
+from perflab.render.timeline_memory import describe as describe_memory
+from perflab.render.timeline_memory import memory_curves
 
 # what drawing and saving the page import: a third of a large page's build when imported in turn
 BOKEH_MODULES = (
@@ -172,6 +175,8 @@ def timeline(
     live: bool = False,
     overlay: Overlay | None = None,
     made_by: MadeBy = "python",
+    critical: bool = False,
+    memory: bool = True,
 ) -> Timeline:
     """The interactive timeline of ``trace`` (``trace.timeline()``).
 
@@ -179,7 +184,12 @@ def timeline(
     ``live=True`` a running kernel also refines on every range change, from all events.
     ``overlay`` draws more over the lanes (see :class:`Overlay`). ``made_by`` says where the
     page is made, so that it names the right knob for more events: ``"python"`` (a notebook
-    or script: ``row_budget``) or ``"cli"`` (``perflab timeline``: ``--rows``)."""
+    or script: ``row_budget``) or ``"cli"`` (``perflab timeline``: ``--rows``).
+
+    ``critical=True`` adds a toggle that highlights each ``ProfilerStep#N``'s critical path
+    (:mod:`perflab.render.timeline_critical`; disabled, saying why, where there is none).
+    ``memory`` (on unless told): a trace with memory events gets a lane of the bytes allocated
+    and reserved per device under the others (:mod:`perflab.render.timeline_memory`)."""
     if made_by not in BUDGET_HINTS:
         raise InputError(f"made_by is 'python' or 'cli', not {made_by!r}")
     if len(trace) == 0:  # the same error as `perflab timeline` gives
@@ -230,6 +240,8 @@ def timeline(
         complete=enc.event_rows.size >= len(trace),
         total_events=len(trace),
         made_by=made_by,
+        critical=critical_view(trace, lanes, origin) if critical else None,
+        memory=memory_curves(trace, origin) if memory else [],
     )
     bokeh_import.join()
     page = figure_of(data, width, title)
@@ -241,10 +253,21 @@ def timeline(
         known = LiveLabels(trace, labels, page.labels, page.names, facts)
         refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
         refresh.attach()
-    text = timeline_text(trace, lanes, pyramid)
+    text = "\n".join([timeline_text(trace, lanes, pyramid), *_more_text(data)])
     if overlay is not None:
         text = "\n".join([text, *overlay.describe()])
     return Timeline(page.layout, text, refresh)
+
+
+def _more_text(data: PageData) -> list[str]:
+    """What the text view says of the critical path and the memory lane, when drawn."""
+    lines = []
+    if data.critical is not None:
+        said = data.critical.segments
+        lines.append(said.describe() if said else data.critical.reason)
+    if data.memory:
+        lines.append(describe_memory(data.memory))
+    return lines
 
 
 @dataclass
@@ -307,6 +330,8 @@ class TimelineOptions(TypedDict, total=False):
     live: bool
     overlay: Overlay | None
     made_by: MadeBy
+    critical: bool
+    memory: bool
 
 
 def timeline_bundle(trace: Trace, **options: Unpack[TimelineOptions]) -> dict[str, str]:

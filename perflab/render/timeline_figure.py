@@ -6,7 +6,7 @@ together."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from perflab.analysis.lod import Pyramid
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind
+from perflab.render import timeline_critical as critical
 from perflab.render import timeline_info as info
 from perflab.render.html import esc, static_text
 from perflab.render.timeline_data import (
@@ -29,6 +30,7 @@ from perflab.render.timeline_data import (
     strip_title,
 )
 from perflab.render.timeline_data import short_name as _short
+from perflab.render.timeline_memory import MemoryCurve, memory_figure
 
 LANE_PX = 22
 MadeBy = Literal["python", "cli"]
@@ -133,7 +135,8 @@ class PageData:
     names, the lanes, the gaps before GPU work (``idle``: :meth:`IdleBefore.on_page`),
     whether the page holds every event of the trace, how many the trace has, and where the
     page was made (``made_by``: ``"python"`` or ``"cli"``, which name the row budget
-    differently)."""
+    differently); the critical path (``critical``: None when not asked for) and the memory
+    curves (``memory``: none without memory events)."""
 
     enc: Encoded
     events: EventColumns
@@ -145,6 +148,8 @@ class PageData:
     complete: bool
     total_events: int
     made_by: MadeBy
+    critical: critical.CriticalView | None = None
+    memory: list[MemoryCurve] = field(default_factory=list)
 
 
 def _x_range(span_ms: float) -> Any:
@@ -164,7 +169,9 @@ def _page_title(title: str) -> str:
     return _short(title)[:150]
 
 
-def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, title: str) -> Any:
+def _lanes_figure(
+    data: PageData, src: PageSources, x_range: Any, width: int, title: str
+) -> tuple[Any, Any]:
     """The lanes: events as bars with hover, search matches and the highlighted launch link
     over them, and each lane named on the axis. The figure takes the width it is given (a
     page, a notebook's output area) and follows it; ``width`` is its size where nothing
@@ -210,7 +217,7 @@ def _lanes_figure(data: PageData, src: PageSources, x_range: Any, width: int, ti
     main.yaxis.major_label_overrides = dict(enumerate(lane_ticks(lanes, data.pyramid)))
     main.yaxis.major_label_text_font_size = "11px"
     main.ygrid.grid_line_color = None
-    return main
+    return main, bars
 
 
 def _draw_lane_backgrounds(main: Any, lanes: Lanes, src: PageSources, span_ms: float) -> None:
@@ -377,6 +384,31 @@ def _page_meta(data: PageData, span_ms: float, title: str) -> PageMeta:
     }
 
 
+def _attach_critical(
+    view: critical.CriticalView, common: dict[str, object], x_range: Any, main: Any, bars: Any
+) -> None:
+    """The critical path's toggle and drawing (timeline-critical.js): run after the ui
+    script has built the controls, and again on every range change."""
+    from bokeh.models import ColumnDataSource, CustomJS
+
+    segments = view.segments
+    script = CustomJS(
+        args={
+            **common,
+            "crit": ColumnDataSource(segments.columns() if segments else {}),
+            "crit_shown": critical.draw_critical(main),
+            "cmeta": critical.page_meta(view),
+            "bars": bars,
+            "xr": x_range,
+            "main": main,
+        },
+        code=_page_script("timeline-helpers.js", "timeline-critical.js"),
+    )
+    x_range.js_on_change("start", script)
+    x_range.js_on_change("end", script)
+    main.js_on_change("inner_width", script)
+
+
 def _attach_scripts(
     data: PageData, common: dict[str, object], src: PageSources, x_range: Any, main: Any
 ) -> None:
@@ -460,7 +492,7 @@ def figure_of(data: PageData, width: int, title: str) -> Page:
     span_ms = (data.pyramid.t1 - data.pyramid.t0) / 1e6
     src = PageSources.empty()
     x_range = _x_range(span_ms)
-    main = _lanes_figure(data, src, x_range, width, title)
+    main, bars = _lanes_figure(data, src, x_range, width, title)
     strip = _strip_figure(data.lanes, src, x_range, width)
     label_source = ColumnDataSource(label_columns(data.labels.table))
     name_source = ColumnDataSource(data.names)
@@ -472,7 +504,12 @@ def figure_of(data: PageData, width: int, title: str) -> Page:
         "links": src.links,
     }
     _attach_scripts(data, common, src, x_range, main)
-    layout = column(strip, main, sizing_mode="stretch_width")
+    if data.critical is not None:  # after the ui script, which builds the controls
+        _attach_critical(data.critical, common, x_range, main, bars)
+    figures = [strip, main]
+    if data.memory:
+        figures.append(memory_figure(data.memory, x_range, width, span_ms))
+    layout = column(*figures, sizing_mode="stretch_width")
     doc = Document()
     doc.add_root(layout)
     return Page(

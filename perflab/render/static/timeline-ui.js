@@ -445,7 +445,9 @@ function show_details(ev) {  // ev: event_details (timeline-helpers.js); null cl
   details.append(rows_table(rows));
   details.hidden = false;
 }
-main.__pl_ui = {details: show_details};  // what timeline-tap.js fills the panel with
+// what timeline-tap.js fills the panel with, and the bar other controls join
+// (timeline-critical.js: the critical path's toggle, before the legend)
+main.__pl_ui = {details: show_details, bar: bar, legend: legend};
 
 // -- area selection: Shift+drag across time and lanes ----------------------------------------
 const band = el("div", "pl-tl-band");
