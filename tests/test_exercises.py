@@ -455,3 +455,32 @@ def test_a_near_miss_gets_the_hint_for_its_own_mistake() -> None:
     assert "the mean" in str(ex.answer(5.0))
     assert "luckiest" in str(ex.answer(4.0))  # the minimum keeps the minimum's hint
     assert "Right" in str(ex.answer(4.25))
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (1.5e9, "1,500,000,000 B"),
+        (123456789012, "123,500,000,000 B"),
+        (3.2e-5, "0.000032 B"),
+        (4.2, "4.2 B"),
+        (1234, "1234 B"),
+        (2.5e15, "2.5e+15 B"),
+        (1e-7, "1e-07 B"),
+    ],
+)
+def test_a_shown_value_reads_as_written_and_the_checker_reads_it_back(
+    value: float, shown: str
+) -> None:
+    from perflab.exercises.checks import format_number, read_number
+
+    assert format_number(value, "B") == shown
+    assert read_number(shown, "B") == pytest.approx(float(f"{value:.4g}"))
+
+
+def test_digits_grouped_by_commas_are_read_and_a_stray_comma_is_not() -> None:
+    from perflab.exercises.checks import read_number
+
+    assert read_number("12,345.5 B", "B") == 12345.5
+    with pytest.raises(ValueError, match="expected a number"):
+        read_number("12,34 B", "B")

@@ -136,7 +136,8 @@ _PREFIXES = {
 }
 # a number at the start of an answer; each part is unambiguous, so reading it takes linear
 # time (the unit after it is split off in code, not by backtracking)
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+# digits grouped by commas (1,500,000) as format_number writes them, or plain
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 # an answer is a few words; a longer one is refused before it is read
 MAX_ANSWER_CHARS = 200
 _SHOWN_CHARS = 60
@@ -169,7 +170,26 @@ def _split_prefix(unit: str) -> tuple[float, str]:
 
 
 def format_number(value: float, unit: str = "") -> str:
-    return f"{value:.4g} {unit}".rstrip()
+    """``value`` to 4 significant digits, in ``unit``, as a learner would write it: digits
+    grouped from 10,000 to below a trillion, decimals down to a millionth, an exponent
+    beyond those (1,500,000,000 B, 0.000123 s, 2.5e-09 s); the checker reads each back."""
+    return f"{_plain_number(value)} {unit}".rstrip()
+
+
+def _plain_number(value: float) -> str:
+    rounded = float(f"{value:.4g}")
+    if rounded == 0 or not math.isfinite(rounded):
+        return f"{rounded:g}"
+    magnitude = math.floor(math.log10(abs(rounded)))
+    if 4 <= magnitude < 12:
+        return f"{rounded:,.0f}"
+    if -6 <= magnitude < 4:
+        return (
+            f"{rounded:.{3 - magnitude}f}".rstrip("0").rstrip(".")
+            if magnitude < 3
+            else f"{rounded:.0f}"
+        )
+    return f"{rounded:.4g}"
 
 
 def _convert(value: float, given: str, unit: str) -> float:
@@ -208,7 +228,7 @@ def _number_in(answer: str, unit: str) -> float:
     if not match or any(c.isspace() for c in given):
         example = f"3.5 {unit}".rstrip()
         raise ValueError(f"expected a number such as {example!r}, got {brief(answer)}")
-    value = float(match.group())
+    value = float(match.group().replace(",", ""))
     return _convert(value, given, unit) if given and given != unit else value
 
 
