@@ -101,7 +101,8 @@ def test_every_recording_folder_is_named_after_a_notebook_that_replays_it() -> N
             assert len(readers) > 1
             continue
         assert readers, f"no notebook reads {name}"
-        assert all(n[:3] == name[:3] for n in readers), (name, readers)
+        # named after one that reads it; a later notebook may read it again (20 reads 16's)
+        assert any(n[:3] == name[:3] for n in readers), (name, readers)
 
 
 def test_a_recording_edited_added_or_lost_after_it_was_recorded_is_named(tmp_path: Path) -> None:
