@@ -13,6 +13,14 @@ not grow with the ranks' collectives, and the summary is the local one plus an `
 block: ``{"name": "dask", "workers": N, "tasks": M}``. Dask's own serialisation carries the
 results between processes; nothing is saved.
 
+A job's critical paths (:func:`critical_on_cluster`) go the same way in two rounds: a task per
+rank file reads it and sends back its facts and NCCL kernels (:func:`critical_task`,
+:func:`critical_head`), keeping the trace; this process ties the collectives across the ranks
+(:func:`perflab.analysis.critical_job.tie_ranks`); a second task per rank builds its graph
+where its trace is (:func:`graph_task`) and sends it back with only the events the paths are
+named from; this process joins the graphs, walks the paths and replays the what-ifs, so the
+answer is the local one.
+
 Faults: a file that fails to read is named with its error (``engine.failed`` and a warning),
 as is an entry of the job's directory named like a rank file that is not a readable regular
 file (found here, by :func:`perflab.io.job.list_job`), and the others are summarised (a
@@ -38,6 +46,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from perflab.analysis.critical_gpu import TiedCollectives
+from perflab.analysis.critical_graph import RankGraph, rank_graph
+from perflab.analysis.critical_job import RankSide, join_ranks, portable, rank_side, tie_ranks
+from perflab.analysis.critical_path import CriticalPaths, analysed
+from perflab.analysis.critical_whatif import parse_change
 from perflab.analysis.job import (
     CollectiveFindings,
     EngineDoc,
@@ -136,6 +149,19 @@ class DaskJob:
         from perflab.render.job_overview import job_overview
 
         return job_overview(self.activity(client, groups=groups, bins=bins), **options)
+
+    def critical(
+        self, client: Any = None, *, step: int | None = None, what_if: Sequence[str] = ()
+    ) -> CriticalPaths:
+        """Each step's critical path over every rank and the what-ifs replayed (as
+        :meth:`Job.critical`), each rank read and its graph built on the cluster."""
+        return critical_on_cluster(
+            self.files,
+            self.client if client is None else client,
+            step=step,
+            what_if=what_if,
+            unreadable=self.unreadable,
+        )
 
     def describe(self) -> str:
         return f"Job of {len(self.files)} rank files, read on a Dask cluster"
@@ -395,3 +421,95 @@ def _local_cluster(distributed: Any, n: int) -> Any:
         return distributed.LocalCluster(
             n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
         )
+
+
+# -- critical paths ---------------------------------------------------------------------------
+
+
+@dataclass
+class CriticalRank:
+    """A rank's trace, held on the worker that read it until its graph is built, and what
+    tying its collectives to the other ranks' needs of it."""
+
+    trace: Trace
+    side: RankSide
+
+
+def critical_task(path: str) -> tuple[RankFacts, CriticalRank] | RankFailure:
+    """One worker's first work on one rank file for the critical path: read it and take
+    its NCCL kernels; the trace stays on the worker for :func:`graph_task`."""
+    return _on_rank_file(path, _critical_rank)
+
+
+def _critical_rank(trace: Trace) -> CriticalRank:
+    return CriticalRank(trace, rank_side(trace))
+
+
+def critical_head(
+    outcome: tuple[RankFacts, CriticalRank] | RankFailure,
+) -> tuple[RankFacts, RankSide] | RankFailure:
+    """What this process needs of a rank to tie the collectives: its facts and its side
+    (a few numbers per NCCL kernel), not its trace."""
+    if isinstance(outcome, RankFailure):
+        return outcome
+    facts, held = outcome
+    return facts, held.side
+
+
+def graph_task(
+    outcome: tuple[RankFacts, CriticalRank],
+    rank: int,
+    offset: int,
+    split: TiedCollectives | None,
+) -> RankGraph:
+    """A rank's dependency graph, built on the worker that holds its trace with its share
+    of the ties; what comes back keeps of the trace only what the paths are named from."""
+    return portable(rank_graph(outcome[1].trace, rank, offset, split))
+
+
+def critical_on_cluster(
+    files: Sequence[Path],
+    client: Any,
+    *,
+    step: int | None = None,
+    what_if: Sequence[str] = (),
+    unreadable: Mapping[Path, str] | None = None,
+) -> CriticalPaths:
+    """:func:`perflab.analysis.critical_path.job_critical_path` of ``files`` (one per
+    rank): each rank read and its graph built by tasks where its file is read; this process
+    ties the collectives, joins the graphs, walks the paths and replays the what-ifs, so the
+    answer is the local one. A file that could not be read is named in the warnings and its
+    rank left out (``unreadable``: such files found before, path -> why)."""
+    import_extra("distributed", FEATURE)
+    changes = [parse_change(text) for text in what_if]  # refused before any file is read
+    futures, heads = _per_rank(client, critical_task, critical_head, files)
+    graphs: list[Any] = []
+    try:
+        outcomes = [_outcome(head) for head in heads]
+        sides, plan, notes = _plan(files, outcomes, unreadable or {})
+        clocks = {r: RankClock(plan.offsets[r], plan.aligned_on[r]) for r in plan.files}
+        ties = tie_ranks({r: sides[path] for r, path in plan.files.items()}, clocks)
+        by_path = dict(zip(files, futures, strict=True))
+        graphs = [
+            client.submit(
+                graph_task,
+                by_path[path],
+                rank,
+                plan.offsets[rank],
+                ties.split(rank),
+                retries=RETRIES,
+                pure=False,
+            )
+            for rank, path in plan.files.items()
+        ]
+        parts = [_outcome(graph) for graph in graphs]
+    finally:
+        client.cancel([*graphs, *heads, *futures])
+    for (rank, path), part in zip(plan.files.items(), parts, strict=True):
+        if isinstance(part, RankFailure):
+            raise PerflabError(
+                f"building the dependency graph of rank {rank} ({path}) on the Dask cluster "
+                f"failed: {part.error}"
+            )
+    g, said = join_ranks(parts, ties)  # the job's warnings first, as locally
+    return analysed(g, step, changes, job=True, warnings=[*plan.warnings, *notes, *said])

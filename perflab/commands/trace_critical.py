@@ -4,9 +4,13 @@ and by rank) and what a change would buy, replayed over the step's dependency gr
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from perflab.commands import job
 from perflab.commands._common import Subcommands, add_trace_file, load_trace_file
+
+if TYPE_CHECKING:
+    from perflab.analysis.critical_path import CriticalPaths
 
 WHAT_IF_HELP = """\
 what-if changes (--what-if, repeatable; terms joined by commas, factors multiply):
@@ -35,6 +39,11 @@ def add_critical_parser(tsub: Subcommands) -> None:
     )
     add_trace_file(c, help="trace file, or a directory of a job's rank files")
     job.add_more_files(c)
+    job.add_scheduler(
+        c,
+        "read a job's ranks and build their graphs on a Dask cluster (the paths are "
+        "walked and the what-ifs replayed here)",
+    )
     c.add_argument(
         "--step", type=int, default=None, metavar="N", help="only ProfilerStep#N (default: all)"
     )
@@ -59,7 +68,9 @@ def run_critical(args: argparse.Namespace) -> int:
     for text in args.what_if:  # refused before a large trace is read
         parse_change(text)
     options = {"step": args.step, "what_if": args.what_if}
-    if job.is_job(args):
+    if args.scheduler is not None:
+        result = _on_scheduler(args)
+    elif job.is_job(args):
         result = job.load(args).critical(**options)
     else:
         result = load_trace_file(args).critical(**options)
@@ -68,6 +79,30 @@ def run_critical(args: argparse.Namespace) -> int:
     else:
         print(result)
     return 0
+
+
+def _on_scheduler(args: argparse.Namespace) -> CriticalPaths:
+    """The job's critical paths, its ranks read and their graphs built on
+    ``args.scheduler``'s cluster."""
+    from perflab.errors import InputError
+    from perflab.io.job import list_job
+    from perflab.job_dask import cluster_client, critical_on_cluster
+
+    if not job.is_job(args):
+        raise InputError(
+            "--scheduler works out a whole job's critical path: give a directory or several "
+            "rank files",
+            source=args.file,
+        )
+    listing = list_job([args.file, *args.more])
+    with cluster_client(args.scheduler) as client:
+        return critical_on_cluster(
+            listing.files,
+            client,
+            step=args.step,
+            what_if=args.what_if,
+            unreadable=listing.unreadable,
+        )
 
 
 def _print_json(doc: object) -> None:
