@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_paths import TRACES
+from data_paths import ROOT, TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,6 +115,25 @@ def test_hierarchical_points_from_ncu() -> None:
     assert p.seconds == pytest.approx(duration * 1e-9)
     assert p.bytes == pytest.approx(rate * duration * 1e-9) and p.level == "hbm"
     assert roofline([p], device="H100 PCIe").verdicts[0].bound == "memory"
+
+
+@pytest.mark.parametrize("name", ["matmul", "triton-add"])
+def test_a_recorded_h200_report_gives_its_dram_point_whatever_the_rate_unit(name: str) -> None:
+    """The H200 recordings give Memory Workload Analysis's throughput in Gbyte/s or Tbyte/s,
+    beside the Speed Of Light section's "Memory Throughput" in percent of peak."""
+    from perflab.io import load_ncu
+    from perflab.render.roofline import points_from_ncu
+
+    report = load_ncu(ROOT / "notebooks" / "recordings" / "h200" / "04-ncu" / f"{name}.csv")
+    rate = next(
+        m
+        for m in report.metrics
+        if m.name == "Memory Throughput" and m.section == "Memory Workload Analysis"
+    )
+    assert rate.unit in ("Gbyte/s", "Tbyte/s") and rate.value is not None
+    scale = 1e9 if rate.unit == "Gbyte/s" else 1e12
+    (p,) = points_from_ncu(report)
+    assert p.level == "hbm" and p.bytes == pytest.approx(rate.value * scale * p.seconds)
 
 
 def test_ncu_raw_metrics_give_one_point_per_level() -> None:

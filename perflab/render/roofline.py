@@ -178,8 +178,9 @@ def points_from_ncu(report: NcuReport) -> list[Point]:
             continue
         flops = sum(values[m][0] * n for m, n in _NCU_FLOPS.items() if m in values)
         per_level = {lvl: values[m][0] for m, lvl in _NCU_BYTES.items() if m in values}
-        if "hbm" not in per_level and values.get("Memory Throughput", (0, ""))[1] == "byte/s":
-            per_level["hbm"] = values["Memory Throughput"][0] * seconds
+        dram_rate = _ncu_dram_rate(values)
+        if "hbm" not in per_level and dram_rate is not None:
+            per_level["hbm"] = dram_rate * seconds
         name = str(launch.get("Kernel Name", f"kernel {k}"))
         for level, nbytes in per_level.items():
             if nbytes > 0 or flops > 0:
@@ -197,13 +198,26 @@ def points_from_ncu(report: NcuReport) -> list[Point]:
 
 
 def _numeric_metrics(report: NcuReport) -> dict[int, dict[str, tuple[float, str]]]:
-    """Each kernel's numeric metrics, name -> (value, unit), in one pass over the report (a
-    pass per kernel made a report of thousands of kernels take minutes)."""
+    """Each kernel's numeric metrics, name -> (value, unit) and "section: name" -> (value,
+    unit), in one pass over the report (a pass per kernel made a report of thousands of
+    kernels take minutes). Sections reuse names: "Memory Throughput" is a percentage of peak
+    in the Speed Of Light section and a rate in Memory Workload Analysis."""
     by_kernel: dict[int, dict[str, tuple[float, str]]] = {}
     for m in report.metrics:
         if m.value is not None:
-            by_kernel.setdefault(m.kernel, {})[m.name] = (m.value, m.unit)
+            values = by_kernel.setdefault(m.kernel, {})
+            values[m.name] = values[f"{m.section}: {m.name}"] = (m.value, m.unit)
     return by_kernel
+
+
+_RATE_UNITS = {"byte/s": 1.0, "Kbyte/s": 1e3, "Mbyte/s": 1e6, "Gbyte/s": 1e9, "Tbyte/s": 1e12}
+
+
+def _ncu_dram_rate(values: dict[str, tuple[float, str]]) -> float | None:
+    """DRAM bytes per second: Memory Workload Analysis's "Memory Throughput" in its unit."""
+    value, unit = values.get("Memory Workload Analysis: Memory Throughput", (0.0, ""))
+    scale = _RATE_UNITS.get(unit)
+    return value * scale if scale is not None and value > 0 else None
 
 
 def _ncu_seconds(values: dict[str, tuple[float, str]]) -> float | None:
