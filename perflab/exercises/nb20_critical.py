@@ -35,7 +35,7 @@ EXAMPLES = {
     "tiny-kernels-half": {"predicted_us": 133.0},
     "host-half-step": {"predicted_ms": 19.39},
     "straggler-kind": {
-        "by_kind": {"kernel": 606.0, "host": 180.0, "collective transfer": 80.0, "launch": 5.0}
+        "by_kind": {"kernel": 606.0, "host": 184.0, "collective transfer": 80.0, "launch": 5.0}
     },
     "comm-half-rank": {"recorded_ms": 222.37, "predicted_ms": 222.37},
     "amdahl-bound": {"gpu_share": 0.081},
