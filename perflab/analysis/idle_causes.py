@@ -114,6 +114,8 @@ from perflab.model.trace_keys import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perflab.analysis.json_views import GapView, IdleView
+
 __all__ = [
     "CAUSES",
     "HEURISTIC_NOTE",
@@ -215,30 +217,46 @@ class IdleCauses(Shown):
         return explain(self, gap)
 
     def gap_dict(self, gap: int) -> dict[str, object]:
+        """Gap ``gap`` as ``to_dict()`` lists it."""
+        from perflab.model.schema import encode
+
+        return encode(self.gap_view(gap))
+
+    def gap_view(self, gap: int) -> GapView:
+        from perflab.analysis.json_views import GapView
+
         g = self.gaps
-        return {
-            "device": self.device_labels[int(g.device[gap])],
-            "start_ns": int(g.start[gap]),
-            "dur_ns": int(g.end[gap] - g.start[gap]),
-            "cause": self.cause_of(gap),
-            "before": self.trace.strings[int(self.trace.name[g.prev[gap]])],
-            "after": self.trace.strings[int(self.trace.name[g.next[gap]])],
-            "evidence": [e.to_dict() for e in self.evidence(gap)],
-        }
+        return GapView(
+            device=self.device_labels[int(g.device[gap])],
+            start_ns=int(g.start[gap]),
+            dur_ns=int(g.end[gap] - g.start[gap]),
+            cause=self.cause_of(gap),
+            before=self.trace.strings[int(self.trace.name[g.prev[gap]])],
+            after=self.trace.strings[int(self.trace.name[g.next[gap]])],
+            evidence=[e.view() for e in self.evidence(gap)],
+        )
 
     def to_dict(self) -> dict[str, object]:
         """``{"gaps": [...], "by_cause": {...}, "rules": {...}, ...}``: every gap with its
-        device, start (ns, the trace's clock), duration, cause and evidence."""
-        return {
-            "gaps": [self.gap_dict(i) for i in range(len(self))],
-            "by_cause": {k: vars(v) for k, v in self.by_cause().items()},
-            "idle_ns": self.total_ns,
-            "min_ns": self.min_ns,
-            "step": self.step,
-            "steps": self.by_step.to_dict() if self.by_step is not None else None,
-            "rules": dict(RULES),
-            "note": HEURISTIC_NOTE,
-        }
+        device, start (ns, the trace's clock), duration, cause and evidence (the document
+        :class:`perflab.analysis.json_views.IdleView` declares)."""
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> IdleView:
+        from perflab.analysis.json_views import IdleView
+
+        return IdleView(
+            gaps=[self.gap_view(i) for i in range(len(self))],
+            by_cause=self.by_cause(),
+            idle_ns=self.total_ns,
+            min_ns=self.min_ns,
+            step=self.step,
+            steps=self.by_step.to_dict() if self.by_step is not None else None,
+            rules=dict(RULES),
+            note=HEURISTIC_NOTE,
+        )
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per gap: device, start_ns, dur_ns, cause, the work before and after,
@@ -270,8 +288,10 @@ class IdleWithoutGpu(IdleCauses):
     def message(self) -> str:
         return f"{NO_GPU_WORK}, so there is no GPU timeline to find idle time in"
 
-    def to_dict(self) -> dict[str, object]:
-        return {**super().to_dict(), "no_gpu_work": self.message}
+    def document(self) -> IdleView:
+        import msgspec
+
+        return msgspec.structs.replace(super().document(), no_gpu_work=self.message)
 
 
 def has_gpu_work(trace: Trace) -> bool:

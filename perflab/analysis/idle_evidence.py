@@ -28,6 +28,7 @@ from perflab.model.units import format_bytes, format_ns, shorten
 
 if TYPE_CHECKING:
     from perflab.analysis.idle_causes import IdleCauses
+    from perflab.analysis.json_views import EvidenceView
 
 NAME_CHARS = 100  # an event's name in an evidence sentence (long C++ kernel names are cut)
 MINOR_SHARE = 0.01  # host events below this share of the stretch are not named, but the first
@@ -47,13 +48,16 @@ class Evidence:
     dur_ns: int | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "role": self.role,
-            "name": self.name,
-            "start_ns": self.start_ns,
-            "dur_ns": self.dur_ns,
-            "text": self.text,
-        }
+        from perflab.model.schema import encode
+
+        return encode(self.view())
+
+    def view(self) -> EvidenceView:
+        """The fact as a gap's ``evidence`` lists it (role, name, times, then the text)."""
+        from perflab.analysis.json_views import EvidenceView
+        from perflab.model.schema import view
+
+        return view(self, EvidenceView)
 
 
 def thread_name(trace: Trace, track: int) -> str:

@@ -5,16 +5,24 @@
 The analyses import this module only when a document is made, so that reading and
 analysing a trace needs msgspec only when something is written. A field whose name is not
 a Python name (``"host-busy"``) is renamed; a map whose keys are data (a device, a cause, a
-category) is a ``dict``.
+category) is a ``dict``. A result's own dataclass is its part of a document where its fields
+are the keys.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from perflab.analysis.critical_path import CriticalDoc
+from perflab.analysis.idle_causes import CauseTotal
 from perflab.analysis.job import JobDoc, KernelRow
+from perflab.analysis.memory import Growth
+from perflab.analysis.memory_snapshot import StreamMemory
+from perflab.analysis.trace_stats import HostActivity
+from perflab.analysis.trace_summary import CommTotals, CopyTotals, DeviceTime, Totals
 
 
 class Document(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -24,97 +32,18 @@ class Document(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 # -- perflab trace summary FILE ------------------------------------------------------------
 
 
-class TotalsView(Document, kw_only=True):
-    count: int
-    total_us: float
-
-
-class CommView(TotalsView, kw_only=True):
-    overlapped_us: float
-
-
-class CopyKindView(Document, kw_only=True):
-    count: int
-    total_us: float
-    bytes: int
-    pageable: int
-    pinned: int
-
-
-class CopiesView(TotalsView, kw_only=True):
-    bytes: int
-    by_kind: dict[str, CopyKindView]
-
-
-class DeviceView(Document, kw_only=True):
-    busy_us: float
-    span_us: float
-    idle_us: float
-    kernels: int
-
-
-class CauseView(Document, kw_only=True):
-    """One cause's idle time: microseconds, gaps, and share of the idle time shown."""
-
-    idle_us: float
-    gaps: int
-    share: float
-
-
-class HostOpView(Document, kw_only=True):
-    name: str
-    calls: int
-    self_us: float
-    total_us: float
-
-
-class HostOpsView(Document, kw_only=True):
-    count: int
-    distinct: int
-    self_us: float
-    top: list[HostOpView]
-
-
-class ThreadView(Document, kw_only=True):
-    thread: str
-    ops: int
-    in_ops_us: float
-    span_us: float
-
-
-class RangeView(Document, kw_only=True):
-    name: str
-    count: int
-    total_us: float
-
-
-class RangesView(Document, kw_only=True):
-    count: int
-    distinct: int
-    top: list[RangeView]
-
-
-class HostView(Document, kw_only=True):
-    """What the host did in a trace with no GPU work."""
-
-    note: str
-    ops: HostOpsView
-    threads: list[ThreadView]
-    ranges: RangesView
-
-
-class SummaryView(Document, kw_only=True):
+class SummaryView(Document, kw_only=True, omit_defaults=True):
     """``perflab trace summary FILE --json`` (definitions in
     :mod:`perflab.analysis.trace_summary`)."""
 
     events: int
-    kernels: TotalsView
-    devices: dict[str, DeviceView]
-    comm: CommView
-    memcpy: CopiesView
-    categories: dict[str, TotalsView]
-    idle: dict[str, CauseView]
-    host: HostView | UnsetType = UNSET  # only in a trace without GPU work
+    kernels: Totals
+    devices: dict[str, DeviceTime]
+    comm: CommTotals
+    memcpy: CopyTotals
+    categories: dict[str, Totals]
+    idle: dict[str, CauseTotal]
+    host: HostActivity | None = None  # only in a trace without GPU work
 
 
 # -- perflab trace idle --------------------------------------------------------------------
@@ -140,7 +69,8 @@ class GapView(Document, kw_only=True):
     evidence: list[EvidenceView]
 
 
-StepColumns = dict[str, list[int | float | str]]  # one column per cause: named after the causes
+# the per-step table, column by column (a step, a device, times; a column per cause)
+StepColumns = dict[str, list[Any]]
 
 
 class IdleView(Document, kw_only=True):
@@ -148,7 +78,7 @@ class IdleView(Document, kw_only=True):
     by cause, the per-step table (columns), the rules and the note on heuristics."""
 
     gaps: list[GapView]
-    by_cause: dict[str, CauseView]
+    by_cause: dict[str, CauseTotal]
     idle_ns: int
     min_ns: int
     step: int | None
@@ -193,29 +123,15 @@ class DeviceMemoryView(Document, kw_only=True):
     final_reserved_bytes: int | None
 
 
-class GrowthView(Document, kw_only=True):
-    device: str
-    op: str
-    bytes_per_step: int
-    steps: int
-    total_bytes: int
-
-
 class MemoryView(Document, kw_only=True):
     """``perflab trace memory TRACE --json``."""
 
     source: str
     devices: list[DeviceMemoryView]
-    growth: list[GrowthView]
+    growth: list[Growth]
     steps: int
     notes: list[str]
     rules: dict[str, str]
-
-
-class StreamView(Document, kw_only=True):
-    stream: int
-    segments: int
-    reserved: int
 
 
 class StateView(Document, kw_only=True):
@@ -230,7 +146,7 @@ class SnapshotDeviceView(Document, kw_only=True):
     reserved_bytes: int
     allocated_bytes: int
     cached_free_bytes: int
-    by_stream: list[StreamView]
+    by_stream: list[StreamMemory]
     by_state: list[StateView]
     unaccounted_bytes: int
 

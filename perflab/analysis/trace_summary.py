@@ -33,7 +33,7 @@ Definitions (times in microseconds, floats; the CLI's ``--json`` prints exactly 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -54,9 +54,6 @@ from perflab.model.trace_keys import event_device_pairs
 
 if TYPE_CHECKING:
     import pandas as pd
-
-KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
-HOST_KEY = "host"  # after KEYS, in the summary of a trace without GPU work only
 
 
 def _us(ns: float | int | np.integer) -> float:
@@ -130,12 +127,11 @@ class TraceSummary(Shown):
     origin: RankOrigin | None = None  # where the trace came from (a job checks its ranks')
 
     def to_dict(self) -> dict[str, object]:
-        """The document of :data:`KEYS` (and :data:`HOST_KEY` for a trace without GPU
-        work): plain ints, floats and strings only."""
-        doc = {key: _plain(getattr(self, key)) for key in KEYS}
-        if self.host is not None:
-            doc[HOST_KEY] = asdict(self.host)
-        return doc
+        """The document :class:`perflab.analysis.json_views.SummaryView` declares."""
+        from perflab.analysis.json_views import SummaryView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, SummaryView))
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per device: busy/span/idle (us), utilisation, kernels."""
@@ -181,12 +177,6 @@ def rank_origin(trace: Trace) -> RankOrigin:
 
 def _count(value: object) -> int | None:
     return value if type(value) is int else None
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: asdict(v) for k, v in value.items()}
-    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:

@@ -22,6 +22,7 @@ from perflab.errors import SchemaError
 from perflab.model.fields import MAX_FLOAT, MAX_INT, MAX_ITEMS, MAX_TEXT
 
 T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
 
 # The bounds every saved field shares. A float bounded above and below refuses NaN and
 # infinity too (no comparison with NaN holds), so each number type here is finite.
@@ -96,6 +97,12 @@ def encode(value: object) -> dict[str, object]:
     if not isinstance(out, dict):
         raise TypeError(f"{type(value).__name__} does not encode to a JSON object")
     return out
+
+
+def view(value: object, kind: type[S]) -> S:
+    """The document ``kind`` declares, made of ``value``: each field is the attribute of
+    ``value`` with the field's Python name (the key it is written under may differ)."""
+    return kind(**{name: getattr(value, name) for name in kind.__struct_fields__})
 
 
 def _plain(value: object) -> object:
