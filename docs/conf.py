@@ -19,6 +19,7 @@ extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
     "perflab_cli",
+    "perflab_json",
     "perflab_refs",
     "course_links",
 ]

@@ -177,3 +177,40 @@ def test_each_saved_file_reads_as_its_kind(path: Path) -> None:
     kind = doc.pop("perflab")
     doc.pop("schema_version")
     msgspec.convert(doc, SAVED_FILES[kind])
+
+
+# -- the reference page ------------------------------------------------------------------
+
+
+def _reference_extension() -> Any:
+    """docs/_ext/perflab_json.py, imported as the docs build imports it."""
+    import importlib
+    import sys
+
+    extensions = str(ROOT / "docs" / "_ext")
+    if extensions not in sys.path:
+        sys.path.insert(0, extensions)
+    return importlib.import_module("perflab_json")
+
+
+def test_the_reference_page_shows_every_json_command_and_saved_kind() -> None:
+    page = "\n".join(_reference_extension().command_lines() + _reference_extension().saved_lines())
+    for command in json_commands(build_parser()):
+        assert f"``perflab {command} --json``" in page
+    for kind in SAVED_FILES:
+        assert f"Saved {kind} files" in page
+    assert '"$ref": "#/$defs/IdleView"' in page
+
+
+def test_the_reference_page_fails_on_a_command_without_a_document(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sphinx.errors import ExtensionError
+
+    from perflab.commands import json_schemas
+
+    outputs = dict(json_schemas.COMMAND_OUTPUTS)
+    del outputs["trace idle"]
+    monkeypatch.setattr(json_schemas, "COMMAND_OUTPUTS", outputs)
+    with pytest.raises(ExtensionError, match="perflab trace idle takes --json"):
+        _reference_extension().command_lines()
