@@ -366,7 +366,7 @@ def _count_work(fn: Callable[[], object], result: TimingResult, *, counts: bool)
     """Run ``fn`` once more under torch's FLOP counter: its FLOPs and bytes where
     ``counts`` (none were given), its precision where --dtype did not say; what was
     counted, in words."""
-    from perflab.model.units import format_bytes
+    from perflab.model.units import format_bytes, format_rate
     from perflab.render.work import count_work
 
     work = count_work(fn)
@@ -374,7 +374,7 @@ def _count_work(fn: Callable[[], object], result: TimingResult, *, counts: bool)
     if counts:
         result.flops, result.bytes = work.flops, work.bytes
         said.append(
-            f"{result.flops:.4g} FLOP (torch FlopCounterMode), at least "
+            f"{format_rate(result.flops, 'FLOP', 4)} (torch FlopCounterMode), at least "
             f"{format_bytes(result.bytes)} moved (tensor sizes)"
         )
     if result.dtype is None:
