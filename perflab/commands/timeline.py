@@ -32,8 +32,8 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--no-critical",
         action="store_true",
-        help="leave out the critical path toggle (computing every step's path takes about as "
-        "long again as drawing the page on a large trace)",
+        help="leave out the critical path toggle: computing every step's path can take longer "
+        "than drawing the page itself on a large trace (a million events: seconds more)",
     )
     job.add_scheduler(p, "draw a job's overview on a Dask cluster (a lane per group of ranks)")
     p.add_argument(

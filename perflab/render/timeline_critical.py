@@ -70,6 +70,15 @@ class CriticalSegments:
     steps: list[str]
     step_ns: list[int]
     total: int
+    complete: bool = True  # False: the page holds only the longest (joined) stretches
+
+    def take(self, rows: I64) -> CriticalSegments:
+        """Only stretches ``rows`` (in their order); the page no longer holds every one."""
+        return CriticalSegments(
+            self.step[rows], self.start_ms[rows], self.dur_ns[rows], self.lane[rows],
+            self.kind[rows], self.name[rows], self.wait[rows], self.names, self.kinds,
+            self.steps, self.step_ns, self.total, complete=False,
+        )  # fmt: skip
 
     def columns(self) -> dict[str, npt.NDArray[np.generic]]:
         """What the page's source of stretches holds."""
@@ -86,6 +95,8 @@ class CriticalSegments:
     def describe(self) -> str:
         """A line of the timeline's text view."""
         held = "" if self.total == len(self.dur_ns) else f" (joined into {len(self.dur_ns):,})"
+        if not self.complete:
+            held = f" (the page holds the longest {len(self.dur_ns):,} runs of them)"
         mean = format_ns(float(np.mean(self.step_ns))) if self.step_ns else "no time"
         return (
             f"critical path: {counted(len(self.steps), 'step')} (mean {mean}), "
@@ -152,7 +163,18 @@ def segments_of(
         step_ns=[s.duration_ns for s in paths.steps],
         total=len(dur),
     )
-    return joined(segments) if len(dur) > SEGMENT_BUDGET else segments
+    return within_budget(segments)
+
+
+def within_budget(s: CriticalSegments) -> CriticalSegments:
+    """At most :data:`SEGMENT_BUDGET` stretches for the page: runs on one lane joined, and
+    if that is not enough, the longest runs kept."""
+    if len(s.dur_ns) <= SEGMENT_BUDGET:
+        return s
+    s = joined(s)
+    if len(s.dur_ns) <= SEGMENT_BUDGET:
+        return s
+    return s.take(np.sort(np.argsort(-s.dur_ns, kind="stable")[:SEGMENT_BUDGET]))
 
 
 def _joined_column(parts: list[PathColumns], column: str) -> I64:
@@ -332,4 +354,5 @@ def page_meta(view: CriticalView) -> dict[str, object]:
         "step_ms": [ns / 1e6 for ns in s.step_ns],
         "total": s.total,
         "held": len(s.dur_ns),
+        "complete": s.complete,
     }

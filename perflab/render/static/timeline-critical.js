@@ -25,6 +25,10 @@ if (state == null) {
     const n = cmeta.steps.length;
     label.title = "highlight the critical path of " + (n === 1 ? "the step" : "each of the " + n
       + " steps") + ": what set the step's duration (work filled, waiting hatched)";
+    if (!cmeta.complete) {
+      label.title += "; the page holds the longest " + cmeta.held.toLocaleString() + " runs of its "
+        + cmeta.total.toLocaleString() + " stretches";
+    }
   }
   box.setAttribute("aria-label", "critical path: " + label.title);
   box.addEventListener("change", () => {
