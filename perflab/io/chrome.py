@@ -1,5 +1,6 @@
 """Export a :class:`Trace` as Chrome trace-event JSON, which ui.perfetto.dev and
-chrome://tracing open. Kineto-style ``cat`` names are used, so perflab reads it back."""
+chrome://tracing open. Kineto-style ``cat`` names are used, and the allocator's events are
+written as Kineto's ``[memory]`` instant events, so perflab reads it back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from perflab.io.kineto.keys import MEMORY_EVENT
 from perflab.model.serialize import json_safe, write_text
 from perflab.model.trace import MEMCPY_DIRECTIONS, EventKind, Trace, TrackKind, distinct
 from perflab.model.trace_keys import device_pairs
@@ -118,6 +120,44 @@ def chrome_events(trace: Trace) -> list[dict[str, object]]:
     return out
 
 
+def memory_records(trace: Trace) -> list[dict[str, object]]:
+    """The allocator's events (``trace.memory_events``) as Kineto writes them: a
+    ``[memory]`` instant event on the thread that called the allocator (its pid and tid,
+    as its CPU track names them), times from the same origin as the other events."""
+    m = trace.memory_events.columns
+    ts_us = (m["ts_ns"] - _origin(trace)) / 1000.0
+    fields = zip(
+        ts_us.tolist(),
+        *(m[c].tolist() for c in ("pid", "tid", "addr", "bytes", "total_allocated")),
+        *(m[c].tolist() for c in ("total_reserved", "device_type", "device_id")),
+        strict=True,
+    )
+    return [
+        {
+            "ph": "i",
+            "s": "t",
+            "cat": "cpu_instant_event",
+            "name": MEMORY_EVENT,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "args": _memory_args(addr, amount, allocated, reserved, device_type, device_id),
+        }
+        for ts, pid, tid, addr, amount, allocated, reserved, device_type, device_id in fields
+    ]
+
+
+def _memory_args(
+    addr: int, amount: int, allocated: int, reserved: int, device_type: int, device_id: int
+) -> dict[str, int]:
+    args = {"Addr": addr, "Bytes": amount, "Total Allocated": allocated}
+    if reserved >= 0:  # -1: the recording did not say
+        args["Total Reserved"] = reserved
+    args["Device Type"] = device_type
+    args["Device Id"] = device_id
+    return args
+
+
 def _origin(trace: Trace) -> int:
     return int(trace.start_ns.min()) if len(trace) else 0
 
@@ -145,7 +185,7 @@ def _extra_args(trace: Trace) -> dict[int, dict[str, object]]:
 
 def export_chrome(trace: Trace, path: str | os.PathLike[str]) -> Path:
     doc = {
-        "traceEvents": chrome_events(trace),
+        "traceEvents": chrome_events(trace) + memory_records(trace),
         "displayTimeUnit": "ns",
         "deviceProperties": json_safe(trace.meta.get("devices", [])),
         "otherData": {

@@ -94,6 +94,8 @@ class Job:
         for r in self:  # the other columns are shared, not copied: merge copies them once
             events = Table(r.trace.events.schema, r.trace.events.columns)
             events.columns["start_ns"] = r.aligned_start_ns()
+            memory = Table(r.trace.memory_events.schema, r.trace.memory_events.columns)
+            memory.columns["ts_ns"] = memory["ts_ns"] + np.int64(r.clock_offset_ns)
             shifted.append(
                 Trace(
                     events,
@@ -102,6 +104,7 @@ class Job:
                     kernels=r.trace.kernels,
                     memcpy=r.trace.memcpy,
                     ops=r.trace.ops,
+                    memory_events=memory,
                     meta=r.trace.meta,
                 )
             )

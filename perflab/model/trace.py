@@ -40,7 +40,7 @@ Side tables (``event`` is the row index into the events table):
   ``input_dims`` int32 and ``input_types`` int32 (indices into ``trace.strings`` holding the
   JSON text of the shapes/types, -1 if none).
 - ``trace.memory_events``: the allocator's ``[memory]`` events (``profile_memory=True``), one row
-  each, by time: see :mod:`perflab.model.memory` (merge leaves them out).
+  each, by time: see :mod:`perflab.model.memory` (merge keeps every input's).
 
 ``trace.meta`` is a JSON-able dict: ``source`` (file), ``format`` (``"kineto"``, ``"nsys"``,
 ``"torch.profiler"``), ``events_read`` (entries in the input: ``traceEvents`` length for
@@ -446,7 +446,9 @@ class Trace(Shown):
     def merge(cls, traces: Sequence[Trace], ranks: Sequence[int] | None = None) -> Trace:
         """One trace from several (typically one per rank). The rank of each input is
         ``ranks[i]`` if given, else its ``meta["rank"]``, else its position; it becomes part
-        of every track. Correlation ids stay per rank (pair them with the track's rank)."""
+        of every track. Correlation ids stay per rank (pair them with the track's rank).
+        The allocator's events of every input are kept, by time (the inputs' order at equal
+        times), each with its thread's pid and tid as the tracks keep theirs."""
         if ranks is None:
             ranks = [int(t.meta.get("rank", i)) for i, t in enumerate(traces)]
         if len(ranks) != len(traces):
@@ -457,6 +459,7 @@ class Trace(Shown):
         kernels: list[Table] = []
         memcpy: list[Table] = []
         ops: list[Table] = []
+        memory: list[Table] = []
         track_base = row_base = 0
         for trace, rank in zip(traces, ranks, strict=True):
             remap = np.array([index.setdefault(s, len(index)) for s in trace.strings], np.int64)
@@ -469,6 +472,7 @@ class Trace(Shown):
             for side, out in ((trace.kernels, kernels), (trace.memcpy, memcpy)):
                 out.append(_shift_events(side, row_base))
             ops.append(_shift_events(_remap_strings(trace.ops, "ops", remap), row_base))
+            memory.append(trace.memory_events)
             track_base += len(trace.tracks)
             row_base += len(trace)
         strings = list(index)
@@ -486,6 +490,7 @@ class Trace(Shown):
             kernels=Table.concat(KERNEL_COLUMNS, kernels),
             memcpy=Table.concat(MEMCPY_COLUMNS, memcpy),
             ops=Table.concat(OP_COLUMNS, ops),
+            memory_events=_by_time(Table.concat(MEMORY_COLUMNS, memory)),
             meta=meta,
         )
 
@@ -563,6 +568,12 @@ def _follow(side: Table, new_row: npt.NDArray[np.int64]) -> Table:
     out = side.take(np.flatnonzero(keep))
     out.columns["event"] = mapped[keep]
     return out
+
+
+def _by_time(memory: Table) -> Table:
+    """Memory events sorted by time, as an importer sorts them (stable: their order kept at
+    equal times)."""
+    return memory.take(np.argsort(memory["ts_ns"], kind="stable"))
 
 
 def _shift_events(side: Table, base: int) -> Table:
