@@ -214,3 +214,14 @@ def test_the_reference_page_fails_on_a_command_without_a_document(
     monkeypatch.setattr(json_schemas, "COMMAND_OUTPUTS", outputs)
     with pytest.raises(ExtensionError, match="perflab trace idle takes --json"):
         _reference_extension().command_lines()
+
+
+def test_a_memory_snapshot_is_its_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pickle
+
+    from test_memory_snapshot import snapshot
+
+    path = tmp_path / "snapshot.pickle"
+    path.write_bytes(pickle.dumps(snapshot()))
+    doc = _printed(["trace", "memory", str(path), "--json"], capsys)
+    assert _matches("trace memory", doc).startswith("a memory snapshot")

@@ -21,6 +21,7 @@ out by :mod:`perflab.analysis.memory_attribution`. Every amount is bounded (see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +38,9 @@ from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.memory import device_label
 from perflab.model.trace import Table, Trace
+
+if TYPE_CHECKING:
+    from perflab.analysis.json_views import DeviceMemoryView
 
 I64 = npt.NDArray[np.int64]
 MAX_TOTAL = 2**62  # the most bytes all of a trace's memory events may say together
@@ -109,31 +113,37 @@ class DeviceMemory:
             return -1
         return self.reserved_at_peak - self.peak_allocated
 
-    def to_dict(self) -> dict[str, object]:
-        def known(v: int) -> int | None:
-            return v if v >= 0 else None
+    def document(self) -> DeviceMemoryView:
+        """The device as ``perflab trace memory --json`` lists it (reserved figures null
+        where the trace does not say them)."""
+        from perflab.analysis.json_views import DeviceMemoryView, LiveCategoryView, LiveOpView
 
-        return {
-            "device": self.device_id,
-            "device_type": self.device_type,
-            "label": self.label,
-            "events": len(self.time_ns),
-            "peak_allocated_bytes": self.peak_allocated,
-            "peak_ns": self.peak_ns,
-            "peak_op": self.peak_op,
-            "reserved_at_peak_bytes": known(self.reserved_at_peak),
-            "fragmentation_bytes": known(self.fragmentation),
-            "peak_reserved_bytes": known(self.peak_reserved),
-            "live_at_peak": [
-                {"op": r.name, "bytes": r.bytes, "count": r.count} for r in self.live_at_peak
+        return DeviceMemoryView(
+            device=self.device_id,
+            device_type=self.device_type,
+            label=self.label,
+            events=len(self.time_ns),
+            peak_allocated_bytes=self.peak_allocated,
+            peak_ns=self.peak_ns,
+            peak_op=self.peak_op,
+            reserved_at_peak_bytes=_known(self.reserved_at_peak),
+            fragmentation_bytes=_known(self.fragmentation),
+            peak_reserved_bytes=_known(self.peak_reserved),
+            live_at_peak=[
+                LiveOpView(op=r.name, bytes=r.bytes, count=r.count) for r in self.live_at_peak
             ],
-            "live_at_peak_by_category": [
-                {"category": r.name, "bytes": r.bytes, "count": r.count, "rule": RULES[r.name]}
+            live_at_peak_by_category=[
+                LiveCategoryView(category=r.name, bytes=r.bytes, count=r.count, rule=RULES[r.name])
                 for r in self.by_category
             ],
-            "final_allocated_bytes": self.final_allocated,
-            "final_reserved_bytes": known(self.final_reserved),
-        }
+            final_allocated_bytes=self.final_allocated,
+            final_reserved_bytes=_known(self.final_reserved),
+        )
+
+
+def _known(value: int) -> int | None:
+    """A figure as written: None where it is not known (-1)."""
+    return value if value >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -145,9 +155,6 @@ class Growth:
     bytes_per_step: int
     steps: int  # steps in which it left memory
     total_bytes: int  # never freed, over all steps
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(vars(self))
 
 
 @dataclass(frozen=True)
@@ -162,15 +169,21 @@ class MemoryReport(Shown):
     notes: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        """``{"devices": [...], "growth": [...], "notes": [...], "rules": {...}}``."""
-        return {
-            "source": self.source,
-            "devices": [d.to_dict() for d in self.devices],
-            "growth": [g.to_dict() for g in self.growth],
-            "steps": self.steps,
-            "notes": list(self.notes),
-            "rules": {**RULES, "growth": GROWTH_RULE, "phase": PHASE_RULE},
-        }
+        """``{"devices": [...], "growth": [...], "notes": [...], "rules": {...}}``: the
+        document :class:`perflab.analysis.json_views.MemoryView` declares."""
+        from perflab.analysis.json_views import MemoryView
+        from perflab.model.schema import encode
+
+        return encode(
+            MemoryView(
+                source=self.source,
+                devices=[d.document() for d in self.devices],
+                growth=list(self.growth),
+                steps=self.steps,
+                notes=list(self.notes),
+                rules={**RULES, "growth": GROWTH_RULE, "phase": PHASE_RULE},
+            )
+        )
 
 
 def memory_report(trace: Trace) -> MemoryReport:

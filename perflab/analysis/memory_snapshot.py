@@ -12,6 +12,7 @@ once its sizes are known to add up to less than 2**62.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,9 @@ from perflab.analysis.memory import MAX_TOTAL, NamedBytes
 from perflab.errors import InputError
 from perflab.model.display import Shown
 from perflab.model.memory import BLOCK_STATES, TRACE_ACTIONS, MemorySnapshot, Stack
+
+if TYPE_CHECKING:
+    from perflab.analysis.json_views import AllocationView, AllocatorTraceView, SnapshotDeviceView
 
 _ALLOCATED, _AWAITING, _INACTIVE = range(3)
 _ALLOC, _FREE_COMPLETED = TRACE_ACTIONS.index("alloc"), TRACE_ACTIONS.index("free_completed")
@@ -89,38 +93,58 @@ class SnapshotSummary(Shown):
     traces: tuple[AllocatorTrace, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "devices": [
-                {
-                    "device": d.device,
-                    "segments": d.segments,
-                    "reserved_bytes": d.reserved,
-                    "allocated_bytes": d.allocated,
-                    "cached_free_bytes": d.cached_free,
-                    "by_stream": [vars(s) for s in d.by_stream],
-                    "by_state": [
-                        {"state": b.name, "blocks": b.count, "bytes": b.bytes} for b in d.by_state
-                    ],
-                    "unaccounted_bytes": d.unaccounted,
-                }
-                for d in self.devices
-            ],
-            "largest": [
-                {
-                    "device": a.device,
-                    "bytes": a.size,
-                    "requested_bytes": a.requested if a.requested >= 0 else None,
-                    "address": a.address,
-                    "frames": [{"filename": f, "line": n, "name": fn} for f, n, fn in a.stack],
-                }
-                for a in self.largest
-            ],
-            "traces": [
-                {**vars(t), "ooms": [{"bytes": s, "device_free": f} for s, f in t.ooms]}
-                for t in self.traces
-            ],
-        }
+        """The document :class:`perflab.analysis.json_views.SnapshotView` declares."""
+        from perflab.analysis.json_views import SnapshotView
+        from perflab.model.schema import encode
+
+        return encode(
+            SnapshotView(
+                source=self.source,
+                devices=[_device_view(d) for d in self.devices],
+                largest=[_allocation_view(a) for a in self.largest],
+                traces=[_trace_view(t) for t in self.traces],
+            )
+        )
+
+
+def _device_view(d: SnapshotDevice) -> SnapshotDeviceView:
+    from perflab.analysis.json_views import SnapshotDeviceView, StateView
+
+    return SnapshotDeviceView(
+        device=d.device,
+        segments=d.segments,
+        reserved_bytes=d.reserved,
+        allocated_bytes=d.allocated,
+        cached_free_bytes=d.cached_free,
+        by_stream=list(d.by_stream),
+        by_state=[StateView(state=b.name, blocks=b.count, bytes=b.bytes) for b in d.by_state],
+        unaccounted_bytes=d.unaccounted,
+    )
+
+
+def _allocation_view(a: LargeAllocation) -> AllocationView:
+    from perflab.analysis.json_views import AllocationView, FrameView
+
+    return AllocationView(
+        device=a.device,
+        bytes=a.size,
+        requested_bytes=a.requested if a.requested >= 0 else None,
+        address=a.address,
+        frames=[FrameView(filename=f, line=n, name=fn) for f, n, fn in a.stack],
+    )
+
+
+def _trace_view(t: AllocatorTrace) -> AllocatorTraceView:
+    from perflab.analysis.json_views import AllocatorTraceView, OomView
+
+    return AllocatorTraceView(
+        device=t.device,
+        entries=t.entries,
+        actions=t.actions,
+        peak_live=t.peak_live,
+        ooms=[OomView(bytes=size, device_free=free) for size, free in t.ooms],
+        span_us=t.span_us,
+    )
 
 
 def summarize_snapshot(snapshot: MemorySnapshot, top: int = 10) -> SnapshotSummary:
