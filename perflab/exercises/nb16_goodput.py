@@ -10,15 +10,15 @@ NOTEBOOK = "16-goodput-of-a-training-step"
 
 _CAUSE_HINTS = {
     "host-busy": "The GPU waits while the host runs Python and framework code between "
-    "launches: how much host work does a step of 900 small kernels need?",
-    "after-sync": "A synchronisation stalls the host until the GPU is done; a training step "
-    "like this one synchronises rarely. What does the host do between its launches?",
-    "launch-overhead": "A launch costs a few microseconds: about 900 launches per step add up "
-    "to a few milliseconds, not most of a step of over 200 ms.",
+    "launches: how much host work do some 300 small kernels per step need?",
+    "after-sync": "The step reads the loss back once (loss.item()): one wait per step. What "
+    "does the host do between its hundreds of launches?",
+    "launch-overhead": "A launch costs a few microseconds: about 300 launches per step add up "
+    "to a millisecond or two, not most of a step of about 35 ms.",
     "launch-blocked": "A launch call that blocks for 100 us or more (a full launch queue, the "
-    "driver) is rare: in this step the launches return in microseconds.",
-    "gpu-dependency": "Work waits for another stream, a peer rank or a copy engine around the "
-    "all-reduces, a few times per step; most gaps fall between ordinary kernels.",
+    "driver) is rare: a GPU that keeps running out of work has no full queue to block on.",
+    "gpu-dependency": "Work waits for another stream, a peer rank or a copy engine: this is one "
+    "GPU with no collectives and no peers to wait for.",
     "unknown": "Nearly every gap here ends with a launch that the trace ties to the thread that "
     "made it, so its cause can be named.",
 }
@@ -49,20 +49,21 @@ EXERCISES = (
     Spec(
         "busy-share",
         NOTEBOOK,
-        "Before the summary below: how busy was rank 0's GPU over the profiled span? Predict "
-        "'mostly idle' (busy under 40% of the time), 'about half' (40% to 70%) or 'mostly busy' "
-        "(over 70%). The phases above give a feel for it: steps of about 220 ms, 2,700 kernels "
-        "in three steps.",
+        "Before the summary below: how busy was the H200 over the profiled span (kernels and "
+        "copies)? Predict 'mostly idle' (busy under 40% of the time), 'about half' (40% to "
+        "70%) or 'mostly busy' (over 70%). The phases above give a feel for it: steps of about "
+        "35 ms, 1,256 kernels in four steps, a batch of 32 x 256 tokens on a 13-million-"
+        "parameter model.",
         ranges(
             lambda v: v["busy_us"] / v["span_us"],
             [0.4, 0.7],
             ["mostly idle", "about half", "mostly busy"],
-            low="The kernels fill more of a step than that: count them per step and think of "
-            "how long a convolution or a batch norm of a training batch runs.",
-            high="About 900 kernels per step of 220 ms: at tens of microseconds each, how much "
-            "of the step do they fill?",
+            low="The GPU does more than that: count the kernels per step, and the input copies "
+            "of 16 MiB from pageable memory.",
+            high="About 300 kernels per step of 35 ms: at a few to tens of microseconds each, "
+            "on a GPU this fast, how much of the step do they fill?",
         ),
-        "Mostly idle, in this trace: the kernels fill under a quarter of the span. For a "
+        "Mostly idle, in this trace: kernels and copies fill about a fifth of the span. For a "
         "training step that should keep the GPU full, that idle time matters more than the "
         "speed of any kernel; the idle breakdown says what the GPU waited for.",
         worked="mostly idle",
@@ -86,11 +87,12 @@ EXERCISES = (
             "same GPU work, not by a faster GPU or faster launches.",
         ),
         "host-busy, in this trace: between launches the host runs Python and framework code "
-        "(the operators' own host work, autograd, DDP's buffer broadcast and gradient copies), "
-        "and the GPU, having finished its queue, waits. The launch calls themselves hold little "
-        "of it (launch-overhead). Less host work for the same GPU work fixes it: larger per-GPU "
-        "batches, fewer operators to dispatch (torch.compile), CUDA graphs where the whole step "
-        "can be captured and replayed; a faster GPU does not.",
+        "(the operators' own host work, autograd, AdamW's per-parameter ops), and the GPU, "
+        "having finished its queue, waits. The per-step readback (after-sync) and the launch "
+        "calls themselves (launch-overhead) hold little of it. Less host work for the same GPU "
+        "work fixes it: larger batches, fewer operators to dispatch (a fused optimizer, "
+        "torch.compile), CUDA graphs where the whole step can be captured and replayed; a "
+        "faster GPU does not.",
         worked="host-busy",
         measured={"idle_us": "numbers"},
     ),

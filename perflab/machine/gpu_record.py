@@ -479,6 +479,21 @@ def _pct(result: TimingResult, q: float) -> float:
 # --- 10: a profiled training loop ---------------------------------------------------------------
 
 
+TRAINING_SIZES = {"cuda": (512, 4, 32, 256), "cpu": (64, 2, 4, 32)}  # width, layers, batch, seq
+TRAINING_CLASSES = 1000
+
+
+def training_model(width: int, layers: int) -> nn.Module:
+    """Notebook 16's recorded model: ``layers`` transformer encoder layers (8 heads, a
+    feed-forward 4 x ``width`` wide) and a 1,000-way linear head, on the default device."""
+    from torch import nn
+
+    body = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(width, 8, 4 * width, batch_first=True), layers
+    )
+    return nn.Sequential(body, nn.Linear(width, TRAINING_CLASSES))
+
+
 def training_trace(rec: Recorder) -> Mapping[str, object]:
     """A small transformer trained for a few steps under torch.profiler (CPU and CUDA
     activity), its phases marked with perflab.range; the loss read back every step, as
@@ -490,15 +505,11 @@ def training_trace(rec: Recorder) -> Mapping[str, object]:
     import perflab
 
     torch.manual_seed(0)
-    width, layers = (512, 4) if rec.on_gpu else (64, 2)
-    batch, seq = (32, 256) if rec.on_gpu else (4, 32)
-    body = nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(width, 8, 4 * width, batch_first=True), layers
-    )
-    model = nn.Sequential(body, nn.Linear(width, 1000)).to(rec.device)
+    width, layers, batch, seq = TRAINING_SIZES[rec.backend]
+    model = training_model(width, layers).to(rec.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = [torch.randn(batch, seq, width) for _ in range(4)]  # pageable host memory
-    labels = [torch.randint(0, 1000, (batch, seq)) for _ in range(4)]
+    labels = [torch.randint(0, TRAINING_CLASSES, (batch, seq)) for _ in range(4)]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rec.on_gpu else [])
     path = rec.out / "16-training" / "train-steps.json"
     path.parent.mkdir(parents=True, exist_ok=True)
