@@ -610,3 +610,36 @@ def test_the_page_names_the_row_budget_of_where_it_was_made(tmp_path: Path) -> N
     assert cli(["timeline", nccl, "-o", str(out), "--rows", "1000"]) == 0
     html = out.read_text(encoding="utf-8")
     assert "a larger --rows holds more" in html and "row_budget (timeline" not in html
+
+
+def test_the_gpu_busy_strip_counts_kernels_not_the_ranges_annotated_on_the_gpu() -> None:
+    """A GPU-side annotation (gpu_user_annotation) spans 0-100 us over one 10 us kernel: the
+    strip says the GPU was busy 10% of the time, not all of it."""
+    from perflab.render.timeline import assign_lanes, strip_lanes
+
+    kinds = [EventKind.KERNEL, EventKind.ANNOTATION, EventKind.CPU_OP]
+    events = Table(
+        EVENT_COLUMNS,
+        {
+            "start_ns": np.array([0, 0, 0]),
+            "dur_ns": np.array([10_000, 100_000, 100_000]),
+            "kind": np.array(kinds, dtype=np.int8),
+            "track": np.array([1, 1, 0]),
+            "name": np.array([0, 1, 2]),
+        },
+    )
+    tracks = Table(
+        TRACK_COLUMNS,
+        {"rank": [0, 0], "device": [99, 0], "stream": [1, 7], "kind": [1, 0], "label": [3, 4]},
+    )
+    names = ["gemm", "forward (annotation)", "aten::mm", "thread 1", "GPU 0 stream 7"]
+    trace = Trace(events, tracks, names, meta={"source": "annotated"})
+    lanes = assign_lanes(trace)
+    strip = strip_lanes(lanes)
+    assert [lanes.labels[k] for k in strip] == ["GPU 0 stream 7"]
+    start = trace.start_ns.astype(float)
+    pyramid = lod.build_pyramid(
+        start, start + trace.dur_ns, lanes.of_event, len(lanes.labels), summary_lanes=strip
+    )
+    summary = pyramid.levels[0].busy[-1]  # the strip's row follows the lanes' rows
+    assert summary.mean() == pytest.approx(0.1, abs=0.01)

@@ -66,6 +66,7 @@ from perflab.render.timeline_data import lane_details as lane_details
 from perflab.render.timeline_data import lane_ticks as lane_ticks
 from perflab.render.timeline_data import launch_groups as launch_groups
 from perflab.render.timeline_data import link_members as link_members
+from perflab.render.timeline_data import strip_lanes as strip_lanes
 from perflab.render.timeline_data import strip_title as strip_title
 from perflab.render.timeline_data import timeline_text as timeline_text
 from perflab.render.timeline_data import track_lanes as track_lanes
@@ -202,9 +203,7 @@ def timeline(
     origin = int(trace.start_ns.min())
     start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
-    gpu_lanes = np.flatnonzero(lanes.gpu & ~lanes.header)
-    # the strip above the lanes: GPU streams busy, or (a CPU-only trace) threads busy
-    summary = gpu_lanes if gpu_lanes.size else np.flatnonzero(~lanes.notes & ~lanes.header)
+    summary = strip_lanes(lanes)  # GPU streams busy, or (a CPU-only trace) threads busy
     # the pyramid in a thread while this one finds the launch links, colours and idle gaps:
     # both are mostly numpy passes over every event, which run side by side
     with ThreadPoolExecutor(max_workers=1) as pool:

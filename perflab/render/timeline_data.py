@@ -500,6 +500,15 @@ class LiveLabels:
         return out
 
 
+def strip_lanes(lanes: Lanes) -> npt.NDArray[np.int64]:
+    """The lanes whose union the strip above the lanes shows: the GPU streams' work lanes
+    (their annotation lanes are ranges someone named, not work the GPU did), or in a
+    CPU-only trace every thread's work lane."""
+    work = ~lanes.notes & ~lanes.header
+    gpu_work = np.flatnonzero(lanes.gpu & work)
+    return gpu_work if gpu_work.size else np.flatnonzero(work)
+
+
 def strip_title(lanes: Lanes) -> str:
     """What the strip above the lanes shows (see the summary lanes in :func:`timeline`)."""
     if lanes.gpu.any():
