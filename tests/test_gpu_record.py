@@ -45,7 +45,9 @@ def test_dry_run_records_every_notebook_result_on_the_cpu(tmp_path: Path) -> Non
     assert manifest_problems(out) == []  # every file written is listed with its checksum
     statuses = {name: e["status"] for name, e in manifest["sections"].items()}
     assert statuses["ncu"] == "skipped" and next(iter(statuses)) == "first calls"
-    assert all(s == "ok" for name, s in statuses.items() if name != "ncu"), statuses
+    assert statuses["collectives"] == "skipped"  # NCCL needs 2 GPUs
+    needs_gpu = ("ncu", "collectives")
+    assert all(s == "ok" for name, s in statuses.items() if name not in needs_gpu), statuses
     timed = recorded("00-quickstart/matmul-512.json", out)
     assert isinstance(timed, TimingResult) and timed.backend == "cpu" and timed.n >= 10
     first = recorded("01-timing/first-calls.json", out)
@@ -180,3 +182,27 @@ def test_end_to_end_samples_hold_the_sync_and_a_failing_variant_is_named(
     result = recorded("12-inference/end-to-end.json", tmp_path)
     assert isinstance(result, BenchResult)
     assert [s.name for s in result.series] == ["eager: end to end"]
+
+
+def test_nccl_collectives_are_recorded_only_with_two_gpus_or_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from perflab.machine import collectives, gpu_record
+    from perflab.model.machine import CollectiveResult
+
+    one_gpu = gpu_record.collectives_sweep(gpu_record.Recorder(tmp_path, "cpu"))
+    assert one_gpu == {"skipped": "NCCL collectives need 2 or more GPUs (0 here)"}
+    asked: dict[str, object] = {}
+
+    def sweep(**spec: object) -> CollectiveResult:
+        asked.update(spec)
+        return CollectiveResult(benchmark="collectives", device="GPU", backend="nccl")
+
+    monkeypatch.setattr(gpu_record.env, "gpu_devices", lambda: [{"name": "GPU"}] * 4)
+    monkeypatch.setattr(collectives, "run", sweep)
+    done = gpu_record.collectives_sweep(gpu_record.Recorder(tmp_path, "cuda"))
+    assert done == {"ranks": 4, "rows": 0}
+    assert asked["backend"] == "nccl" and asked["world_size"] == 4
+    assert asked["sizes"] == gpu_record.NCCL_SIZES * gpu_record.SWEEP_REPEATS
+    result = recorded("17-collectives/nccl-sweep.json", tmp_path)
+    assert isinstance(result, CollectiveResult) and result.backend == "nccl"

@@ -20,6 +20,7 @@ Layout of the output folder (one folder per notebook)::
                     the host clock around call and sync, and CUDA events, a fixed number of
                     warm samples each, for eager, a CUDA graph and torch.compile)
     16-training/    train-steps.json.gz (a torch.profiler trace with perflab.range phases)
+    17-collectives/ nccl-sweep.json (notebook 17's NCCL sweep; only with 2 or more GPUs)
     MANIFEST.json   the environment, every section's status, and the checksum of every file
 
 Each folder is named after the notebook that replays it (``machine/``, written by
@@ -545,6 +546,37 @@ def training_trace(rec: Recorder) -> Mapping[str, object]:
     return {"steps_profiled": 4, "losses": losses, "bytes": gz.stat().st_size}
 
 
+# --- 17: NCCL collectives (two GPUs or more) --------------------------------------------------
+
+NCCL_SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)  # notebook 17's sizes on NCCL
+SWEEP_REPEATS = 3  # interleaved, as the notebook runs them
+MAX_RANKS = 8
+
+
+def collectives_sweep(rec: Recorder) -> Mapping[str, object]:
+    """Notebook 17's sweep on NCCL, one rank per GPU (up to 8): its five collectives at
+    its four sizes, three repeats interleaved, with the alpha-beta fit per op. One GPU
+    cannot run a meaningful NCCL collective between ranks, so a machine with fewer than
+    two skips it, as a dry run does (the notebook runs its gloo analog itself)."""
+    gpus = env.gpu_devices() if rec.on_gpu else []
+    if len(gpus) < 2:
+        return {"skipped": f"NCCL collectives need 2 or more GPUs ({len(gpus)} here)"}
+    from perflab.analysis.collectives import OPS
+    from perflab.machine import collectives
+
+    ranks = min(len(gpus), MAX_RANKS)
+    result = collectives.run(
+        backend="nccl",
+        world_size=ranks,
+        ops=OPS,
+        sizes=NCCL_SIZES * SWEEP_REPEATS,
+        budget_ms=20,
+        show_progress=False,
+    )
+    result.save(rec.path("17-collectives", "nccl-sweep.json"))
+    return {"ranks": ranks, "rows": len(result.rows)}
+
+
 # --- 12: one Nsight Compute report --------------------------------------------------------------
 
 NCU_TARGETS = {
@@ -641,7 +673,8 @@ def sections(rec: Recorder) -> list[Section]:
         Section("roofline points", 5, 10, bind(roofline_points)),
         Section("launch costs", 2, 5, bind(launch_costs)),
         Section("inference", 5, 10, bind(inference)),
-        Section("end-to-end latency", 90, 30, bind(gpu_record_e2e.end_to_end)),
+        Section("end-to-end latency", 60, 30, bind(gpu_record_e2e.end_to_end)),
         Section("training trace", 10, 15, bind(training_trace)),
+        Section("collectives", 60, 0, bind(collectives_sweep)),
         Section("ncu", 60, 0, bind(ncu_reports)),
     ]
