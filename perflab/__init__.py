@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the public names, typed for mypy and IDEs; at run time __ge
     from perflab.errors import PerflabError as PerflabError
     from perflab.frontend import bench as bench
     from perflab.io import load_trace as load_trace
+    from perflab.io.memory_snapshot import load_memory_snapshot as load_memory_snapshot
     from perflab.job_dask import load_job as load_job
     from perflab.model.optable import OpTable as OpTable
     from perflab.model.timing import TimingResult as TimingResult
@@ -47,6 +48,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Trace": ("perflab.model.trace", "Trace"),
     "load_trace": ("perflab.io", "load_trace"),
     "load_job": ("perflab.job_dask", "load_job"),  # io's, or on a Dask cluster (client=)
+    "load_memory_snapshot": ("perflab.io.memory_snapshot", "load_memory_snapshot"),
     "compile_cuda": ("perflab.capture.compile", "compile_cuda"),
     "compile_triton": ("perflab.capture.compile", "compile_triton"),
     "TritonSpec": ("perflab.capture.compile", "TritonSpec"),

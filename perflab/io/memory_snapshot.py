@@ -84,8 +84,27 @@ def is_snapshot_file(path: str | os.PathLike[str]) -> bool:
 
 
 def load_memory_snapshot(path: str | os.PathLike[str]) -> MemorySnapshot:
-    """Read a ``torch.cuda.memory._dump_snapshot`` file without running its code (see
-    the module docstring)."""
+    """Read a CUDA caching-allocator snapshot file without running any of its code.
+
+    The file is what ``torch.cuda.memory._dump_snapshot(path)`` writes (a pickle of
+    ``torch.cuda.memory._snapshot()``): the allocator's segments and blocks with the stacks
+    that allocated them, and, when ``torch.cuda.memory._record_memory_history()`` was on,
+    its trace of allocations and frees. It is never given to :func:`pickle.load`: its
+    opcodes are checked to make plain values only, and an unpickler that refuses every class
+    builds them (the module docstring says how). Files up to 4 GiB are read; no GPU or
+    torch is needed::
+
+        torch.cuda.memory._record_memory_history()
+        train_a_few_steps()
+        torch.cuda.memory._dump_snapshot("snapshot.pickle")
+        ...
+        snapshot = perflab.load_memory_snapshot("snapshot.pickle")
+        snapshot.summary()  # reserved memory by segment and stream, largest allocations
+
+    Returns a :class:`perflab.model.memory.MemorySnapshot` (its columns; ``summary()``
+    for the report). Raises :class:`perflab.errors.InputError` naming the file (and the
+    place in it) for a file that is not such a snapshot, is damaged, too large, or names a
+    class or function. ``perflab trace memory FILE`` reads the same files."""
     source = str(path)
     data = _read(path, source)
     if data[:1] != b"\x80" or len(data) < 2 or data[1] not in PICKLE_PROTOCOLS:
