@@ -16,6 +16,14 @@ from perflab.model.units import us_from_ns
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perflab.analysis.json_views import (
+        CauseChangeView,
+        ChangeView,
+        DiffRowView,
+        SideView,
+        SplitView,
+    )
+
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 STATUSES = ("new", "gone", "changed", "unchanged")
@@ -30,12 +38,14 @@ class Side:
     steps: list[int]
     step_ns: list[int]
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "steps": self.steps,
-            "step_us": [us_from_ns(ns) for ns in self.step_ns],
-        }
+    def view(self) -> SideView:
+        from perflab.analysis.json_views import SideView
+
+        return SideView(
+            source=self.source,
+            steps=self.steps,
+            step_us=[us_from_ns(ns) for ns in self.step_ns],
+        )
 
 
 @dataclass
@@ -70,30 +80,43 @@ class DiffRows:
 
     def records(self, top: int | None = None) -> list[dict[str, object]]:
         """The rows as JSON-able dicts (the first ``top`` when given)."""
-        shown = range(len(self) if top is None else min(top, len(self)))
-        return [self._record(i) for i in shown]
+        from perflab.model.schema import encode
 
-    def _record(self, i: int) -> dict[str, object]:
-        out: dict[str, object] = {
-            "name": self.names[i],
-            "kind": self.kinds[i],
-            "category": self.categories[i],
-            "control_count": int(self.control_count[i]),
-            "test_count": int(self.test_count[i]),
-            "control_us": us_from_ns(float(self.control_ns[i])),
-            "test_us": us_from_ns(float(self.test_ns[i])),
-            "change_us": us_from_ns(float(self.test_ns[i] - self.control_ns[i])),
-            "status": self.status[i],
-            "verdict": self.verdict[i],
-        }
-        if self.per_step:
-            out["control_step_median_us"] = us_from_ns(float(np.median(self.control_steps[i])))
-            out["test_step_median_us"] = us_from_ns(float(np.median(self.test_steps[i])))
-            out["change_per_step_us"] = us_from_ns(float(self.change_ns[i]))
-            out["p_value"] = round(float(self.p_value[i]), 6)
-            out["control_per_step_us"] = [us_from_ns(v) for v in self.control_steps[i].tolist()]
-            out["test_per_step_us"] = [us_from_ns(v) for v in self.test_steps[i].tolist()]
-        return out
+        return [encode(row) for row in self.views(top)]
+
+    def views(self, top: int | None = None) -> list[DiffRowView]:
+        """The rows as ``--json`` lists them (the first ``top`` when given)."""
+        shown = range(len(self) if top is None else min(top, len(self)))
+        return [self._view(i) for i in shown]
+
+    def _view(self, i: int) -> DiffRowView:
+        import msgspec
+
+        from perflab.analysis.json_views import DiffRowView
+
+        row = DiffRowView(
+            name=self.names[i],
+            kind=self.kinds[i],
+            category=self.categories[i],
+            control_count=int(self.control_count[i]),
+            test_count=int(self.test_count[i]),
+            control_us=us_from_ns(float(self.control_ns[i])),
+            test_us=us_from_ns(float(self.test_ns[i])),
+            change_us=us_from_ns(float(self.test_ns[i] - self.control_ns[i])),
+            status=self.status[i],
+            verdict=self.verdict[i],
+        )
+        if not self.per_step:
+            return row
+        return msgspec.structs.replace(
+            row,
+            control_step_median_us=us_from_ns(float(np.median(self.control_steps[i]))),
+            test_step_median_us=us_from_ns(float(np.median(self.test_steps[i]))),
+            change_per_step_us=us_from_ns(float(self.change_ns[i])),
+            p_value=round(float(self.p_value[i]), 6),
+            control_per_step_us=[us_from_ns(v) for v in self.control_steps[i].tolist()],
+            test_per_step_us=[us_from_ns(v) for v in self.test_steps[i].tolist()],
+        )
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
@@ -125,16 +148,23 @@ class Split:
     def change_ns(self) -> float:
         return self.test_ns - self.control_ns
 
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, **change_dict(self.control_ns, self.test_ns)}
+    def view(self) -> SplitView:
+        from msgspec.structs import asdict
+
+        from perflab.analysis.json_views import SplitView
+
+        return SplitView(name=self.name, **asdict(change_view(self.control_ns, self.test_ns)))
 
 
-def change_dict(control_ns: float, test_ns: float) -> dict[str, float]:
-    return {
-        "control_us": us_from_ns(control_ns),
-        "test_us": us_from_ns(test_ns),
-        "change_us": us_from_ns(test_ns - control_ns),
-    }
+def change_view(control_ns: float, test_ns: float) -> ChangeView:
+    """Both sides' time and the change, in microseconds."""
+    from perflab.analysis.json_views import ChangeView
+
+    return ChangeView(
+        control_us=us_from_ns(control_ns),
+        test_us=us_from_ns(test_ns),
+        change_us=us_from_ns(test_ns - control_ns),
+    )
 
 
 @dataclass(frozen=True)
@@ -145,14 +175,21 @@ class IdleSplit(Split):
     control_median_ns: float | None = None
     test_median_ns: float | None = None
 
-    def entry(self) -> dict[str, float]:
-        """The ``idle_by_cause`` entry of ``--json``."""
-        out = {
-            "control_us": us_from_ns(self.control_ns),
-            "test_us": us_from_ns(self.test_ns),
-            "delta_us": us_from_ns(self.change_ns),
-        }
-        if self.control_median_ns is not None and self.test_median_ns is not None:
-            out["control_step_median_us"] = us_from_ns(self.control_median_ns)
-            out["test_step_median_us"] = us_from_ns(self.test_median_ns)
-        return out
+    def entry(self) -> CauseChangeView:
+        """The ``idle_by_cause`` entry of ``--json`` (each side's per-step median where
+        the sides have per-step statistics)."""
+        import msgspec
+
+        from perflab.analysis.json_views import CauseChangeView
+
+        entry = CauseChangeView(
+            control_us=us_from_ns(self.control_ns),
+            test_us=us_from_ns(self.test_ns),
+            delta_us=us_from_ns(self.change_ns),
+        )
+        control, test = self.control_median_ns, self.test_median_ns
+        if control is None or test is None:
+            return entry
+        return msgspec.structs.replace(
+            entry, control_step_median_us=us_from_ns(control), test_step_median_us=us_from_ns(test)
+        )

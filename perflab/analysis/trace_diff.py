@@ -54,7 +54,7 @@ import numpy as np
 
 from perflab.analysis.diff_match import Prepared, Vocabulary, grouped_sum, match_rows, paired_groups
 from perflab.analysis.diff_names import Rename
-from perflab.analysis.diff_rows import DiffRows, IdleSplit, Side, Split, change_dict
+from perflab.analysis.diff_rows import DiffRows, IdleSplit, Side, Split, change_view
 from perflab.analysis.diff_splits import category_splits, headline, idle_splits, stream_splits
 from perflab.analysis.diff_stats import METHOD
 from perflab.errors import InputError
@@ -63,6 +63,8 @@ from perflab.model.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from perflab.analysis.json_views import DiffView
 
 __all__ = ["DiffRows", "Split", "TraceDiff", "diff_traces", "grouped_sum"]
 
@@ -117,25 +119,36 @@ class TraceDiff(Shown):
     def to_dict(self, top: int | None = None) -> dict[str, object]:
         """Everything as JSON-able data; ``top``: only the largest ``top`` rows of each list
         (``rows`` always says how many each list has in all, so a cut one says so)."""
-        return {
-            "kind": "trace_diff",
-            "control": self.control.to_dict(),
-            "test": self.test.to_dict(),
-            "scope": self.scope,
-            "per_step": self.per_step,
-            "method": self.method,
-            "headline": self.headline,
-            "notes": self.notes,
-            "gpu": change_dict(*_summed(self.by_category)),
-            "idle": change_dict(*self.idle_ns),
-            "idle_by_cause": {s.name: s.entry() for s in self.idle_by_cause},
-            "counts": {"kernels": self.kernels.counts(), "ops": self.ops.counts()},
-            "by_category": [s.to_dict() for s in self.by_category],
-            "by_stream": [s.to_dict() for s in self.by_stream],
-            "rows": {"kernels": len(self.kernels), "ops": len(self.ops)},
-            "kernels": self.kernels.records(top),
-            "ops": self.ops.records(top),
-        }
+        from perflab.model.schema import encode
+
+        return encode(self.document(top))
+
+    def document(self, top: int | None = None) -> DiffView:
+        """The document :class:`perflab.analysis.json_views.DiffView` declares."""
+        from perflab.analysis import json_views as v
+
+        return v.DiffView(
+            kind="trace_diff",
+            control=self.control.view(),
+            test=self.test.view(),
+            scope=self.scope,
+            per_step=self.per_step,
+            method=self.method,
+            headline=self.headline,
+            notes=self.notes,
+            gpu=change_view(*_summed(self.by_category)),
+            idle=change_view(*self.idle_ns),
+            idle_by_cause={s.name: s.entry() for s in self.idle_by_cause},
+            counts=v.DiffCountsView(
+                kernels=v.TallyView(**self.kernels.counts()),
+                ops=v.TallyView(**self.ops.counts()),
+            ),
+            by_category=[s.view() for s in self.by_category],
+            by_stream=[s.view() for s in self.by_stream],
+            rows=v.DiffRowsView(kernels=len(self.kernels), ops=len(self.ops)),
+            kernels=self.kernels.views(top),
+            ops=self.ops.views(top),
+        )
 
     def to_pandas(self, which: str = "kernels") -> pd.DataFrame:
         """The ``kernels`` or ``ops`` rows as a DataFrame."""
