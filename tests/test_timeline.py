@@ -146,10 +146,9 @@ def test_level_selection_matches_brute_force(seed: int) -> None:
     lengths.append(rng.uniform(0, 0.5, 30))
     s, e = np.concatenate(starts), np.concatenate(starts) + np.concatenate(lengths)
     by_length = np.argsort(-(e - s))
-    offsets, rows, complete = lod._select_level(
-        by_length, s[by_length], e[by_length], 0.0, tiles * width, tiles, per_tile
-    )
-    first, last = lod._tiles_of(s, e, 0.0, width, tiles)
+    finder = lod._TileFinder(s, e, by_length, 0.0)
+    offsets, rows, complete = lod._select_level(by_length, finder, tiles * width, tiles, per_tile)
+    first, last = lod._TileFinder(s, e, np.arange(s.size), 0.0).tiles(width, tiles)
     touching = [[r for r in by_length.tolist() if first[r] <= t <= last[r]] for t in range(tiles)]
     for t in range(tiles):
         assert rows[offsets[t] : offsets[t + 1]].tolist() == touching[t][:per_tile]

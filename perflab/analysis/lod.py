@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from perflab.model.trace import distinct
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+# rows and tiles held at 32 bits where they fit (numpy's own indices are 64-bit)
+Index = npt.NDArray[np.signedinteger[Any]]
 
 
 def merge_intervals(start: npt.ArrayLike, end: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
@@ -28,9 +33,13 @@ def merge_intervals(start: npt.ArrayLike, end: npt.ArrayLike) -> tuple[FloatArra
     e = np.asarray(end, dtype=np.float64)
     if s.size == 0:
         return s.copy(), e.copy()
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
+    if _ascending(s):  # a lane's events come by start already: the sort would keep them
+        reach = np.maximum.accumulate(e)
+    else:
+        order = np.argsort(s, kind="stable")
+        s, reach = s[order], e[order]
+        del order
+        np.maximum.accumulate(reach, out=reach)
     # a new run starts where an interval begins after everything before it has ended
     new_run = np.empty(s.size, dtype=bool)
     new_run[0] = True
@@ -38,6 +47,11 @@ def merge_intervals(start: npt.ArrayLike, end: npt.ArrayLike) -> tuple[FloatArra
     firsts = np.flatnonzero(new_run)
     lasts = np.append(firsts[1:] - 1, s.size - 1)
     return s[firsts], reach[lasts]
+
+
+def _ascending(values: FloatArray) -> bool:
+    """Whether ``values`` never decrease (NaN never counts as in order)."""
+    return bool((values[1:] >= values[:-1]).all())
 
 
 def busy_before(merged_start: FloatArray, merged_end: FloatArray, x: FloatArray) -> FloatArray:
@@ -73,7 +87,10 @@ def _merged_per_lane(
     s: FloatArray, e: FloatArray, ln: IntArray, lanes: int
 ) -> list[tuple[FloatArray, FloatArray]]:
     order = np.argsort(ln, kind="stable")
-    bounds = np.searchsorted(ln[order], np.arange(lanes + 1))
+    if ln.size and int(ln.min()) >= 0:  # each lane's share of ``order``, from counts
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(ln, minlength=lanes)[:lanes])))
+    else:  # lanes below 0 (drawn in none) sort first
+        bounds = np.searchsorted(ln[order], np.arange(lanes + 1))
     return [
         merge_intervals(s[order[bounds[k] : bounds[k + 1]]], e[order[bounds[k] : bounds[k + 1]]])
         for k in range(lanes)
@@ -83,11 +100,15 @@ def _merged_per_lane(
 def _lane_unions(
     s: FloatArray, e: FloatArray, ln: IntArray, lanes: int, summary_lanes: npt.ArrayLike | None
 ) -> list[tuple[FloatArray, FloatArray]]:
-    """Busy intervals of each lane, then of the union of ``summary_lanes`` (all if None)."""
+    """Busy intervals of each lane, then of the union of ``summary_lanes`` (all if None).
+    The union is merged from the lanes' busy intervals (a union of unions is the union, run
+    for run), not from every interval again."""
     merged = _merged_per_lane(s, e, ln, lanes)
     chosen = np.arange(lanes) if summary_lanes is None else np.asarray(summary_lanes, np.int64)
-    mask = np.isin(ln, chosen)
-    merged.append(merge_intervals(s[mask], e[mask]))
+    picked = [merged[k] for k in distinct(chosen[(chosen >= 0) & (chosen < lanes)]).tolist()]
+    starts = [m[0] for m in picked] or [np.zeros(0)]
+    ends = [m[1] for m in picked] or [np.zeros(0)]
+    merged.append(merge_intervals(np.concatenate(starts), np.concatenate(ends)))
     return merged
 
 
@@ -166,69 +187,114 @@ class Pyramid:
         return best
 
 
-def _tiles_of(
-    s: FloatArray, e: FloatArray, t0: float, width: float, tiles: int
-) -> tuple[IntArray, IntArray]:
-    """The first and last tile each interval touches."""
-    # a multiply and a cast (floor for the non-negative offsets that survive the clip) cost
-    # a tenth of numpy's float floor division
-    scale = 1.0 / width
-    first = np.clip((s - t0) * scale, 0, tiles - 1).astype(np.int64)
-    last = np.clip((e - t0) * scale, 0, tiles - 1).astype(np.int64)
-    return first, last
+class _TileFinder:
+    """The first and last tile each interval touches, at any number of tiles, for intervals
+    in longest-first order. Their offsets from ``t0`` are kept in that order and the tiles
+    worked out a block at a time: a level costs its two small tile columns, not copies of
+    the times."""
+
+    BLOCK = 1 << 18  # intervals per block
+
+    def __init__(self, s: FloatArray, e: FloatArray, by_length: Index, t0: float) -> None:
+        self.start = np.take(s, by_length)
+        self.start -= t0
+        self.end = np.take(e, by_length)
+        self.end -= t0
+        self.scratch = np.empty(min(self.start.size, self.BLOCK))
+
+    def tiles(self, width: float, tiles: int) -> tuple[Index, Index]:
+        # a multiply and a cast (floor for the non-negative offsets that survive the clip)
+        # cost a tenth of numpy's float floor division
+        scale = 1.0 / width
+        dtype = np.int32 if tiles <= np.iinfo(np.int32).max else np.int64
+        out: list[Index] = []
+        for offset in (self.start, self.end):
+            tile: Index = np.empty(offset.size, dtype=dtype)
+            for at in range(0, offset.size, self.BLOCK):
+                block = self.scratch[: min(self.BLOCK, offset.size - at)]
+                np.multiply(offset[at : at + block.size], scale, out=block)
+                np.clip(block, 0, tiles - 1, out=block)
+                tile[at : at + block.size] = block  # the cast truncates, as astype does
+            out.append(tile)
+        return out[0], out[1]
 
 
 def _select_level(
-    by_length: IntArray,
-    s: FloatArray,
-    e: FloatArray,
-    t0: float,
-    span: float,
-    tiles: int,
-    per_tile: int,
+    by_length: Index, finder: _TileFinder, span: float, tiles: int, per_tile: int
 ) -> tuple[IntArray, IntArray, bool]:
     """Per tile, the ``per_tile`` longest intervals touching it (CSR: offsets, rows), and
-    whether that is every interval of every tile. ``s`` and ``e`` are in ``by_length``
-    order (longest first).
+    whether that is every interval of every tile. ``finder`` holds the intervals in
+    ``by_length`` order (longest first).
 
     Most intervals are short and lie in tiles that longer ones fill already: the longest
     few are ranked first, and later intervals only where they touch a tile not yet full."""
-    first, last = _tiles_of(s, e, t0, span / tiles, tiles)
+    first, last = finder.tiles(span / tiles, tiles)
     n = by_length.size
     head = min(n, 4 * tiles * per_tile)
     _, _, head_counts = _longest_per_tile(first[:head], last[:head], tiles, per_tile)
     full = head_counts >= per_tile
     tail_first, tail_last = first[head:], last[head:]
-    later = head + np.flatnonzero(~full[tail_first] | (tail_last > tail_first))
-    candidates = np.concatenate([np.arange(head), later])
-    offsets, picked, counts = _longest_per_tile(
-        first[candidates], last[candidates], tiles, per_tile
+    later = np.flatnonzero(~full[tail_first] | (tail_last > tail_first))
+    del tail_first, tail_last
+    later += head
+    candidates = np.concatenate(
+        [np.arange(head, dtype=by_length.dtype), later], dtype=by_length.dtype
     )
+    del later
+    first, last = first[candidates], last[candidates]
+    offsets, picked, counts = _longest_per_tile(first, last, tiles, per_tile)
     # with intervals beyond the quick pass, some tile holds 4 x per_tile of the first ones
     # (pigeonhole), so the counts over the candidates already say "incomplete"
     complete = bool(counts.max(initial=0) <= per_tile)
-    return offsets, by_length[candidates[picked]], complete
+    return offsets, by_length[candidates[picked]].astype(np.int64), complete
 
 
 def _longest_per_tile(
-    first: IntArray, last: IntArray, tiles: int, per_tile: int
+    first: Index, last: Index, tiles: int, per_tile: int
 ) -> tuple[IntArray, IntArray, IntArray]:
     """For intervals in longest-first order touching tiles ``first..last``: per tile the
     first ``per_tile`` of them (CSR offsets, positions in the input) and how many touch it."""
     copies = last - first + 1
-    # an interval spanning several tiles is listed in each (long ones are few)
-    position = np.repeat(np.arange(first.size), copies)
-    step = np.arange(position.size) - np.repeat(np.cumsum(copies) - copies, copies)
-    tile = first[position] + step
+    total = int(copies.sum(dtype=np.int64))
+    index = np.int32 if total < np.iinfo(np.int32).max else np.int64
+    if total == first.size:  # each in one tile (the common case): no listing to build
+        position, tile = np.arange(first.size, dtype=index), first
+    else:  # an interval spanning several tiles is listed in each (long ones are few)
+        position = np.repeat(np.arange(first.size, dtype=index), copies)
+        step = np.arange(total, dtype=index) - np.repeat(
+            (np.cumsum(copies) - copies).astype(index), copies
+        )
+        tile = first[position] + step
+        del step
+    del copies
     # stable: keeps longest-first within a tile; small integer keys get numpy's radix sort
     key = tile.astype(np.int16) if tiles <= np.iinfo(np.int16).max else tile
     order = np.argsort(key, kind="stable")
+    del key
     position, tile = position[order], tile[order]
+    del order
     counts = np.bincount(tile, minlength=tiles)
     begin = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    keep = np.arange(position.size) - begin[tile] < per_tile
+    keep = np.less(np.arange(position.size, dtype=index) - begin[tile], per_tile)
     offsets = np.concatenate(([0], np.cumsum(np.minimum(counts, per_tile)))).astype(np.int64)
     return offsets, position[keep].astype(np.int64), counts
+
+
+def _ends(end: FloatArray, s: FloatArray) -> FloatArray:
+    """``max(end, start)`` per interval; ``end`` itself (no copy) when no end is earlier."""
+    earlier = bool(np.less(end, s).any())
+    return np.maximum(end, s) if earlier else end
+
+
+def _longest_first(s: FloatArray, e: FloatArray) -> Index:
+    """Interval indices, longest first."""
+    negative_length = np.subtract(s, e)
+    # ties in length may come in any (deterministic) order, so the faster unstable sort will do
+    order = np.argsort(negative_length)
+    del negative_length
+    # rows held as int32 while the levels are chosen: half the memory of numpy's indices
+    narrow: Index = order.astype(np.int32) if order.size < np.iinfo(np.int32).max else order
+    return narrow
 
 
 def build_pyramid(
@@ -253,40 +319,37 @@ def build_pyramid(
     ``min(base_bins * factor**l, max_bins)`` bins over the whole span.
     """
     s = np.asarray(start, dtype=np.float64)
-    e = np.maximum(np.asarray(end, dtype=np.float64), s)
     ln = np.asarray(lane, dtype=np.int64)
-    if not (s.shape == e.shape == ln.shape):
+    if not (s.shape == np.shape(end) == ln.shape):
         raise ValueError("start, end and lane must have the same length")
     if factor < 2 or not 0 < finest <= 1:
         raise ValueError("need factor >= 2 and 0 < finest <= 1")
     if s.size and (int(ln.min()) < 0 or int(ln.max()) >= lanes):
         raise ValueError(f"lane indices must lie in 0..{lanes - 1}")
+    e = _ends(np.asarray(end, dtype=np.float64), s)
     t0 = float(s.min()) if s.size else 0.0
     t1 = float(e.max()) if s.size else 1.0
     if not t1 > t0:
         t1 = t0 + 1.0
     span = t1 - t0
-    # ties in length may come in any (deterministic) order, so the faster unstable sort will do
-    by_length = np.argsort(-(e - s)).astype(np.int64)
-    s_by_length, e_by_length = s[by_length], e[by_length]
     depth = max(0, math.ceil(math.log(1 / finest, factor) - 1e-9))
+    bins = [int(min(base_bins * factor**i, max_bins)) for i in range(depth + 1)]
+    # every level's busy fractions first: the lanes' busy intervals and their sorts are let
+    # go of before the levels' columns exist
     merged = _lane_unions(s, e, ln, lanes, summary_lanes)
+    busy = {b: np.array([_fraction(m, t0, t1, b) for m in merged]) for b in dict.fromkeys(bins)}
+    del merged
+    by_length = _longest_first(s, e)
+    finder = _TileFinder(s, e, by_length, t0)
     levels: list[PyramidLevel] = []
     budget_left = row_budget
     for depth_i in range(depth + 1):
         tiles = factor**depth_i
         share = budget_left // (depth + 1 - depth_i)
         per_tile = int(min(max_per_tile, max(1, share // tiles)))
-        offsets, rows, complete = _select_level(
-            by_length, s_by_length, e_by_length, t0, span, tiles, per_tile
-        )
+        offsets, rows, complete = _select_level(by_length, finder, span, tiles, per_tile)
         budget_left = max(0, budget_left - int(rows.size))
-        bins = int(min(base_bins * factor**depth_i, max_bins))
-        if levels and levels[-1].bins == bins:  # the same bins: the same fractions
-            busy = levels[-1].busy
-        else:
-            busy = np.array([_fraction(m, t0, t1, bins) for m in merged])
-        levels.append(PyramidLevel(tiles, offsets, rows, busy, per_tile))
+        levels.append(PyramidLevel(tiles, offsets, rows, busy[bins[depth_i]], per_tile))
         if complete:
             break  # every interval is drawn at this level: finer levels add nothing
     return Pyramid(t0, t1, factor, levels)

@@ -43,7 +43,6 @@ def device_pair_label(rank: int, device: int) -> str:
 def launch_links(trace: Trace) -> npt.NDArray[np.int64]:
     """Per event: the row of the runtime call that launched it (same rank and correlation
     id; the first such call), or -1. Runtime calls themselves and CPU events get -1."""
-    rank = trace.tracks["rank"][trace.track].astype(np.int64)
     corr = trace.correlation
     runtime = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (corr >= 0))
     gpu = np.flatnonzero(trace.mask(*GPU_WORK_KINDS) & (corr >= 0))
@@ -51,9 +50,32 @@ def launch_links(trace: Trace) -> npt.NDArray[np.int64]:
     if len(runtime) == 0 or len(gpu) == 0:
         return out
     rows = np.concatenate([runtime, gpu])
-    _, pair = unique_rows(np.stack([rank[rows], corr[rows]], axis=1))
-    call_of_pair = np.full(int(pair.max()) + 1, -1, dtype=np.int64)
-    runtime_pairs, first = np.unique(pair[: len(runtime)], return_index=True)
-    call_of_pair[runtime_pairs] = runtime[first]
+    # the rank of only these rows: a per-event rank column cost 8 bytes an event
+    rank = trace.tracks["rank"].astype(np.int64)[trace.track[rows]]
+    pair, pairs = _pair_codes(rank, corr[rows])
+    del rank
+    # rows run in order, so the smallest row of a pair is its first call
+    first = np.full(pairs, len(trace), dtype=np.int64)
+    np.minimum.at(first, pair[: len(runtime)], runtime)
+    call_of_pair = np.where(first < len(trace), first, -1)
     out[gpu] = call_of_pair[pair[len(runtime) :]]
     return out
+
+
+def _pair_codes(
+    rank: npt.NDArray[np.int64], corr: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], int]:
+    """A code per (rank, correlation id) pair (equal pairs, equal codes) and how many codes
+    there can be. Ids run densely in a trace, so the code is usually the pair's place in the
+    rank x id grid, with no sort and no copy of the pairs; a sparse grid numbers the
+    distinct pairs."""
+    low = int(rank.min())
+    height = int(corr.max()) + 1  # ids here are >= 0
+    cells = (int(rank.max()) - low + 1) * height
+    if cells <= 4 * rank.size + 4096:
+        rank -= low
+        rank *= height
+        rank += corr
+        return rank, cells
+    distinct_pairs, pair = unique_rows(np.stack([rank, corr], axis=1))
+    return pair, len(distinct_pairs)
