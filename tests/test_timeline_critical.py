@@ -168,3 +168,22 @@ def test_the_cli_draws_the_path_unless_told_not_to(injected: Path, tmp_path: Pat
     # the toggle's script takes the stretches drawn as its argument crit_shown
     assert "crit_shown" in with_path.read_text(encoding="utf-8")
     assert "crit_shown" not in without.read_text(encoding="utf-8")
+
+
+def test_the_cli_leaves_the_path_out_of_a_large_trace_unless_asked(
+    injected: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perflab.cli import main as cli
+    from perflab.commands import timeline as command
+
+    monkeypatch.setattr(command, "CRITICAL_AUTO_EVENTS", 10)  # the test trace counts as large
+    default, asked = tmp_path / "default.html", tmp_path / "asked.html"
+    assert cli(["timeline", str(injected), "-o", str(default)]) == 0
+    assert "critical path left out" in capsys.readouterr().err
+    assert cli(["timeline", str(injected), "-o", str(asked), "--critical"]) == 0
+    assert "critical path left out" not in capsys.readouterr().err
+    assert "crit_shown" not in default.read_text(encoding="utf-8")
+    assert "crit_shown" in asked.read_text(encoding="utf-8")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from perflab.commands import job
 from perflab.commands._common import Subcommands, add_trace_file, load_trace_file
 from perflab.errors import InputError, import_extra
 
 GROUPS, BINS = 64, 4096  # the overview's lanes and time bins unless told
+# Above this many events the critical path is drawn only when asked: finding every step's
+# path then takes several times as long as the page itself (a million events: ~20 s more).
+CRITICAL_AUTO_EVENTS = 500_000
 
 
 def register(sub: Subcommands) -> None:
@@ -29,11 +33,20 @@ def register(sub: Subcommands) -> None:
         help="events kept for drawing across all levels of detail (default "
         "150000; more shows more detail when zoomed in, and a bigger file)",
     )
-    p.add_argument(
-        "--no-critical",
+    path = p.add_mutually_exclusive_group()
+    path.add_argument(
+        "--critical",
         action="store_true",
-        help="leave out the critical path toggle: computing every step's path can take longer "
-        "than drawing the page itself on a large trace (a million events: seconds more)",
+        default=None,
+        help="add the critical path toggle whatever the trace's size (by default it is added "
+        f"to traces of up to {CRITICAL_AUTO_EVENTS:,} events: on larger ones finding every "
+        "step's path takes several times as long as drawing the page)",
+    )
+    path.add_argument(
+        "--no-critical",
+        dest="critical",
+        action="store_false",
+        help="leave out the critical path toggle",
     )
     job.add_scheduler(p, "draw a job's overview on a Dask cluster (a lane per group of ranks)")
     p.add_argument(
@@ -75,10 +88,25 @@ def run(args: argparse.Namespace) -> int:
                 args.output,
                 row_budget=args.rows,
                 made_by="cli",
-                critical=not args.no_critical,
+                critical=_draws_critical_path(args.critical, len(trace)),
             )
             out, events = saved, len(trace)
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", source=args.output) from None
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {events} events)")
     return 0
+
+
+def _draws_critical_path(asked: bool | None, events: int) -> bool:
+    """Whether the page gets the critical path toggle: as asked, else by the trace's size
+    (saying so when a large trace goes without it)."""
+    if asked is not None:
+        return asked
+    if events <= CRITICAL_AUTO_EVENTS:
+        return True
+    print(
+        f"critical path left out: {events:,} events is over {CRITICAL_AUTO_EVENTS:,}, where "
+        "finding every step's path takes longer than the page (--critical adds it)",
+        file=sys.stderr,
+    )
+    return False
