@@ -32,8 +32,11 @@ def profile(
     record_shapes: bool = False,
     with_flops: bool = False,
     python: bool = False,
+    memory: bool = False,
 ) -> Trace:
-    """Profile one call of ``fn``; ``cuda=None`` means "if a GPU is available"."""
+    """Profile one call of ``fn``; ``cuda=None`` means "if a GPU is available". ``memory``
+    records the allocator's allocations and frees (torch's ``profile_memory``), which
+    ``trace.memory()`` reads."""
     torch = import_extra("torch", "profile()")
     from torch.profiler import ProfilerActivity
 
@@ -49,6 +52,7 @@ def profile(
         record_shapes=record_shapes,
         with_flops=with_flops,
         with_stack=python,
+        profile_memory=memory,
     )
     log: list[str] = []
     with quiet_profiler_log(log):
