@@ -8,7 +8,13 @@ import textwrap
 from typing import Any
 
 from perflab.commands import job, trace_critical, trace_diff, trace_sql
-from perflab.commands._common import Subcommands, add_trace_file, load_trace_file, print_json
+from perflab.commands._common import (
+    Subcommands,
+    add_trace_file,
+    check_fits,
+    load_trace_file,
+    print_json,
+)
 
 
 def register(sub: Subcommands) -> None:
@@ -151,6 +157,7 @@ def run_idle(args: argparse.Namespace) -> int:
         raise InputError(f"--min-us must be a number of microseconds from 0 to {MAX_MIN_US:g}")
     if args.step is not None and args.step < 0:
         raise InputError(f"--step must be a step number (0 or more), not {args.step}")
+    check_fits(args)
     trace = load_trace(args.file, python=True, workers=args.workers, progress=not args.json)
     result = trace.idle(min_ns=round(args.min_us * 1e3), step=args.step)
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from perflab.commands._common import Subcommands, add_trace_file, print_json
+from perflab.commands._common import Subcommands, add_trace_file, check_fits, print_json
 
 HELP = "compare two traces (before/after): per name counts, times, new/gone/changed, verdicts"
 DESCRIPTION = (
@@ -91,6 +91,7 @@ def run_diff(args: argparse.Namespace) -> int:
     step = parse_step(args.step)
     renames = [Rename.parse(text) for text in args.rename]  # refused before the traces load
     progress = not args.json
+    check_fits(args, args.file, args.test)  # both are held at once
     control = load_trace(args.file, workers=args.workers, progress=progress)
     test = load_trace(args.test, workers=args.workers, progress=progress)
     result = diff_traces(control, test, step=step, short_names=args.short_names, renames=renames)

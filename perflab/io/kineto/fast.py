@@ -170,6 +170,46 @@ def text_size(path: str | os.PathLike[str]) -> int:
     return stated if stated >= size else size * 8  # wrapped past 4 GiB: guess
 
 
+SAMPLE_TEXT = 8 << 20  # decompressed bytes whose compression ratio stands for the file's
+
+
+def estimated_text_size(path: str | os.PathLike[str]) -> int:
+    """The decompressed size of the file, before reading it: exact for plain files; for
+    gzip, the trailer's size (which is modulo 2**32) taken in the wrap nearest to what the
+    compression ratio of the file's first SAMPLE_TEXT bytes gives for the whole file, so a
+    file of more than 4 GiB of text is not taken for a small one."""
+    size = regular_size(path)
+    with open(path, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        stated = int.from_bytes(fh.read(4), "little")
+        fh.seek(0)
+        ratio = _sampled_ratio(fh)
+    guess = size * ratio
+    wraps = max(0, round((guess - stated) / 2**32))
+    return stated + wraps * 2**32
+
+
+def _sampled_ratio(fh: BinaryIO) -> float:
+    """Decompressed bytes per compressed byte over the start of a gzip file (1.0 when the
+    start does not decompress: reading it will say what is wrong)."""
+    inflate = _zlib.decompressobj(wbits=31)
+    read = out = 0
+    try:
+        while out < SAMPLE_TEXT:
+            chunk = fh.read(BLOCK_SIZE)
+            if not chunk:
+                break
+            read += len(chunk)
+            out += len(inflate.decompress(chunk))
+            if inflate.eof:
+                break
+    except _INFLATE_ERROR:
+        return 1.0
+    return out / read if read else 1.0
+
+
 class _Cursor:
     """A forward-only window on the decompressed text, addressed by offsets from its start.
     The text is checked to be UTF-8 as it arrives (msgspec does not check inside strings).
