@@ -277,15 +277,13 @@ class DiffView(Document, kw_only=True):
 
 # -- perflab trace sql, kernels ------------------------------------------------------------
 
-SqlValue = str | int | float | bool | None
-
 
 class SqlView(Document, kw_only=True):
     """``perflab trace sql --json``: the query's columns, their SQL types, and its rows."""
 
     columns: list[str]
     types: dict[str, str]
-    rows: list[list[SqlValue]]
+    rows: list[list[Any]]  # each value as its column's SQL type gives it (null: NULL, NaN)
 
 
 class JobKernelsView(Document, kw_only=True):

@@ -146,7 +146,11 @@ class SqlResult(Shown):
         return [list(r) for r in zip(*cols, strict=True)] if cols else []
 
     def to_dict(self) -> dict[str, object]:
-        return {"columns": list(self.columns), "types": self.types, "rows": self.rows()}
+        """The document :class:`perflab.analysis.json_views.SqlView` declares."""
+        from perflab.analysis.json_views import SqlView
+        from perflab.model.schema import encode
+
+        return encode(SqlView(columns=list(self.columns), types=self.types, rows=self.rows()))
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd

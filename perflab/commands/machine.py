@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from perflab.model.machine import BenchResult, CollectiveResult
 
 SWEEPS = ("latency", "bandwidth", "launch", "matmul", "h2d")
-COLLECTIVE_KEYS = ("op", "bytes", "world_size", "backend", "time_us", "algbw_GBps", "busbw_GBps")
 HELP = {
     "latency": "pointer-chase latency over working sets (L1/L2/L3 or HBM plateaus)",
     "bandwidth": "copy and triad GB/s over working sets",
@@ -144,7 +143,10 @@ def run_collectives(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             show_progress=False if args.json or args.no_progress else None,
         )
-    rows = [{k: row.to_dict()[k] for k in COLLECTIVE_KEYS} for row in result.rows]
+    from perflab.model.json_outputs import CollectiveRowView
+    from perflab.model.schema import encode, view
+
+    rows = [encode(view(row, CollectiveRowView)) for row in result.rows]
     return _finish(args, result, rows)
 
 

@@ -178,14 +178,21 @@ class Spec:
         return self.check.kind
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "notebook": self.notebook,
-            "kind": self.kind,
-            "prediction": self.prediction,
-            "given": list(self.given),
-            "measured": list(self.measured),
-        }
+        """The exercise as ``perflab exercises list --json`` prints it: the document
+        :class:`perflab.exercises.views.ExerciseView` declares (values by name only)."""
+        from perflab.exercises.views import ExerciseView
+        from perflab.model.schema import encode
+
+        return encode(
+            ExerciseView(
+                id=self.id,
+                notebook=self.notebook,
+                kind=self.kind,
+                prediction=self.prediction,
+                given=list(self.given),
+                measured=list(self.measured),
+            )
+        )
 
 
 def _read_values(spec: Spec, kinds: Mapping[str, str], values: Mapping[str, object]) -> Values:

@@ -208,17 +208,27 @@ def result_json(result: BenchResult) -> dict[str, object]:
     """The CLI's ``--json``: ``{"points", "levels"}`` for a one-series result, else one
     such entry per series, with device and backend either way."""
 
-    def one(series: Series) -> dict[str, object]:
-        return {"points": series.points(), "levels": fastest_first(series)}
+    from perflab.model.json_outputs import BenchView, SeriesView
+    from perflab.model.schema import encode
 
-    head = {"benchmark": result.benchmark, "device": result.device, "backend": result.backend}
+    doc = BenchView(
+        benchmark=result.benchmark,
+        device=result.device,
+        backend=result.backend,
+        warnings=list(result.warnings),
+    )
     if len(result.series) == 1:
-        return {**head, **one(result.series[0]), "warnings": list(result.warnings)}
-    return {
-        **head,
-        "series": [
-            {"name": s.name, "x_unit": s.x_unit, "y_unit": s.y_unit, **one(s)}
+        (series,) = result.series
+        doc.points, doc.levels = series.points(), fastest_first(series)
+    else:
+        doc.series = [
+            SeriesView(
+                name=s.name,
+                x_unit=s.x_unit,
+                y_unit=s.y_unit,
+                points=s.points(),
+                levels=fastest_first(s),
+            )
             for s in result.series
-        ],
-        "warnings": list(result.warnings),
-    }
+        ]
+    return encode(doc)

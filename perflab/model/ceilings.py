@@ -82,13 +82,12 @@ class Ceilings(Shown):
         self.bandwidth = level_names(self.bandwidth)
 
     def summary(self) -> dict[str, object]:
-        """What ``perflab ceilings --json`` prints: device, backend, flops, bandwidth."""
-        return {
-            "device": self.device,
-            "backend": self.backend,
-            "flops": dict(self.flops),
-            "bandwidth": dict(self.bandwidth),
-        }
+        """What ``perflab ceilings --json`` prints: device, backend, flops, bandwidth (the
+        document :class:`perflab.model.json_outputs.CeilingsView` declares)."""
+        from perflab.model.json_outputs import CeilingsView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, CeilingsView))
 
     def to_dict(self) -> dict[str, object]:
         from perflab.model.schema import encode

@@ -13,8 +13,6 @@ from msgspec import UNSET, UnsetType
 
 from perflab.model.saved import CompileDoc, KernelDoc, SassLineDoc
 
-Number = float | int | None
-
 
 class Printed(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A printed document: every key declared, none other accepted when one is read back."""
@@ -49,7 +47,9 @@ class CompileJson(CompileDoc, kw_only=True):
 
 # -- perflab machine ... --json ------------------------------------------------------------
 
-Row = dict[str, Number | str]  # keys named after the series' units ("bytes", "ns", "GB/s")
+# a point or level, keyed by the series' units ("bytes", "ns", "GB/s"): numbers, null where not
+# measured, and a level's name
+Row = dict[str, Any]
 
 
 class SeriesView(Printed, kw_only=True):

@@ -418,13 +418,10 @@ class Topology(Shown):
         return self.links[self.devices.index(a)][self.devices.index(b)]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "devices": list(self.devices),
-            "links": [list(r) for r in self.links],
-            "nccl_transports": dict(self.nccl_transports),
-            "nccl_network": self.nccl_network,
-            "source": self.source,
-        }
+        """Its fields, in order: the document of ``perflab machine topology --json``."""
+        from perflab.model.schema import encode
+
+        return encode(self)
 
 
 def load_result(path: str | os.PathLike[str]) -> BenchResult | CollectiveResult:
