@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from perflab.model.arch import cc_of
 from perflab.model.kernel import KernelArtifacts
@@ -36,8 +36,10 @@ class Insight:
     level: str  # "good", "info" or "warn"
     text: str
 
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self)
 
     def __str__(self) -> str:
         mark = {"good": "+", "warn": "!"}.get(self.level, "-")

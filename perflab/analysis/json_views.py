@@ -18,11 +18,15 @@ from msgspec import UNSET, UnsetType
 
 from perflab.analysis.critical_path import CriticalDoc
 from perflab.analysis.idle_causes import CauseTotal
+from perflab.analysis.insights import Insight
 from perflab.analysis.job import JobDoc, KernelRow
 from perflab.analysis.memory import Growth
 from perflab.analysis.memory_snapshot import StreamMemory
+from perflab.analysis.registers import RegisterCap, Spill
+from perflab.analysis.sass_control import BasicBlock
 from perflab.analysis.trace_stats import HostActivity
 from perflab.analysis.trace_summary import CommTotals, CopyTotals, DeviceTime, Totals
+from perflab.model.saved import CompileDoc, KernelDoc, SassLineDoc
 
 
 class Document(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -273,6 +277,96 @@ class DiffView(Document, kw_only=True):
     rows: DiffRowsView
     kernels: list[DiffRowView]
     ops: list[DiffRowView]
+
+
+# -- perflab compile: a kernel's report ---------------------------------------------------
+
+
+class OccupancyView(Document, kw_only=True):
+    """Blocks and warps per SM for the block size, the limit each factor sets, the factors
+    that set it, and the occupancy (warps per SM over the most an SM holds)."""
+
+    arch: str
+    block_size: int
+    registers: int
+    shared_per_block: int
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps: int
+    limits: dict[str, int]
+    limiting: list[str]
+    occupancy: float
+
+
+class SpillsView(Document, kw_only=True):
+    """Why the kernel spilled, the register cap behind it, and each spill instruction."""
+
+    cause: str
+    heuristic: bool
+    cap: RegisterCap | None
+    marked: bool = msgspec.field(name="marked_by_nvdisasm")
+    spills: list[Spill] = msgspec.field(name="instructions")
+
+
+class ScheduleView(Document, kw_only=True):
+    """The control bits' totals and the basic blocks."""
+
+    stall_cycles: int
+    long_waits: int = msgspec.field(name="long_latency_waits")
+    blocks: list[BasicBlock] = msgspec.field(name="basic_blocks")
+
+
+class PressureView(Document, kw_only=True):
+    """The peak of live general registers, where it is, and the registers allocated."""
+
+    peak: int
+    peak_offsets: list[int]
+    peak_lines: list[int]
+    allocated: int
+    entry: int = msgspec.field(name="live_at_entry")
+
+
+class KernelReportView(Document, kw_only=True):
+    """A kernel's report in ``perflab compile --json`` (null parts: not known, see
+    ``occupancy_error`` and ``control_note``)."""
+
+    block_size: int
+    shared_dynamic: int
+    occupancy: OccupancyView | None
+    occupancy_error: str | None
+    instruction_mix: dict[str, int]
+    insights: list[Insight]
+    spills: SpillsView | None
+    schedule: ScheduleView | None
+    control_note: str | None
+    live_registers: PressureView | None
+
+
+# -- perflab compile FILE --json -------------------------------------------------------
+
+
+class SassLineView(SassLineDoc, kw_only=True):
+    """A SASS line as printed: the saved line, and the offsets of the instructions it waits
+    for and that wait for it (null where the control bits are not known)."""
+
+    waits_for: list[int] | UnsetType | None = UNSET
+    waited_by: list[int] | UnsetType | None = UNSET
+
+
+class KernelView(KernelDoc, kw_only=True):
+    """A kernel as printed: the saved kernel and, for a reported kernel, its report
+    (occupancy, instruction mix, insights, spills, schedule, live registers)."""
+
+    sass_lines: list[SassLineView] | UnsetType = UNSET  # type: ignore[assignment]  # printed lines extend the saved ones
+    report: KernelReportView | UnsetType = UNSET
+
+
+class CompileJson(CompileDoc, kw_only=True):
+    """``perflab compile FILE --json`` (one per file): the saved result, its kernels as
+    printed, and whether it came from the compile cache."""
+
+    kernels: list[KernelView]  # type: ignore[assignment]  # printed kernels extend the saved ones
+    cached: bool
 
 
 # -- perflab trace sql, kernels ------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perflab.analysis.insights import Insight, KernelDiff, diff_kernels, kernel_insights
 from perflab.analysis.occupancy import Occupancy, kernel_occupancy
@@ -17,6 +18,10 @@ from perflab.analysis.registers import Pressure, Spills, pressure, spills
 from perflab.analysis.sass_control import Schedule, layout_known, schedule
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts
+
+if TYPE_CHECKING:
+    from perflab.analysis.json_views import KernelReportView
+    from perflab.model.schema import S
 
 DEFAULT_BLOCK = 256
 
@@ -44,20 +49,31 @@ class KernelReport:
 
     def to_dict(self) -> dict[str, object]:
         """The report as JSON: occupancy (with its limiter), instruction mix, insights,
-        spills with their cause, the schedule's totals and the register peak."""
-        occupancy = self.occupancy.to_dict() if self.occupancy is not None else None
-        return {
-            "block_size": self.block_size,
-            "shared_dynamic": self.shared_dynamic,
-            "occupancy": occupancy,
-            "occupancy_error": self.occupancy_error,
-            "instruction_mix": self.kernel.instruction_mix,
-            "insights": [i.to_dict() for i in self.insights],
-            "spills": None if self.spills is None else self.spills.to_dict(),
-            "schedule": None if self.schedule is None else self.schedule.to_dict(),
-            "control_note": self.control_note,
-            "live_registers": None if self.pressure is None else self.pressure.to_dict(),
-        }
+        spills with their cause, the schedule's totals and the register peak (the
+        document :class:`perflab.analysis.json_views.KernelReportView` declares)."""
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> KernelReportView:
+        from perflab.analysis import json_views as v
+        from perflab.model.schema import view
+
+        def part(value: object, kind: type[S]) -> S | None:
+            return None if value is None else view(value, kind)
+
+        return v.KernelReportView(
+            block_size=self.block_size,
+            shared_dynamic=self.shared_dynamic,
+            occupancy=part(self.occupancy, v.OccupancyView),
+            occupancy_error=self.occupancy_error,
+            instruction_mix=self.kernel.instruction_mix,
+            insights=list(self.insights),
+            spills=part(self.spills, v.SpillsView),
+            schedule=part(self.schedule, v.ScheduleView),
+            control_note=self.control_note,
+            live_registers=part(self.pressure, v.PressureView),
+        )
 
 
 def resolve_block_size(result: CompileResult, requested: int | None = None) -> int:

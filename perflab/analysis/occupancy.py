@@ -4,7 +4,7 @@ limiting factor named."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from perflab.errors import InputError
 from perflab.model.arch import SMLimits, limits_for
@@ -43,10 +43,11 @@ class Occupancy:
         )
 
     def to_dict(self) -> dict[str, object]:
-        doc = asdict(self)
-        doc["limiting"] = list(self.limiting)
-        doc["occupancy"] = self.occupancy
-        return doc
+        """The document :class:`perflab.analysis.json_views.OccupancyView` declares."""
+        from perflab.analysis.json_views import OccupancyView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, OccupancyView))
 
     def __str__(self) -> str:
         return self.summary()

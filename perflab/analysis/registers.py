@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from perflab.model.arch import KB
 from perflab.model.kernel import KernelArtifacts, SassLine
@@ -61,13 +61,11 @@ class Pressure:
     entry: int = 0
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "peak": self.peak,
-            "peak_offsets": list(self.peak_offsets),
-            "peak_lines": list(self.peak_lines),
-            "allocated": self.allocated,
-            "live_at_entry": self.entry,
-        }
+        """The document :class:`perflab.analysis.json_views.PressureView` declares."""
+        from perflab.analysis.json_views import PressureView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, PressureView))
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,9 @@ class Spill:
     live: int | None  # general registers live at it
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        from perflab.model.schema import encode
+
+        return encode(self)
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,11 @@ class Spills:
         return sorted(rows, key=lambda r: (-(r[1] + r[2]), r[0] is None, r[0] or 0))
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "cause": self.cause,
-            "heuristic": self.heuristic,
-            "cap": None if self.cap is None else asdict(self.cap),
-            "marked_by_nvdisasm": self.marked,
-            "instructions": [s.to_dict() for s in self.spills],
-        }
+        """The document :class:`perflab.analysis.json_views.SpillsView` declares."""
+        from perflab.analysis.json_views import SpillsView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, SpillsView))
 
 
 def pressure(kernel: KernelArtifacts) -> Pressure | None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from perflab.analysis.opcodes import latency_of
 from perflab.errors import InputError
@@ -167,7 +167,9 @@ class BasicBlock:
     lines: tuple[int, ...]  # the user's source lines its instructions come from
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "lines": list(self.lines)}
+        from perflab.model.schema import encode
+
+        return encode(self)
 
 
 @dataclass(frozen=True)
@@ -188,11 +190,11 @@ class Schedule:
         return sum(b.long_waits for b in self.blocks)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "stall_cycles": self.stall_cycles,
-            "long_latency_waits": self.long_waits,
-            "basic_blocks": [b.to_dict() for b in self.blocks],
-        }
+        """The document :class:`perflab.analysis.json_views.ScheduleView` declares."""
+        from perflab.analysis.json_views import ScheduleView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, ScheduleView))
 
 
 def _is_padding(line: SassLine) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from perflab.analysis import json_views as trace
+from perflab.analysis import json_views as views
 from perflab.capture.env import Device
 from perflab.capture.toolchain import FoundTool
 from perflab.exercises.views import ExerciseView
@@ -61,24 +61,24 @@ COMMAND_OUTPUTS: dict[str, tuple[Output, ...]] = {
     "info": (Output(InfoView),),
     "time": (Output(saved.TimingDoc),),
     "trace summary": (
-        Output(trace.SummaryView, "one trace file"),
-        Output(trace.JobDoc, "a job: a directory or several rank files"),
+        Output(views.SummaryView, "one trace file"),
+        Output(views.JobDoc, "a job: a directory or several rank files"),
     ),
     "trace kernels": (
-        Output(trace.JobKernelsView, "a job: a directory or several rank files"),
+        Output(views.JobKernelsView, "a job: a directory or several rank files"),
         Output(saved.OpTableDoc, "one trace file"),
     ),
-    "trace idle": (Output(trace.IdleView),),
-    "trace critical": (Output(trace.CriticalDoc),),
+    "trace idle": (Output(views.IdleView),),
+    "trace critical": (Output(views.CriticalDoc),),
     "trace memory": (
-        Output(trace.MemoryView, "a trace"),
-        Output(trace.SnapshotView, "a memory snapshot (.pickle)"),
+        Output(views.MemoryView, "a trace"),
+        Output(views.SnapshotView, "a memory snapshot (.pickle)"),
     ),
-    "trace diff": (Output(trace.DiffView),),
-    "trace sql": (Output(trace.SqlView),),
+    "trace diff": (Output(views.DiffView),),
+    "trace sql": (Output(views.SqlView),),
     "compile": (
-        Output(printed.CompileJson, "one compiled file"),
-        Output(list[printed.CompileJson], "several files (Triton: one per kernel)"),
+        Output(views.CompileJson, "one compiled file"),
+        Output(list[views.CompileJson], "several files (Triton: one per kernel)"),
     ),
     **{
         f"machine {name}": (Output(printed.BenchView),)

@@ -32,7 +32,10 @@ from perflab.frontend import (
 from perflab.model.kernel import CompileResult
 
 if TYPE_CHECKING:
+    from perflab.analysis.json_views import KernelView, SassLineView
     from perflab.analysis.kernel_report import KernelReport
+    from perflab.analysis.sass_control import BarrierLinks
+    from perflab.model.kernel import KernelArtifacts, SassLine
     from perflab.render.ptx_view import ViewOptions
 
 Shown = tuple[CompileResult, "ViewOptions", Sequence["KernelReport"]]
@@ -123,28 +126,45 @@ def result_json(
     ``cached`` (whether it came from the compile cache), each reported kernel's
     ``report`` and, per SASS instruction, ``waits_for`` and ``waited_by`` (byte offsets;
     see :func:`perflab.analysis.sass_control.barrier_links`; None where the control bits
-    are not known)."""
-    doc = result.to_dict()
-    doc["cached"] = result.cached
-    if kernel and result.lang == "cuda":
-        doc["kernels"] = [result.kernel(kernel).to_dict()]
+    are not known): the document :class:`perflab.analysis.json_views.CompileJson` declares."""
+    from msgspec.structs import asdict
+
+    from perflab.analysis.json_views import CompileJson
+    from perflab.model.schema import encode
+
+    kernels = [result.kernel(kernel)] if kernel and result.lang == "cuda" else result.kernels
     by_name = {r.kernel.mangled: r for r in reports}
-    for entry in doc["kernels"]:
-        report = by_name.get(entry["mangled"])
-        if report is not None:
-            entry["report"] = report.to_dict()
-            _add_links(entry["sass_lines"], report)
-    return doc
+    shown = [_kernel_view(k, by_name.get(k.mangled)) for k in kernels]
+    saved = {**asdict(result.document()), "kernels": shown}
+    return encode(CompileJson(**saved, cached=result.cached))
 
 
-def _add_links(lines: list[dict[str, object]], report: KernelReport) -> None:
+def _kernel_view(kernel: KernelArtifacts, report: KernelReport | None) -> KernelView:
+    """The kernel as printed: its saved form and, when it was reported, the report and
+    each instruction's barrier links."""
+    from msgspec.structs import asdict
+
+    from perflab.analysis.json_views import KernelView
+
+    saved = asdict(kernel.document())
+    if report is None:
+        return KernelView(**saved)
     links = report.schedule.links if report.schedule is not None else None
-    for line in lines:
-        offset = line["offset"]
-        if not isinstance(offset, int):  # unknown: None
-            continue
-        line["waits_for"] = None if links is None else list(links.waits_for.get(offset, ()))
-        line["waited_by"] = None if links is None else list(links.waited_by.get(offset, ()))
+    lines = [_line_view(line, links) for line in kernel.sass_lines]
+    return KernelView(**{**saved, "sass_lines": lines}, report=report.document())
+
+
+def _line_view(line: SassLine, links: BarrierLinks | None) -> SassLineView:
+    from msgspec.structs import asdict
+
+    from perflab.analysis.json_views import SassLineView
+
+    saved = asdict(line.document())
+    if line.offset is None:  # a label
+        return SassLineView(**saved)
+    waits_for = None if links is None else list(links.waits_for.get(line.offset, ()))
+    waited_by = None if links is None else list(links.waited_by.get(line.offset, ()))
+    return SassLineView(**saved, waits_for=waits_for, waited_by=waited_by)
 
 
 def run(args: argparse.Namespace) -> int:

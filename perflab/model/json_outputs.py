@@ -1,8 +1,8 @@
-"""The JSON documents the command line prints of model results (a compile, a microbenchmark,
-the ceilings), each declared once as a msgspec Struct whose encoding is the document, its
-keys in the order of the fields. The saved files' own shapes are in
-:mod:`perflab.model.saved`; a printed document that extends one (a compile's) extends its
-Struct. Imported only when a document is made or read."""
+"""The JSON documents the command line prints of model results (a microbenchmark, the
+ceilings), each declared once as a msgspec Struct whose encoding is the document, its keys
+in the order of the fields. The saved files' own shapes are in :mod:`perflab.model.saved`
+(a compile's printed document extends its saved one in :mod:`perflab.analysis.json_views`,
+with the kernels' reports). Imported only when a document is made or read."""
 
 from __future__ import annotations
 
@@ -11,38 +11,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from perflab.model.saved import CompileDoc, KernelDoc, SassLineDoc
-
 
 class Printed(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A printed document: every key declared, none other accepted when one is read back."""
-
-
-# -- perflab compile/ptx FILE --json -------------------------------------------------------
-
-
-class SassLineView(SassLineDoc, kw_only=True):
-    """A SASS line as printed: the saved line, and the offsets of the instructions it waits
-    for and that wait for it (null where the control bits are not known)."""
-
-    waits_for: list[int] | UnsetType | None = UNSET
-    waited_by: list[int] | UnsetType | None = UNSET
-
-
-class KernelView(KernelDoc, kw_only=True):
-    """A kernel as printed: the saved kernel and, for a reported kernel, its report
-    (occupancy, instruction mix, insights, spills, schedule, live registers)."""
-
-    sass_lines: list[SassLineView] | UnsetType = UNSET  # type: ignore[assignment]  # printed lines extend the saved ones
-    report: dict[str, Any] | UnsetType = UNSET  # the parts are the analyses' own views
-
-
-class CompileJson(CompileDoc, kw_only=True):
-    """``perflab compile FILE --json`` (one per file): the saved result, its kernels as
-    printed, and whether it came from the compile cache."""
-
-    kernels: list[KernelView]  # type: ignore[assignment]  # printed kernels extend the saved ones
-    cached: bool
 
 
 # -- perflab machine ... --json ------------------------------------------------------------

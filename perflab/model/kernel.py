@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perflab.errors import InputError
 from perflab.model.display import Shown
@@ -20,6 +20,7 @@ from perflab.model.serialize import dump_json, load_json
 
 if TYPE_CHECKING:
     from perflab.model.saved import (
+        CompileDoc,
         ControlDoc,
         DiagnosticDoc,
         KernelDoc,
@@ -434,28 +435,30 @@ class CompileResult(Shown):
         known = ", ".join(k.name for k in self.kernels)
         raise InputError(f"no kernel named {name!r} (kernels: {known})")
 
-    def to_dict(self, *, sass: bool = True) -> dict[str, Any]:  # the CLI adds to its kernels
+    def to_dict(self, *, sass: bool = True) -> dict[str, object]:
         """JSON-ready; ``sass=False`` leaves SASS out (it can be rebuilt from the cubin)."""
-        from perflab.model.saved import CompileDoc
         from perflab.model.schema import encode
 
-        return encode(
-            CompileDoc(
-                lang=self.lang,
-                arch=self.arch,
-                source=self.source,
-                source_name=self.source_name,
-                source_path=self.source_path,
-                flags=self.flags,
-                ptx=self.ptx,
-                cubin=self.cubin,
-                stages=self.stages,
-                log=self.log,
-                warnings=[w.document() for w in self.warnings],
-                versions=self.versions,
-                compile_s=self.compile_s,
-                kernels=[k.document(sass=sass) for k in self.kernels],
-            )
+        return encode(self.document(sass=sass))
+
+    def document(self, *, sass: bool = True) -> CompileDoc:
+        from perflab.model.saved import CompileDoc
+
+        return CompileDoc(
+            lang=self.lang,
+            arch=self.arch,
+            source=self.source,
+            source_name=self.source_name,
+            source_path=self.source_path,
+            flags=self.flags,
+            ptx=self.ptx,
+            cubin=self.cubin,
+            stages=self.stages,
+            log=self.log,
+            warnings=[w.document() for w in self.warnings],
+            versions=self.versions,
+            compile_s=self.compile_s,
+            kernels=[k.document(sass=sass) for k in self.kernels],
         )
 
     @classmethod
