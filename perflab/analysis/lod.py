@@ -84,7 +84,7 @@ def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float, bins:
 
 
 def _merged_per_lane(
-    s: FloatArray, e: FloatArray, ln: IntArray, lanes: int
+    s: FloatArray, e: FloatArray, ln: Index, lanes: int
 ) -> list[tuple[FloatArray, FloatArray]]:
     order = np.argsort(ln, kind="stable")
     if ln.size and int(ln.min()) >= 0:  # each lane's share of ``order``, from counts
@@ -98,7 +98,7 @@ def _merged_per_lane(
 
 
 def _lane_unions(
-    s: FloatArray, e: FloatArray, ln: IntArray, lanes: int, summary_lanes: npt.ArrayLike | None
+    s: FloatArray, e: FloatArray, ln: Index, lanes: int, summary_lanes: npt.ArrayLike | None
 ) -> list[tuple[FloatArray, FloatArray]]:
     """Busy intervals of each lane, then of the union of ``summary_lanes`` (all if None).
     The union is merged from the lanes' busy intervals (a union of unions is the union, run
@@ -193,12 +193,15 @@ class _TileFinder:
     worked out a block at a time: a level costs its two small tile columns, not copies of
     the times."""
 
-    BLOCK = 1 << 18  # intervals per block
+    BLOCK = 1 << 16  # intervals per block
 
     def __init__(self, s: FloatArray, e: FloatArray, by_length: Index, t0: float) -> None:
-        self.start = np.take(s, by_length)
+        self.start, self.end = np.empty_like(s), np.empty_like(e)
+        for at in range(0, s.size, self.BLOCK):  # numpy widens int32 indices: a block at a time
+            rows = by_length[at : at + self.BLOCK].astype(np.intp)
+            np.take(s, rows, out=self.start[at : at + rows.size])
+            np.take(e, rows, out=self.end[at : at + rows.size])
         self.start -= t0
-        self.end = np.take(e, by_length)
         self.end -= t0
         self.scratch = np.empty(min(self.start.size, self.BLOCK))
 
@@ -280,6 +283,13 @@ def _longest_per_tile(
     return offsets, position[keep].astype(np.int64), counts
 
 
+def _lanes(lane: npt.ArrayLike) -> Index:
+    """The lane column as given when it holds integers (int32 lanes are not widened: a copy
+    of 8 bytes an interval), else as int64."""
+    ln = np.asarray(lane)
+    return ln if np.issubdtype(ln.dtype, np.signedinteger) else ln.astype(np.int64)
+
+
 def _ends(end: FloatArray, s: FloatArray) -> FloatArray:
     """``max(end, start)`` per interval; ``end`` itself (no copy) when no end is earlier."""
     earlier = bool(np.less(end, s).any())
@@ -319,7 +329,7 @@ def build_pyramid(
     ``min(base_bins * factor**l, max_bins)`` bins over the whole span.
     """
     s = np.asarray(start, dtype=np.float64)
-    ln = np.asarray(lane, dtype=np.int64)
+    ln = _lanes(lane)
     if not (s.shape == np.shape(end) == ln.shape):
         raise ValueError("start, end and lane must have the same length")
     if factor < 2 or not 0 < finest <= 1:

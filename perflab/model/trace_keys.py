@@ -49,33 +49,43 @@ def launch_links(trace: Trace) -> npt.NDArray[np.int64]:
     out = np.full(len(trace), -1, dtype=np.int64)
     if len(runtime) == 0 or len(gpu) == 0:
         return out
-    rows = np.concatenate([runtime, gpu])
-    # the rank of only these rows: a per-event rank column cost 8 bytes an event
-    rank = trace.tracks["rank"].astype(np.int64)[trace.track[rows]]
-    pair, pairs = _pair_codes(rank, corr[rows])
-    del rank
+    codes = _PairCodes(trace, runtime, gpu)
     # rows run in order, so the smallest row of a pair is its first call
-    first = np.full(pairs, len(trace), dtype=np.int64)
-    np.minimum.at(first, pair[: len(runtime)], runtime)
-    call_of_pair = np.where(first < len(trace), first, -1)
-    out[gpu] = call_of_pair[pair[len(runtime) :]]
+    first = np.full(codes.count, len(trace), dtype=np.int64)
+    np.minimum.at(first, codes.of(runtime, 0), runtime)
+    call = first[codes.of(gpu, len(runtime))]
+    del first
+    out[gpu] = np.where(call < len(trace), call, -1)
     return out
 
 
-def _pair_codes(
-    rank: npt.NDArray[np.int64], corr: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], int]:
-    """A code per (rank, correlation id) pair (equal pairs, equal codes) and how many codes
-    there can be. Ids run densely in a trace, so the code is usually the pair's place in the
-    rank x id grid, with no sort and no copy of the pairs; a sparse grid numbers the
-    distinct pairs."""
-    low = int(rank.min())
-    height = int(corr.max()) + 1  # ids here are >= 0
-    cells = (int(rank.max()) - low + 1) * height
-    if cells <= 4 * rank.size + 4096:
-        rank -= low
-        rank *= height
-        rank += corr
-        return rank, cells
-    distinct_pairs, pair = unique_rows(np.stack([rank, corr], axis=1))
-    return pair, len(distinct_pairs)
+class _PairCodes:
+    """A code per (rank, correlation id) pair of the given rows (equal pairs, equal codes),
+    and how many codes there can be. Ids run densely in a trace, so a code is usually the
+    pair's place in the rank x id grid, worked out for one group of rows at a time with no
+    sort; a sparse grid numbers the distinct pairs of all the rows (a sort)."""
+
+    def __init__(self, trace: Trace, *groups: npt.NDArray[np.intp]) -> None:
+        self.corr = trace.correlation
+        self.rank_of_track = trace.tracks["rank"].astype(np.int64)
+        self.track = trace.track
+        ranks = [self.rank_of_track[self.track[rows]] for rows in groups]
+        self.low = min(int(r.min()) for r in ranks)
+        self.height = max(int(self.corr[rows].max()) for rows in groups) + 1  # ids are >= 0
+        self.count = (max(int(r.max()) for r in ranks) - self.low + 1) * self.height
+        self.sparse: npt.NDArray[np.int64] | None = None
+        if self.count > 4 * sum(r.size for r in groups) + 4096:
+            rows = np.concatenate(groups)
+            pairs = np.stack([np.concatenate(ranks), self.corr[rows]], axis=1)
+            distinct_pairs, self.sparse = unique_rows(pairs)
+            self.count = len(distinct_pairs)
+
+    def of(self, rows: npt.NDArray[np.intp], at: int) -> npt.NDArray[np.int64]:
+        """The codes of ``rows``, which start at position ``at`` of the rows given."""
+        if self.sparse is not None:
+            return self.sparse[at : at + rows.size]
+        code = self.rank_of_track[self.track[rows]]
+        code -= self.low
+        code *= self.height
+        code += self.corr[rows]
+        return code
