@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from perflab.magics.gpuprofile import GpuProfileMagics
+    from perflab.model.saved import HistoryEntryDoc
 
 COMM_TARGET = "perflab"
 KIND = "TimingHistory"
@@ -162,11 +163,13 @@ class History:
         return self.path.name.removesuffix(".history.json")
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "notebook": self.notebook,
-            "baseline": self.baseline,
-            "entries": [_entry_doc(e) for e in self.entries],
-        }
+        """The saved history: the document :class:`perflab.model.saved.HistoryDoc`
+        declares."""
+        from perflab.model.saved import HistoryDoc
+        from perflab.model.schema import encode
+
+        entries = [_entry_doc(e) for e in self.entries]
+        return encode(HistoryDoc(notebook=self.notebook, baseline=self.baseline, entries=entries))
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,11 +239,17 @@ def _entry(item: object, source: str, index: int) -> HistoryEntry:
     return HistoryEntry(entry_id, result)
 
 
-def _entry_doc(entry: HistoryEntry) -> dict[str, object]:
-    doc: dict[str, object] = {"id": entry.id, "result": entry.result.to_dict()}
-    if entry.result.replayed_from is not None:
-        doc["replayed_from"] = entry.result.replayed_from
-    return doc
+def _entry_doc(entry: HistoryEntry) -> HistoryEntryDoc:
+    from msgspec import UNSET
+
+    from perflab.model.saved import HistoryEntryDoc
+
+    replayed_from = entry.result.replayed_from
+    return HistoryEntryDoc(
+        id=entry.id,
+        result=entry.result.document(),
+        replayed_from=UNSET if replayed_from is None else replayed_from,
+    )
 
 
 def perflab_info() -> dict[str, object]:

@@ -130,12 +130,37 @@ def test_a_jobs_documents_are_the_job_types(
     _matches("trace critical", _printed(["trace", "critical", str(job_dir), "--json"], capsys))
 
 
-def test_a_compile_is_its_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_compile_and_its_cache_entry_are_their_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("no nvcc")
+    monkeypatch.setenv("PERFLAB_CACHE_DIR", str(tmp_path))
     source = ROOT / "tests" / "data" / "ptx" / "kernels.cu"
     doc = _printed(["compile", str(source), "--json"], capsys)
     assert _matches("compile", doc) == "one compiled file"
+    (entry,) = tmp_path.glob("compile/*/*.json")
+    _saved_as_its_kind(entry)
+
+
+def test_a_notebooks_history_is_its_kind(tmp_path: Path) -> None:
+    from perflab.labext import History
+    from perflab.model.timing import TimingResult
+
+    history = History(tmp_path / "nb.ipynb.history.json")
+    for path in sorted((RECORDED / "01-timing").glob("sum-*.json"))[:2]:
+        history.add(TimingResult.load(path))
+    history.entries[0].result.replayed_from = "sum.json"
+    history.set_baseline("r2")
+    history.save()
+    _saved_as_its_kind(history.path)
+
+
+def _saved_as_its_kind(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    kind = doc.pop("perflab")
+    doc.pop("schema_version")
+    msgspec.convert(doc, SAVED_FILES[kind])
 
 
 def test_collectives_and_ceilings_are_their_types(
@@ -173,10 +198,7 @@ def test_a_type_refuses_a_key_it_does_not_declare(capsys: pytest.CaptureFixture[
     ids=lambda p: p.name,
 )
 def test_each_saved_file_reads_as_its_kind(path: Path) -> None:
-    doc = json.loads(path.read_text())
-    kind = doc.pop("perflab")
-    doc.pop("schema_version")
-    msgspec.convert(doc, SAVED_FILES[kind])
+    _saved_as_its_kind(path)
 
 
 # -- the reference page ------------------------------------------------------------------

@@ -369,6 +369,44 @@ class CompileJson(CompileDoc, kw_only=True):
     cached: bool
 
 
+# -- a roofline (its ``to_dict()``) ---------------------------------------------------------
+
+
+class RoofView(Document, kw_only=True):
+    """A device's ceilings: FLOP/s per data type, B/s per memory level, and their source."""
+
+    device: str
+    compute: dict[str, float] = msgspec.field(name="compute_flops")
+    memory: dict[str, float] = msgspec.field(name="memory_bytes_per_s")
+    source: str
+    measured: bool
+
+
+class VerdictView(Document, kw_only=True):
+    """A point under the roof: what it did, the ceiling that bounds it and how far below."""
+
+    name: str
+    level: str
+    dtype: str
+    flops: float
+    bytes: float
+    seconds: float
+    intensity: float | None  # null: no bytes moved
+    flops_per_s: float
+    bytes_per_s: float
+    attainable_flops_per_s: float
+    bound: str
+    ceiling: str
+    fraction_of_ceiling: float
+    headroom: float
+    compute_ceiling: str
+
+
+class RooflineView(Document, kw_only=True):
+    roof: RoofView
+    points: list[VerdictView]
+
+
 # -- perflab trace sql, kernels ------------------------------------------------------------
 
 

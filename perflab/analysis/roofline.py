@@ -18,6 +18,7 @@ from perflab.model.ceilings import level_name
 from perflab.model.units import plain_number
 
 if TYPE_CHECKING:
+    from perflab.analysis.json_views import VerdictView
     from perflab.model.ceilings import Ceilings
 
 
@@ -86,13 +87,11 @@ class Roof:
         return level, self.memory[level]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "device": self.device,
-            "compute_flops": dict(self.compute),
-            "memory_bytes_per_s": dict(self.memory),
-            "source": self.source,
-            "measured": self.measured,
-        }
+        """The document :class:`perflab.analysis.json_views.RoofView` declares."""
+        from perflab.analysis.json_views import RoofView
+        from perflab.model.schema import encode, view
+
+        return encode(view(self, RoofView))
 
 
 @dataclass(frozen=True)
@@ -177,24 +176,32 @@ class RooflineVerdict:
         )
 
     def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self.document())
+
+    def document(self) -> VerdictView:
+        """The point as :class:`perflab.analysis.json_views.VerdictView` declares it."""
+        from perflab.analysis.json_views import VerdictView
+
         p = self.point
-        return {
-            "name": p.name,
-            "level": self.memory_key,
-            "dtype": self.compute_key,
-            "flops": p.flops,
-            "bytes": p.bytes,
-            "seconds": p.seconds,
-            "intensity": p.intensity if math.isfinite(p.intensity) else None,
-            "flops_per_s": p.flops_per_s,
-            "bytes_per_s": p.bytes_per_s,
-            "attainable_flops_per_s": self.attainable,
-            "bound": self.bound,
-            "ceiling": self.ceiling,
-            "fraction_of_ceiling": self.fraction,
-            "headroom": self.headroom,
-            "compute_ceiling": self.compute_why,
-        }
+        return VerdictView(
+            name=p.name,
+            level=self.memory_key,
+            dtype=self.compute_key,
+            flops=p.flops,
+            bytes=p.bytes,
+            seconds=p.seconds,
+            intensity=p.intensity if math.isfinite(p.intensity) else None,
+            flops_per_s=p.flops_per_s,
+            bytes_per_s=p.bytes_per_s,
+            attainable_flops_per_s=self.attainable,
+            bound=self.bound,
+            ceiling=self.ceiling,
+            fraction_of_ceiling=self.fraction,
+            headroom=self.headroom,
+            compute_ceiling=self.compute_why,
+        )
 
 
 def peak_label(key: str) -> str:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from perflab.analysis.ptx import parse_ptx
 from perflab.analysis.sass import parse_disassembly, parse_res_usage
@@ -34,6 +34,9 @@ from perflab.capture.toolchain import DEFAULT_TIMEOUT_S
 from perflab.errors import InputError, SchemaError, ToolchainError
 from perflab.model.kernel import CompileResult, KernelArtifacts, Resources, SassLine
 from perflab.model.serialize import cache_dir, dump_json, load_json, open_regular, write_text
+
+if TYPE_CHECKING:
+    from perflab.model.saved import CacheReadDoc
 
 CACHE_VERSION = 2  # 2: entries record the files the compile read
 ENTRY_KIND = "CompileCacheEntry"
@@ -145,12 +148,14 @@ _READ_FIELDS = {"paths", "sha256", "status"}
 _HEX_RE = re.compile(r"[0-9a-f]*")
 
 
-def _read_doc(read: Sequence[FileDigest]) -> dict[str, str]:
-    return {
-        "paths": "\0".join(f.path for f in read),
-        "sha256": "".join(f.sha256 for f in read),
-        "status": "\n".join(" ".join(map(str, f.status)) if f.status else "-" for f in read),
-    }
+def _read_doc(read: Sequence[FileDigest]) -> CacheReadDoc:
+    from perflab.model.saved import CacheReadDoc
+
+    return CacheReadDoc(
+        paths="\0".join(f.path for f in read),
+        sha256="".join(f.sha256 for f in read),
+        status="\n".join(" ".join(map(str, f.status)) if f.status else "-" for f in read),
+    )
 
 
 def _read_list(doc: object) -> list[FileDigest] | None:
@@ -223,10 +228,12 @@ class _CacheEntry:
         read = _digests(compiled.read, compiled.started_ns)
         if read is None:
             return
-        doc = {
-            "result": compiled.result.to_dict(sass=False),
-            "read": _read_doc(read),
-        }
+        from perflab.model.saved import CacheEntryDoc
+        from perflab.model.schema import encode
+
+        doc = encode(
+            CacheEntryDoc(result=compiled.result.document(sass=False), read=_read_doc(read))
+        )
         try:
             self.json_path.parent.mkdir(parents=True, exist_ok=True)
             for stale in (self.sass_path, self.live_path):  # an earlier cubin's disassembly

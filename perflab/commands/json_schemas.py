@@ -104,6 +104,8 @@ SAVED_FILES: dict[str, Any] = {
     "CollectiveResult": saved.CollectiveResultDoc,
     "Ceilings": saved.CeilingsFile,
     "CompileResult": saved.CompileDoc,
+    "CompileCacheEntry": saved.CacheEntryDoc,
+    "TimingHistory": saved.HistoryDoc,
 }
 
 

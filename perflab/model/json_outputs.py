@@ -16,6 +16,24 @@ class Printed(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A printed document: every key declared, none other accepted when one is read back."""
 
 
+# -- a comparison of two timings (its ``to_dict()``) -------------------------------------
+
+
+class ComparisonView(Printed, kw_only=True):
+    """The ratio of median times and its 95% CI (null where the two are not comparable:
+    ``why`` says so), whether it is significant, how it was worked out, and notes."""
+
+    name: str
+    baseline: str
+    comparable: bool
+    why: str
+    ratio: float | None
+    ci95: tuple[float | None, float | None]
+    significant: bool
+    method: str
+    notes: list[str]
+
+
 # -- perflab machine ... --json ------------------------------------------------------------
 
 # a point or level, keyed by the series' units ("bytes", "ns", "GB/s"): numbers, null where not

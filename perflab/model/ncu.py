@@ -60,17 +60,10 @@ class NcuReport(Shown):
         return pd.DataFrame(_values(NcuRule, self.rules), columns=_names(NcuRule))
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "kernels": self.kernels,
-            "metrics": [
-                dict(zip(_names(NcuMetric), v, strict=True))
-                for v in _values(NcuMetric, self.metrics)
-            ],
-            "rules": [
-                dict(zip(_names(NcuRule), v, strict=True)) for v in _values(NcuRule, self.rules)
-            ],
-        }
+        """Its fields: the source, each kernel's identity, every metric and every rule."""
+        from perflab.model.schema import encode
+
+        return encode(self)
 
 
 def _names(kind: type[NcuMetric | NcuRule]) -> list[str]:

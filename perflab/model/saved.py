@@ -329,3 +329,39 @@ class CompileDoc(msgspec.Struct, kw_only=True):
     versions: TextMap = {}
     compile_s: Amount = 0.0
     kernels: list[KernelDoc]
+
+
+class CacheReadDoc(msgspec.Struct, kw_only=True):
+    """The files a cached compile read: their paths joined by NUL, their sha256 digests end
+    to end, and one line of status per file ("-": none)."""
+
+    paths: str
+    sha256: str
+    status: str
+
+
+class CacheEntryDoc(msgspec.Struct, kw_only=True):
+    """A compile cache entry: the result (without SASS, rebuilt from the cubin) and the
+    files the compile read, which must hold the same bytes for the entry to be used."""
+
+    result: CompileDoc
+    read: CacheReadDoc
+
+
+# -- the lab extension's history -----------------------------------------------------------
+
+
+class HistoryEntryDoc(msgspec.Struct, kw_only=True):
+    """One timing of a notebook's history; ``replayed_from``: the recording it replays."""
+
+    id: Text
+    result: TimingDoc
+    replayed_from: Text | msgspec.UnsetType = msgspec.UNSET
+
+
+class HistoryDoc(msgspec.Struct, kw_only=True):
+    """A notebook's timing results, oldest first, and the one marked as baseline."""
+
+    notebook: Text
+    baseline: Text | None
+    entries: list[HistoryEntryDoc]

@@ -92,8 +92,9 @@ def decode(doc: object, kind: type[T], source: str, where: str = "", what: str =
 
 
 def encode(value: object) -> dict[str, object]:
-    """The JSON object of a declared type (numpy arrays and scalars as lists and numbers)."""
-    out = msgspec.to_builtins(value, enc_hook=_plain, order=None)
+    """The JSON object of a declared type (numpy arrays and scalars as lists and numbers),
+    as a JSON parser reads it: a tuple field is a list, as in the file."""
+    out = msgspec.json.decode(msgspec.json.encode(value, enc_hook=_plain))
     if not isinstance(out, dict):
         raise TypeError(f"{type(value).__name__} does not encode to a JSON object")
     return out

@@ -185,17 +185,23 @@ class Comparison(Shown):
         return f"{times_text(self.ratio)} slower"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "baseline": self.baseline_name,
-            "comparable": self.comparable,
-            "why": self.why,
-            "ratio": _finite(self.ratio),
-            "ci95": [_finite(self.low), _finite(self.high)],
-            "significant": self.significant,
-            "method": self.method,
-            "notes": list(self.notes),
-        }
+        """The document :class:`perflab.model.json_outputs.ComparisonView` declares."""
+        from perflab.model.json_outputs import ComparisonView
+        from perflab.model.schema import encode
+
+        return encode(
+            ComparisonView(
+                name=self.name,
+                baseline=self.baseline_name,
+                comparable=self.comparable,
+                why=self.why,
+                ratio=_finite(self.ratio),
+                ci95=(_finite(self.low), _finite(self.high)),
+                significant=self.significant,
+                method=self.method,
+                notes=list(self.notes),
+            )
+        )
 
 
 def _finite(value: float) -> float | None:

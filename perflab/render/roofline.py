@@ -250,7 +250,12 @@ class Roofline:
     verdicts: list[RooflineVerdict]
 
     def to_dict(self) -> dict[str, object]:
-        return {"roof": self.roof.to_dict(), "points": [v.to_dict() for v in self.verdicts]}
+        """The document :class:`perflab.analysis.json_views.RooflineView` declares."""
+        from perflab.analysis.json_views import RooflineView, RoofView
+        from perflab.model.schema import encode, view
+
+        roof = view(self.roof, RoofView)
+        return encode(RooflineView(roof=roof, points=[v.document() for v in self.verdicts]))
 
     def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
