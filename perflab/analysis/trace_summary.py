@@ -180,6 +180,8 @@ def _count(value: object) -> int | None:
 
 
 def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
+    # the idle causes first, the largest pass: its columns come and go before this one's
+    idle = cause_totals(trace)
     kind = trace.kind
     start, end = trace.start_ns, trace.end_ns
     is_kernel = kind == EventKind.KERNEL
@@ -223,7 +225,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
             copies_by_kind(trace),
         ),
         categories=_categories(trace, rules),
-        idle=cause_totals(trace),
+        idle=idle,
         source=str(trace.meta.get("source", "")),
         gpu=gpu if gpu == "AMD GPU" else "GPU",
         host=host,
