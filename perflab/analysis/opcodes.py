@@ -24,7 +24,7 @@ sm_121: every opcode that sets a write barrier there is ``variable`` or ``long``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 SOURCE = (
     'NVIDIA "CUDA Binary Utilities", Instruction Set Reference; NVIDIA "PTX ISA" '
@@ -45,8 +45,10 @@ class OpcodeInfo:
     def documented(self) -> bool:
         return self.summary != UNDOCUMENTED
 
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        from perflab.model.schema import encode
+
+        return encode(self)
 
     def __str__(self) -> str:
         if not self.documented:

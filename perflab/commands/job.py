@@ -105,7 +105,10 @@ def run_kernels(args: argparse.Namespace) -> int:
         raise InputError(f"--top must be at least 1, not {args.top}")
     rows = kernel_rows(load(args))[: args.top]
     if args.json:
-        print_json({"kind": "kernel", "rows": rows})
+        from perflab.analysis.json_views import JobKernelsView
+        from perflab.model.schema import encode
+
+        print_json(encode(JobKernelsView(kind="kernel", rows=rows)))
     else:
         print(kernel_text(rows))
     return 0
