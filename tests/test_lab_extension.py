@@ -486,6 +486,7 @@ def save_and_reload(page: Any, rows: int) -> None:
 
 def run_cell_in_place(page: Any, index: int) -> None:
     """Run cell ``index`` as Ctrl+Enter does (the active cell stays where it is)."""
+    page.locator(f".jp-Notebook .jp-Cell >> nth={index}").scroll_into_view_if_needed()
     page.click(f".jp-Notebook .jp-Cell >> nth={index} >> .jp-InputArea-editor")
     page.keyboard.press("Control+Enter")
 
@@ -580,7 +581,7 @@ def test_the_lab_extension_in_jupyterlab(tmp_path: Path) -> None:
 
         # the button loaded no magic: a %%gpuprofile cell needs the notebook's %load_ext
         run_cell_in_place(page, 3)
-        page.wait_for_function(f"() => ({CELL_OUTPUT})(3).includes('not found')", timeout=30_000)
+        page.wait_for_function(f"() => ({CELL_OUTPUT})(3).includes('not found')", timeout=90_000)
         assert "Cell magic `%%gpuprofile` not found" in page.evaluate(f"() => ({CELL_OUTPUT})(3)")
         page.locator(".jp-Notebook .jp-Cell >> nth=0").scroll_into_view_if_needed()
         page.mouse.move(700, 600)  # no tooltip over the picture
