@@ -1,10 +1,12 @@
-"""The JSON documents of the trace analyses (``perflab trace ... --json``, and each result's
-``to_dict()``), each declared once as a msgspec Struct: a document is the Struct's encoding
+"""The JSON documents of the analyses (``perflab trace ... --json``, ``perflab compile
+--json`` with its kernels' reports, and each result's ``to_dict()``, a roofline's too), each
+declared once as a msgspec Struct: a document is the Struct's encoding
 (:func:`perflab.model.schema.encode`), its keys in the order of the fields.
 
 The analyses import this module only when a document is made, so that reading and
-analysing a trace needs msgspec only when something is written. A field whose name is not
-a Python name (``"host-busy"``) is renamed; a map whose keys are data (a device, a cause, a
+analysing a trace needs msgspec only when something is written. A field written under
+another key (``"marked_by_nvdisasm"``) is renamed, so that :func:`perflab.model.schema.view`
+can fill it from the result's attribute; a map whose keys are data (a device, a cause, a
 category) is a ``dict``. A result's own dataclass is its part of a document where its fields
 are the keys.
 """
