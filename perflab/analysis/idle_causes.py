@@ -223,7 +223,8 @@ class IdleCauses(Shown):
         return encode(self.gap_view(gap))
 
     def gap_view(self, gap: int) -> GapView:
-        from perflab.analysis.json_views import GapView
+        from perflab.analysis.json_views import EvidenceView, GapView
+        from perflab.model.schema import view
 
         g = self.gaps
         return GapView(
@@ -233,7 +234,7 @@ class IdleCauses(Shown):
             cause=self.cause_of(gap),
             before=self.trace.strings[int(self.trace.name[g.prev[gap]])],
             after=self.trace.strings[int(self.trace.name[g.next[gap]])],
-            evidence=[e.view() for e in self.evidence(gap)],
+            evidence=[view(e, EvidenceView) for e in self.evidence(gap)],
         )
 
     def to_dict(self) -> dict[str, object]:

@@ -31,8 +31,10 @@ from perflab.analysis.trace_summary import CommTotals, CopyTotals, DeviceTime, T
 from perflab.model.saved import CompileDoc, KernelDoc, SassLineDoc
 
 
-class Document(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A printed document: every key declared, none other accepted when one is read back."""
+class Document(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """A printed document: every key declared, none other accepted when one is read back.
+    Documents hold only values and other documents, never themselves, so the garbage
+    collector need not track them (an idle report makes one per gap and per fact)."""
 
 
 # -- perflab trace summary FILE ------------------------------------------------------------
