@@ -41,10 +41,12 @@ from perflab.io.kineto.decode import (
     event_stream,
     reread,
 )
+from perflab.io.kineto.parts import large_blocks_mapped
 from perflab.io.kineto.records import Records
 from perflab.model.trace import Trace
 
 PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
+LARGE_TEXT = 64 << 20  # JSON bytes from which large blocks get their own mappings
 _HELPER_MODULE = "perflab.io.kineto.helper"
 TEMP_PREFIX = "perflab-load-"  # + owner pid: see perflab.io._tempdirs
 
@@ -61,9 +63,14 @@ def load_kineto(
     ``workers``: helper processes that decode parts of a large file at the same time (the
     result is the same). None: one per spare core, up to 7, for files of 64 MB of JSON or
     more; 0: this process only. ``progress``: show how far a load that takes more than a
-    couple of seconds has got (see :mod:`perflab.io._progress`).
+    couple of seconds has got (see :mod:`perflab.io._progress`). From 64 MB of JSON on,
+    blocks of memory of 1 MB or more come from mappings of their own for the rest of the
+    process, so the analyses of a large trace return what they free (see
+    :func:`perflab.io.kineto.parts.large_blocks_mapped`).
     """
     source = str(path)
+    if _text_size(path) >= LARGE_TEXT:
+        large_blocks_mapped()  # the trace's analyses then do not fragment the heap
     helpers = _helper_count(path, workers)
     label = f"reading {Path(path).name}"
     shown = _progress.Progress(label, _text_size(path), enabled=progress)
