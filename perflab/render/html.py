@@ -48,7 +48,6 @@ def esc(value: object) -> str:
     return html.escape(BIDI_CONTROLS.sub(escaped_char, text), quote=True)
 
 
-
 def svg_image(svg: str, alt: str, style: str = "") -> str:
     """An SVG document as an ``<img>`` with a data URI: the sanitisers of untrusted
     notebooks (JupyterLab's, GitHub's) drop inline ``<svg>`` but keep images."""
