@@ -32,10 +32,67 @@ def described(kind: Any) -> str:
 
 
 def schema_lines(kind: Any) -> list[str]:
+    """A table of keys for each object the document holds (the document's first), then its
+    whole JSON Schema."""
     from perflab.commands.json_schemas import schema
 
-    text = json.dumps(schema(kind), indent=2)
-    return [".. code-block:: json", "", *(f"   {line}" for line in text.splitlines()), ""]
+    document = schema(kind)
+    lines: list[str] = []
+    for name, definition in objects(document):
+        lines += key_table(name, definition)
+    text = json.dumps(document, indent=2)
+    lines += [".. rubric:: JSON Schema", "", ".. code-block:: json", ""]
+    return [*lines, *(f"   {line}" for line in text.splitlines()), ""]
+
+
+def objects(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The schema's object definitions with keys, the one it refers to first."""
+    defs: dict[str, Any] = document.get("$defs", {})
+    root = document.get("$ref", "").rsplit("/", 1)[-1]
+    if document.get("type") == "array" and "$ref" in document.get("items", {}):
+        root = document["items"]["$ref"].rsplit("/", 1)[-1]
+    order = [root, *(name for name in defs if name != root)]
+    return [(n, defs[n]) for n in order if n in defs and defs[n].get("properties")]
+
+
+def key_table(name: str, definition: dict[str, Any]) -> list[str]:
+    required = set(definition.get("required", ()))
+    lines = [
+        f".. list-table:: ``{name}``",
+        "   :header-rows: 1",
+        "   :widths: 30 55 15",
+        "",
+        *row("key", "value", "always there"),
+    ]
+    for key, value in definition["properties"].items():
+        lines += row(f"``{key}``", type_text(value), "yes" if key in required else "no")
+    return [*lines, ""]
+
+
+def row(*cells: str) -> list[str]:
+    first, *rest = cells
+    return [f"   * - {first}", *(f"     - {cell}" for cell in rest)]
+
+
+def type_text(value: dict[str, Any]) -> str:
+    """A schema's value type in words: ``integer or null``, ``list of GapView``, ``map of
+    string to CauseTotal``."""
+    if "$ref" in value:
+        return f"``{value['$ref'].rsplit('/', 1)[-1]}``"
+    if "anyOf" in value:
+        return " or ".join(type_text(v) for v in value["anyOf"])
+    if "enum" in value:
+        return "one of " + ", ".join(f"``{json.dumps(v)}``" for v in value["enum"])
+    if "const" in value:
+        return f"``{json.dumps(value['const'])}``"
+    kind = value.get("type", "any value")
+    if kind == "array" and "prefixItems" in value:
+        return "[" + ", ".join(type_text(v) for v in value["prefixItems"]) + "]"
+    if kind == "array":
+        return "list of " + type_text(value["items"]) if "items" in value else "list"
+    if kind == "object" and isinstance(value.get("additionalProperties"), dict):
+        return "map of string to " + type_text(value["additionalProperties"])
+    return " or ".join(kind) if isinstance(kind, list) else str(kind)
 
 
 def section(title: str) -> list[str]:
