@@ -57,11 +57,13 @@ def load_trace_file(args: argparse.Namespace) -> Trace:
 
 # -- will the trace fit? ----------------------------------------------------------------------
 
-# Peak memory per byte of Kineto JSON text, measured on generated traces of dense events
-# (about 194 bytes of text each: every event but a fifth of the flows kept) at 1M-20M events
-# (benchmarks/big_traces.py), rounded up; traces of larger events need less per byte. The
-# timeline also holds its levels of detail and page; the idle causes their gaps and evidence.
-BYTES_PER_TEXT_BYTE = {"timeline": 0.75, "idle": 0.65}
+# Peak memory per byte of Kineto JSON text, less BASE_BYTES, measured on generated traces of
+# dense events (about 194 bytes of text each) at 1M, 10M and 20M events by
+# benchmarks/big_traces.py, with a margin: the summary 0.39-0.42, the timeline 0.57-0.62
+# (its levels of detail and page), the idle causes 1.0-1.4 (every gap with its evidence,
+# and its JSON). Traces of larger events need less per byte. Other commands are taken to
+# need what the summary does.
+BYTES_PER_TEXT_BYTE = {"timeline": 0.75, "idle": 1.5}
 BYTES_PER_TEXT_BYTE_ELSE = 0.55  # reading the trace and one analysis of it
 BASE_BYTES = 150 << 20  # the interpreter, numpy, msgspec (and bokeh for a timeline)
 _SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?)b?", re.IGNORECASE)
