@@ -16,10 +16,12 @@ from data_paths import TRACES
 
 from perflab.analysis.idle_causes import IdleCauses, IdleWithoutGpu, idle_causes
 from perflab.analysis.trace_stats import NO_GPU_WORK, STEP_RANGES, TOP_OPS
-from perflab.analysis.trace_summary import KEYS
 from perflab.cli import main
 from perflab.io import load_trace
 from perflab.render.views import to_bundle
+
+# the keys of every trace summary's JSON document, in order ('host' follows for a CPU-only trace)
+KEYS = ("events", "kernels", "devices", "comm", "memcpy", "categories", "idle")
 
 CPU_TRACE = TRACES / "cpu" / "cpu_only_train.json.gz"
 GPU_TRACE = TRACES / "kineto" / "alexnet_a100.json.gz"
