@@ -240,16 +240,21 @@ class IdleCauses(Shown):
     def to_dict(self) -> dict[str, object]:
         """``{"gaps": [...], "by_cause": {...}, "rules": {...}, ...}``: every gap with its
         device, start (ns, the trace's clock), duration, cause and evidence (the document
-        :class:`perflab.analysis.json_views.IdleView` declares)."""
+        :class:`perflab.analysis.json_views.IdleView` declares). Each gap is encoded on its
+        own, so a trace's hundred thousand gaps are never held as declared documents, their
+        JSON text and its dicts at once (the whole document's round trip tripled the peak)."""
         from perflab.model.schema import encode
 
-        return encode(self.document())
+        out = encode(self.document(gaps=False))
+        out["gaps"] = [self.gap_dict(i) for i in range(len(self))]
+        return out
 
-    def document(self) -> IdleView:
+    def document(self, *, gaps: bool = True) -> IdleView:
+        """The declared document; ``gaps=False`` leaves the gap list empty."""
         from perflab.analysis.json_views import IdleView
 
         return IdleView(
-            gaps=[self.gap_view(i) for i in range(len(self))],
+            gaps=[self.gap_view(i) for i in range(len(self))] if gaps else [],
             by_cause=self.by_cause(),
             idle_ns=self.total_ns,
             min_ns=self.min_ns,
@@ -289,10 +294,10 @@ class IdleWithoutGpu(IdleCauses):
     def message(self) -> str:
         return f"{NO_GPU_WORK}, so there is no GPU timeline to find idle time in"
 
-    def document(self) -> IdleView:
+    def document(self, *, gaps: bool = True) -> IdleView:
         import msgspec
 
-        return msgspec.structs.replace(super().document(), no_gpu_work=self.message)
+        return msgspec.structs.replace(super().document(gaps=gaps), no_gpu_work=self.message)
 
 
 def has_gpu_work(trace: Trace) -> bool:
