@@ -132,6 +132,32 @@ SASS_READ = """() => {
   return {rows: rows.length, cut, overflow: code.scrollWidth - code.clientWidth,
           control: Math.max(...control), width: pane.getBoundingClientRect().width};
 }"""
+# Each Source and PTX row's text against its code box, and where each wrapped row's lines
+# start: every line after the first must start right of the number column.
+NUMBERED_READ = """(name) => {
+  const pane = [...document.querySelectorAll('.pv-pane')].find(
+    (p) => p.querySelector('h4').textContent.split(' ')[0] === name);
+  const code = pane.querySelector('.pv-code');
+  const box = code.getBoundingClientRect();
+  const left = box.left + code.clientLeft, right = left + code.clientWidth;
+  const rows = [...code.children];
+  let cut = 0, wrapped = 0, under = 0;
+  for (const row of rows) {
+    const number = row.querySelector('.n').getBoundingClientRect();
+    const range = document.createRange();
+    range.setStartAfter(row.querySelector('.n'));
+    range.setEnd(row, row.childNodes.length);
+    const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+    if (rects.some((r) => r.left < left - 0.5 || r.right > right + 0.5)) cut += 1;
+    const lines = [...new Set(rects.map((r) => Math.round(r.top)))];
+    if (lines.length > 1) {
+      wrapped += 1;
+      const later = rects.filter((r) => Math.round(r.top) > lines[0]);
+      if (later.some((r) => r.left < number.right - 0.5)) under += 1;
+    }
+  }
+  return {rows: rows.length, cut, wrapped, under, overflow: code.scrollWidth - code.clientWidth};
+}"""
 PANES = """() => [...document.querySelectorAll('.pv-pane')].map((p) => {
   const b = p.getBoundingClientRect();
   return {name: p.querySelector('h4').textContent.split(' ')[0],
@@ -194,6 +220,15 @@ def test_every_sass_instruction_reads_in_full_in_each_layout(page: Any) -> None:
     assert panes["Source"]["top"] < panes["PTX"]["top"] < panes["SASS"]["top"]
     assert {p["width"] for p in panes.values()} == {OUTPUT_WIDTH}
     assert_reads_in_full(page)
+
+
+def test_source_and_ptx_lines_wrap_under_their_numbers_side_by_side(page: Any) -> None:
+    page.click(".pv-layout button[data-mode=side]")
+    for name in ("Source", "PTX"):
+        seen = page.evaluate(NUMBERED_READ, name)
+        assert seen["rows"] > 3 and seen["cut"] == 0 and seen["overflow"] <= 0, (name, seen)
+        assert seen["under"] == 0, (name, seen)  # continuations start after the numbers
+    assert page.evaluate(NUMBERED_READ, "PTX")["wrapped"] > 0  # the PTX pane is narrow there
 
 
 @pytest.mark.parametrize(("width", "rows"), [(600, 3), (1400, 1)])

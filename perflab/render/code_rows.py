@@ -10,6 +10,8 @@ the page is trusted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from perflab.render.html import esc
 
 INLINE = {
@@ -30,6 +32,7 @@ INLINE = {
     "column-head": "color: #555555; font-weight: bold; border-bottom: 1px solid #dddddd",
     "pane-note": "font-size: 12px; padding: 2px 6px; color: #555555; border-top: 1px solid #dddddd",
 }
+EM_PER_CHAR = 0.6  # a monospace font's advance (DejaVu Sans Mono, Menlo, Liberation Mono)
 KIND_COLORS = {"directive": "#777777", "comment": "#777777", "label": "#7a3e9d"}
 
 
@@ -74,6 +77,23 @@ def code_row(
     if styles:
         attrs += f' style="{"; ".join(styles)}"'
     return f"<div{attrs}>{number_span(number)}{esc(text)}</div>"
+
+
+def numbered_rows(
+    lines: list[str], first: int, row: Callable[[str, int, str], str]
+) -> tuple[str, str]:
+    """The rows of a pane of numbered lines (``row(number, index, text)`` makes each, the
+    number right-aligned to the widest), and the pane's style: lines wrap, never scroll
+    sideways, under a hanging indent of the numbers' width, so a continuation starts under
+    its line's text."""
+    width = len(str(first + max(len(lines) - 1, 0)))
+    rows = "".join(row(str(first + i).rjust(width), i, text) for i, text in enumerate(lines))
+    indent = f"{(width + 1) * EM_PER_CHAR:.2f}em"
+    style = (
+        f"{INLINE['code']}; white-space: pre-wrap; overflow-wrap: anywhere; "
+        f"padding-left: {indent}; text-indent: -{indent}"
+    )
+    return rows, style
 
 
 def pane(

@@ -30,7 +30,7 @@ from perflab.analysis.ptx import line_kind
 from perflab.errors import InputError
 from perflab.model.kernel import CompileResult, KernelArtifacts
 from perflab.model.units import format_bytes
-from perflab.render.code_rows import INLINE, code_row, line_color, pane
+from perflab.render.code_rows import INLINE, code_row, line_color, numbered_rows, pane
 from perflab.render.html import esc, static_text, svg_image, table, text_table, wrap
 from perflab.render.sass_pane import entry_note, sass_pane
 
@@ -205,21 +205,22 @@ def _line_css(root: str, lines: AbstractSet[int]) -> str:
     return "<style>" + "".join(rules) + "</style>"
 
 
-def _source_pane(result: CompileResult, used: AbstractSet[int]) -> str:
-    rows = [
-        code_row(str(n), text, line=n if n in used else None)
-        for n, text in enumerate(result.source.splitlines(), start=1)
-    ]
-    return "".join(rows)
+def _source_pane(result: CompileResult, used: AbstractSet[int]) -> tuple[str, str]:
+    def row(number: str, i: int, text: str) -> str:
+        return code_row(number, text, line=i + 1 if i + 1 in used else None)
+
+    return numbered_rows(result.source.splitlines(), 1, row)
 
 
-def _ptx_pane(kernel: KernelArtifacts) -> str:
+def _ptx_pane(kernel: KernelArtifacts) -> tuple[str, str]:
     first = kernel.ptx_span[0]
-    rows = []
-    for i, text in enumerate(kernel.ptx.splitlines()):
-        src = kernel.ptx_lines_source[i] if i < len(kernel.ptx_lines_source) else None
-        rows.append(code_row(str(first + i), text, line=src, ptx=first + i, kind=line_kind(text)))
-    return "".join(rows)
+    sources = kernel.ptx_lines_source
+
+    def row(number: str, i: int, text: str) -> str:
+        src = sources[i] if i < len(sources) else None
+        return code_row(number, text, line=src, ptx=first + i, kind=line_kind(text))
+
+    return numbered_rows(kernel.ptx.splitlines(), first, row)
 
 
 def _pressure_svg(report: KernelReport) -> str:
@@ -399,11 +400,11 @@ def _scheduler_html(report: KernelReport) -> str:
 
 
 def _stage_pane(result: CompileResult, stage: str) -> str:
-    rows = "".join(
-        code_row(str(n), t, kind="instruction")
-        for n, t in enumerate(result.stages[stage].splitlines(), start=1)
-    )
-    return pane(stage.upper(), rows, kind=stage)
+    def row(number: str, i: int, text: str) -> str:
+        return code_row(number, text, kind="instruction")
+
+    rows, style = numbered_rows(result.stages[stage].splitlines(), 1, row)
+    return pane(stage.upper(), rows, kind=stage, code_style=style)
 
 
 def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> str:
@@ -411,12 +412,13 @@ def _panes(result: CompileResult, report: KernelReport, show: Sequence[str]) -> 
     panes = []
     for what in show:
         if what == "source":
-            source = _source_pane(result, report.mapped_lines)
+            source, style = _source_pane(result, report.mapped_lines)
             title = source_title(result, report.kernel)
             where = result.source_name if result.lang == "triton" else ""
-            panes.append(pane(title, source, kind="source", hint=where))
+            panes.append(pane(title, source, kind="source", hint=where, code_style=style))
         elif what == "ptx":
-            panes.append(pane("PTX", _ptx_pane(report.kernel), kind="ptx"))
+            rows, style = _ptx_pane(report.kernel)
+            panes.append(pane("PTX", rows, kind="ptx", code_style=style))
         elif what == "sass":
             rows, style, note = sass_pane(report)
             panes.append(pane("SASS", rows, kind="sass", code_style=style, foot=note))

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 from perflab.analysis.kernel_report import KernelReport
 from perflab.model.kernel import Control, SassLine
-from perflab.render.code_rows import INLINE, code_row, line_color, number_span
+from perflab.render.code_rows import EM_PER_CHAR, INLINE, code_row, line_color, number_span
 from perflab.render.html import esc
 
 LIVE_WIDTH = 4  # "live" in the header; counts reach 255
-EM_PER_CHAR = 0.6  # a monospace font's advance (DejaVu Sans Mono, Menlo, Liberation Mono)
 CONTROL_HELP = (
     "Control bits, compact: the stall cycles before the warp's next instruction may issue; "
     "» the yield hint (switch warps after it); W2 / R2: sets barrier 2 when its result is "
