@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
@@ -204,22 +203,14 @@ def timeline(
     start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
     summary = strip_lanes(lanes)  # GPU streams busy, or (a CPU-only trace) threads busy
-    # the pyramid in a thread while this one finds the launch links, colours and idle gaps:
-    # both are mostly numpy passes over every event, which run side by side
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(
-            build_pyramid,
-            start,
-            end,
-            lanes.of_event,
-            len(lanes.labels),
-            summary_lanes=summary,
-            row_budget=row_budget,
-        )
-        groups = launch_groups(trace)
-        facts = EventFacts.of(trace)
-        idle = info.IdleBefore.of(trace)
-        pyramid = pending.result()
+    # the pyramid first, then the launch links, colours and idle gaps: run side by side,
+    # their peaks of memory added up (on 10M events, a fifth more than either alone)
+    pyramid = build_pyramid(
+        start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
+    )
+    groups = launch_groups(trace)
+    facts = EventFacts.of(trace)
+    idle = info.IdleBefore.of(trace)
     enc = encode(pyramid, groups)
     labels = Labels.of(trace, enc.event_rows, facts)
     events = event_columns(
@@ -278,7 +269,7 @@ class LiveRefresh:
     trace: Trace
     lanes: Lanes
     labels: LiveLabels
-    groups: npt.NDArray[np.int64]
+    groups: npt.NDArray[np.int32]
     t0: int  # ns, the page's zero (the index counts from it too)
     index: WindowIndex
     page: Page

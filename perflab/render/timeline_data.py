@@ -198,7 +198,7 @@ class EventFacts:
     for a launch call, the name (string id) of its CPU op (-1 if none)."""
 
     cls: npt.NDArray[np.int16]
-    op: npt.NDArray[np.int64]
+    op: npt.NDArray[np.int32]
 
     @classmethod
     def of(cls, trace: Trace) -> EventFacts:
@@ -237,14 +237,14 @@ def short_name(name: str) -> str:
 LINK_CAP = 64  # events of one launch link kept for highlighting (a graph launch has many)
 
 
-def launch_groups(trace: Trace) -> npt.NDArray[np.int64]:
+def launch_groups(trace: Trace) -> npt.NDArray[np.int32]:
     """Per event: the id of its launch link, or -1. A link joins the CUDA runtime/driver
     call on a CPU thread and the GPU work it launched (same rank and correlation id)."""
     is_cpu_side = trace.kind == EventKind.RUNTIME
     linkable = np.flatnonzero(
         (trace.mask(*GPU_WORK_KINDS) | is_cpu_side) & (trace.correlation >= 0)
     )
-    out = np.full(len(trace), -1, dtype=np.int64)
+    out = np.full(len(trace), -1, dtype=np.int32)  # a link's id: fewer than the events
     if linkable.size == 0:
         return out
     rank = trace.tracks["rank"][trace.track[linkable]].astype(np.int64)
@@ -274,7 +274,7 @@ def _link_keys(
 
 
 def link_members(
-    groups: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+    groups: npt.NDArray[np.int32], rows: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
     belongs to: what a tap on one of them highlights."""
@@ -368,7 +368,7 @@ def busy_cells(busy: npt.NDArray[np.float64]) -> npt.NDArray[np.uint8]:
     return np.where(busy > 0, np.maximum(cells, 1), 0).astype(np.uint8)
 
 
-def encode(pyramid: Pyramid, groups: npt.NDArray[np.int64]) -> Encoded:
+def encode(pyramid: Pyramid, groups: npt.NDArray[np.int32]) -> Encoded:
     level_rows = [level.rows for level in pyramid.levels]
     drawn = distinct(np.concatenate(level_rows)) if level_rows else np.zeros(0, np.int64)
     event_rows = distinct(np.concatenate([drawn, link_members(groups, drawn)]).astype(np.int64))
@@ -407,7 +407,7 @@ def event_columns(
     t0: int,
     lanes: Lanes,
     labels: npt.NDArray[np.int64],
-    groups: npt.NDArray[np.int64],
+    groups: npt.NDArray[np.int32],
 ) -> EventColumns:
     """The page's columns for events ``rows``: start in ms since ``t0`` (float64, so a
     deep zoom keeps nanosecond placement), duration, lane, hover label and launch link."""

@@ -76,21 +76,21 @@ def event_classes(trace: Trace) -> npt.NDArray[np.int16]:
     return out
 
 
-def launch_ops(trace: Trace) -> npt.NDArray[np.int64]:
+def launch_ops(trace: Trace) -> npt.NDArray[np.int32]:
     """Per event: for a CUDA runtime call, the name (string id) of the CPU op it ran in
     (same rank and external id, as Kineto links them); -1 elsewhere or when unknown."""
-    out = np.full(len(trace), -1, np.int64)
-    rank = trace.tracks["rank"][trace.track].astype(np.int64)
+    out = np.full(len(trace), -1, np.int32)
     ext = trace.external_id
     ops = np.flatnonzero((trace.kind == EventKind.CPU_OP) & (ext >= 0))
     calls = np.flatnonzero((trace.kind == EventKind.RUNTIME) & (ext >= 0))
     if ops.size == 0 or calls.size == 0:
         return out
+    ranks = trace.tracks["rank"].astype(np.int64)  # read per op and call, not per event
     span = int(ext.max()) + 1
-    op_key = rank[ops] * span + ext[ops]
+    op_key = ranks[trace.track[ops]] * span + ext[ops]
     order = np.argsort(op_key, kind="stable")
     keys = op_key[order]
-    call_key = rank[calls] * span + ext[calls]
+    call_key = ranks[trace.track[calls]] * span + ext[calls]
     at = np.minimum(np.searchsorted(keys, call_key), keys.size - 1)
     found = keys[at] == call_key
     out[calls[found]] = trace.name[ops[order[at[found]]]]
