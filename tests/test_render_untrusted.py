@@ -83,7 +83,8 @@ def test_untrusted_notebook_shows_charts_and_a_styled_ptx_view(
         assert view["flex"] == "flex"
         assert len(view["tops"]) == 3 and len(set(view["tops"])) == 1  # side by side
         assert view["lefts"] == sorted(view["lefts"]) and len(set(view["lefts"])) == 3
-        assert (view["overflow"], view["maxHeight"], view["space"]) == ("auto", "480px", "pre")
+        # the source pane's lines wrap (its hanging indent is inline too), never cut
+        assert (view["overflow"], view["maxHeight"], view["space"]) == ("auto", "480px", "pre-wrap")
         assert view["row"] not in ("rgba(0, 0, 0, 0)", "transparent")  # line colours kept
         assert page.evaluate("() => window.__pwned") is None
         assert page.evaluate("() => typeof window.Bokeh") == "undefined"  # no script ran
