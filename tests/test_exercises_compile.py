@@ -5,49 +5,44 @@ clear error rather than judged."""
 from __future__ import annotations
 
 import pytest
+from exercise_checks import predicted
 
 from perflab import exercises
 from perflab.errors import InputError
 
 
-def _predicted(key: str, answer: object, **measured: object) -> exercises.Verdict:
-    ex = exercises.get(key)
-    assert ex.answer(answer).state == "recorded"
-    return ex.check(**measured)
-
-
 def test_graph_breaks_follow_the_count_and_zero_hears_why_print_and_item_break() -> None:
-    assert _predicted("compile-graph-breaks", 2, graph_breaks=2)
-    too_many = _predicted("compile-graph-breaks", 3, graph_breaks=2)
+    assert predicted("compile-graph-breaks", 2, graph_breaks=2)
+    too_many = predicted("compile-graph-breaks", 3, graph_breaks=2)
     assert too_many.state == "wrong" and "Python float" in too_many.reason
-    none = _predicted("compile-graph-breaks", 0, graph_breaks=2)
+    none = predicted("compile-graph-breaks", 0, graph_breaks=2)
     assert none.state == "wrong" and ".item()" in none.reason
-    assert _predicted("compile-graph-breaks", 3, graph_breaks=3)  # another torch's count
+    assert predicted("compile-graph-breaks", 3, graph_breaks=3)  # another torch's count
 
 
 def test_block_kernels_count_generated_and_library_kernels() -> None:
-    assert _predicted("compile-block-kernels", 5, generated=3, library=2)
-    fused_away = _predicted("compile-block-kernels", 1, generated=3, library=2)
+    assert predicted("compile-block-kernels", 5, generated=3, library=2)
+    fused_away = predicted("compile-block-kernels", 1, generated=3, library=2)
     assert fused_away.state == "wrong" and "extern_kernels.addmm" in fused_away.reason
-    generated_only = _predicted("compile-block-kernels", 3, generated=3, library=2)
+    generated_only = predicted("compile-block-kernels", 3, generated=3, library=2)
     assert generated_only.state == "wrong" and "library matrix products" in generated_only.reason
-    assert _predicted("compile-block-kernels", 4, generated=2, library=2)
+    assert predicted("compile-block-kernels", 4, generated=2, library=2)
 
 
 def test_fusion_bytes_is_the_ratio_of_the_counted_bytes_within_15_percent() -> None:
     counted = {"eager_bytes": 3_219_456, "fused_bytes": 593_920}  # 5.42 times
-    assert _predicted("compile-fusion-bytes", 5, **counted)
-    assert _predicted("compile-fusion-bytes", "6", **counted)
-    low = _predicted("compile-fusion-bytes", 2, **counted)
+    assert predicted("compile-fusion-bytes", 5, **counted)
+    assert predicted("compile-fusion-bytes", "6", **counted)
+    low = predicted("compile-fusion-bytes", 2, **counted)
     assert low.state == "wrong" and "too low" in low.reason and "5.4" not in low.reason
-    assert _predicted("compile-fusion-bytes", 8, **counted).state == "wrong"
+    assert predicted("compile-fusion-bytes", 8, **counted).state == "wrong"
 
 
 def test_recompiles_count_the_graphs_and_a_wrong_side_hears_its_hint() -> None:
-    assert _predicted("compile-recompiles", 3, static_graphs=3)
-    once = _predicted("compile-recompiles", 1, static_graphs=3)
+    assert predicted("compile-recompiles", 3, static_graphs=3)
+    once = predicted("compile-recompiles", 1, static_graphs=3)
     assert once.state == "wrong" and "exact shape" in once.reason
-    every_call = _predicted("compile-recompiles", 5, static_graphs=3)
+    every_call = predicted("compile-recompiles", 5, static_graphs=3)
     assert every_call.state == "wrong" and "reused" in every_call.reason
 
 

@@ -3,48 +3,42 @@ direction or the hint for its known mistake, and the measured values decide the 
 
 from __future__ import annotations
 
-from perflab import exercises
+from exercise_checks import predicted
 
 TILED_BOUNDS = {"HBM": 16.6, "L2": 30.4, "shared memory": 8.4, "FP32 compute": 51.2}
 
 
-def _predicted(key: str, answer: object, **measured: object) -> exercises.Verdict:
-    ex = exercises.get(key)
-    assert ex.answer(answer).state == "recorded"
-    return ex.check(**measured)
-
-
 def test_the_tiled_bound_is_the_smallest_measured_bound() -> None:
-    assert _predicted("gemm-tiled-bound", "shared memory", bounds_tflops=TILED_BOUNDS)
-    wrong = _predicted("gemm-tiled-bound", "FP32 compute", bounds_tflops=TILED_BOUNDS)
+    assert predicted("gemm-tiled-bound", "shared memory", bounds_tflops=TILED_BOUNDS)
+    wrong = predicted("gemm-tiled-bound", "FP32 compute", bounds_tflops=TILED_BOUNDS)
     assert wrong.state == "wrong" and "shared memory" in wrong.reason
     compute_bound = {"HBM": 133.0, "L2": 243.3, "shared memory": 67.0, "FP32 compute": 51.2}
-    assert _predicted("gemm-tiled-bound", "FP32 compute", bounds_tflops=compute_bound)
+    assert predicted("gemm-tiled-bound", "FP32 compute", bounds_tflops=compute_bound)
 
 
 def test_shared_loads_per_ffma_and_the_tiled_kernels_count_as_a_known_mistake() -> None:
-    assert _predicted("gemm-shared-loads", 0.25, shared_words=128, ffma=512)
-    mistake = _predicted("gemm-shared-loads", 2, shared_words=128, ffma=512)
+    assert predicted("gemm-shared-loads", 0.25, shared_words=128, ffma=512)
+    mistake = predicted("gemm-shared-loads", 2, shared_words=128, ffma=512)
     assert mistake.state == "wrong" and "tiled kernel's count" in mistake.reason
 
 
 def test_tile_intensity_hints_name_the_missing_factor() -> None:
-    assert _predicted("gemm-tile-intensity", "32 FLOP/B", flops=1024.0, bytes=32.0)
+    assert predicted("gemm-tile-intensity", "32 FLOP/B", flops=1024.0, bytes=32.0)
     for answer, says in ((16, "two FLOPs"), (128, "4 bytes per float")):
-        verdict = _predicted("gemm-tile-intensity", answer, flops=1024.0, bytes=32.0)
+        verdict = predicted("gemm-tile-intensity", answer, flops=1024.0, bytes=32.0)
         assert verdict.state == "wrong" and says in verdict.reason, verdict
 
 
 def test_vectorising_leaves_the_intensity_the_same_within_a_percent() -> None:
     same = {"scalar_flop_per_byte": 32.0, "vector_flop_per_byte": 32.1}
-    assert _predicted("gemm-vector-intensity", "same", **same)
-    assert not _predicted("gemm-vector-intensity", "up", **same)
+    assert predicted("gemm-vector-intensity", "same", **same)
+    assert not predicted("gemm-vector-intensity", "up", **same)
     higher = {"scalar_flop_per_byte": 32.0, "vector_flop_per_byte": 64.0}
-    assert _predicted("gemm-vector-intensity", "up", **higher)
+    assert predicted("gemm-vector-intensity", "up", **higher)
 
 
 def test_hgmma_answer_follows_the_counted_instructions() -> None:
-    assert _predicted("gemm-hgmma", "hgemm_dot", wmma_hgmma=0, dot_hgmma=8)
-    both = _predicted("gemm-hgmma", "both", wmma_hgmma=0, dot_hgmma=8)
+    assert predicted("gemm-hgmma", "hgemm_dot", wmma_hgmma=0, dot_hgmma=8)
+    both = predicted("gemm-hgmma", "both", wmma_hgmma=0, dot_hgmma=8)
     assert both.state == "wrong" and "single warp" in both.reason
-    assert _predicted("gemm-hgmma", "neither", wmma_hgmma=0, dot_hgmma=0)
+    assert predicted("gemm-hgmma", "neither", wmma_hgmma=0, dot_hgmma=0)
