@@ -19,12 +19,32 @@ benchmarks/results/big_traces.json.
 
 ``--keep DIR`` writes the generated files there and reuses them on the next run (20M events
 is about 410 MB of gzip); without it they go to a temporary folder that is removed.
+
+``--hta-python PY`` also runs Holistic Trace Analysis (what users run instead; HTA pins its own
+dependencies, so it lives in its own virtualenv: ``python -m venv V && V/bin/pip install
+HolisticTraceAnalysis``) on each size, after perflab's commands on it, under the same runner:
+``hta temporal`` (``TraceAnalysis`` on a folder holding the file as rank 0, then
+``get_temporal_breakdown``: beside ``trace summary``) and ``hta idle`` (the same load, then
+``get_idle_time_breakdown``: beside ``trace idle``); each records when its load finished. An
+HTA run is stopped at ``--hta-timeout`` seconds or when its processes' memory passes
+``--hta-memory-limit`` (default: 70% of the memory available at the start, so that a shared
+machine does not run out), and is recorded as stopped with the time, CPU time and memory it
+had reached; once HTA does not finish a size, the larger sizes are not tried. Each size gets
+the ratio perflab/HTA of the two paired runs (seconds, CPU seconds, peak bytes), from runs of
+this invocation only.
+
+``--merge`` keeps the runs of the results file that this invocation does not repeat (each
+with the date it was measured), so that HTA can be added without running every perflab
+command again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,6 +79,128 @@ os.remove(out)
 """,
 }
 
+HTA = {
+    "hta temporal": """
+import time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=PATH)
+loaded = time.perf_counter() - t0
+table = ta.get_temporal_breakdown(visualize=False)
+result = {"load_seconds": loaded, "rows": int(len(table)), "columns": list(map(str, table))}
+""",
+    "hta idle": """
+import time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=PATH)
+loaded = time.perf_counter() - t0
+table = ta.get_idle_time_breakdown(visualize=False)[0]
+result = {"load_seconds": loaded, "rows": int(len(table)), "columns": list(map(str, table))}
+""",
+}
+PAIRS = {"summary": "hta temporal", "idle": "hta idle"}  # perflab command -> HTA's closest
+HTA_NOTE = (
+    "HTA 'hta temporal': TraceAnalysis on a folder holding the file as rank 0 (parses the "
+    "whole trace into a pandas DataFrame per rank), then get_temporal_breakdown: per rank the "
+    "GPU's idle, compute and non-compute time. 'hta idle': the same load, then "
+    "get_idle_time_breakdown: rank 0's idle time per stream split into host wait, kernel wait "
+    "(gaps under 30 us between kernels) and other. These are not the analyses perflab's "
+    "commands do: trace summary also gives per-device busy time, kernel categories, the top "
+    "kernels, communication/compute overlap and memcpy; trace idle names every gap of the "
+    "GPU's busy time (across streams, not per stream) with a cause followed from the host "
+    "call that launched the work after it (Python functions read too) and its evidence, and "
+    "its JSON lists every gap. Ratios are perflab/HTA (below 1: perflab took less) of runs "
+    "of the same invocation; load_seconds: from the start of HTA's code (its imports "
+    "included) to the end of its load."
+)
+POLL_S = 0.5  # how often a watched run's memory and CPU time are read
+PAGE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _group_usage(group: int) -> tuple[int, float]:
+    """Resident bytes and CPU seconds of the processes of process group ``group`` now (the
+    leader's CPU time counts its children that ended)."""
+    rss, cpu = 0, 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != group:  # field 5 of stat, counted after the name
+                continue
+            with open(f"/proc/{entry.name}/statm") as fh:
+                rss += int(fh.read().split()[1]) * PAGE
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        if int(entry.name) == group:
+            ticks += int(fields[13]) + int(fields[14])  # children that ended
+        cpu += ticks / CLOCK_TICKS
+    return rss, cpu
+
+
+def run_watched(
+    python: str, code: str, path: Path, timeout: float, memory_limit: int | None
+) -> dict[str, Any]:
+    """``code`` on ``path`` in a fresh process under benchmarks/trace.py's runner, in its own
+    process group, whose memory (the sum of its processes' resident memory) and CPU time are
+    read every POLL_S seconds: the group is killed past ``timeout`` seconds or
+    ``memory_limit`` bytes. A run that finished: the runner's figures. Else an ``error`` with
+    the seconds, CPU seconds and peak bytes it had reached."""
+    bench = load_script("trace")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    load_before = os.getloadavg()[0]
+    peak, cpu, stopped = 0, 0.0, None
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        began = time.perf_counter()
+        argv = [python, "-c", bench.RUNNER, str(path), code]
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            while proc.poll() is None:
+                rss, cpu_now = _group_usage(proc.pid)
+                peak, cpu = max(peak, rss), max(cpu, cpu_now)
+                stopped = _stop_reason(time.perf_counter() - began, peak, timeout, memory_limit)
+                if stopped is not None:
+                    break
+                time.sleep(POLL_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        elapsed = time.perf_counter() - began
+        out.seek(0)
+        err.seek(0)
+        for line in out.read().splitlines():
+            if line.startswith("RESULT ") and stopped is None:
+                return {**json.loads(line[7:]), "watched_peak_bytes": peak}
+        if stopped is None:
+            stopped = _failure(proc.returncode, err.read())
+    return {
+        "error": stopped,
+        "seconds": elapsed,
+        "cpu_seconds": cpu,
+        "peak_bytes": peak,
+        "load_avg": [load_before, os.getloadavg()[0]],
+    }
+
+
+def _stop_reason(elapsed: float, peak: int, timeout: float, limit: int | None) -> str | None:
+    if elapsed > timeout:
+        return f"timed out after {timeout:.0f} s"
+    if limit is not None and peak > limit:
+        return f"stopped at the memory limit ({limit / 1e9:.3g} GB)"
+    return None
+
+
+def _failure(returncode: int, stderr: str) -> str:
+    if returncode == -signal.SIGKILL:
+        return "killed (SIGKILL: the system ran out of memory?)"
+    last = (stderr.strip().splitlines() or [f"failed (exit status {returncode})"])[-1]
+    return last[:300]
+
 
 def _files(sizes: list[int], folder: Path) -> dict[int, dict[str, Any]]:
     scale = load_script("trace_scale")
@@ -75,17 +217,68 @@ def _files(sizes: list[int], folder: Path) -> dict[int, dict[str, Any]]:
     return files
 
 
-def _run(bench: Any, command: str, path: Path, timeout: float) -> dict[str, Any]:
-    run: dict[str, Any] = bench.run_code(sys.executable, COMMANDS[command], path, timeout)
-    if "error" in run:
-        print(f"  {command}: error: {run['error']}", flush=True)
-    else:
-        print(
-            f"  {command}: {run['seconds']:.1f} s, {run['cpu_seconds']:.1f} CPU s, peak "
-            f"{run['peak_bytes'] / 1e6:.0f} MB, load {run['load_avg'][0]:.1f}",
-            flush=True,
-        )
+def _run(
+    name: str, python: str, code: str, path: Path, timeout: float, limit: int | None = None
+) -> dict[str, Any]:
+    run = run_watched(python, code, path, timeout, limit)
+    what = f"error: {run['error']} (reached " if "error" in run else ""
+    print(
+        f"  {name}: {what}{run['seconds']:.1f} s, {run['cpu_seconds']:.1f} CPU s, peak "
+        f"{run['peak_bytes'] / 1e6:.0f} MB{')' if what else ''}, load {run['load_avg'][0]:.1f}",
+        flush=True,
+    )
+    run["date"] = _now()
     return run
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _hta_runs(
+    args: argparse.Namespace, n: int, path: Path, limit: int | None
+) -> dict[str, dict[str, Any]]:
+    """HTA's runs on one file, from a folder that holds it as rank 0 (HTA reads folders)."""
+    with tempfile.TemporaryDirectory(prefix="hta-") as folder:
+        os.symlink(path.resolve(), Path(folder, "rank-0.json.gz"))
+        return {
+            name: _run(name, args.hta_python, code, Path(folder), args.hta_timeout, limit)
+            for name, code in HTA.items()
+        }
+
+
+def _ratios(perflab: dict[str, Any], hta: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """perflab/HTA per pair of runs that both finished."""
+    ratios = {}
+    for command, name in PAIRS.items():
+        mine, theirs = perflab.get(command, {}), hta.get(name, {})
+        if mine and theirs and "error" not in mine and "error" not in theirs:
+            ratios[f"{command} / {name}"] = {
+                key: round(mine[key] / theirs[key], 4)
+                for key in ("seconds", "cpu_seconds", "peak_bytes")
+            }
+    return ratios
+
+
+def _hta_limit(text: str | None) -> int | None:
+    """--hta-memory-limit in bytes (a number of GB), else 70% of the memory available now."""
+    if text is not None:
+        return int(float(text) * 1e9)
+    from perflab.commands._common import available_memory
+
+    available = available_memory()
+    return None if available is None else int(available * 0.7)
+
+
+def _merged(earlier: dict[str, Any], fresh: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``fresh`` (command -> size -> run) over the earlier file's runs, each earlier run
+    dated with its file's date where it has no date of its own."""
+    merged: dict[str, dict[str, Any]] = {}
+    for command, by_size in earlier.get("runs", {}).items():
+        merged[command] = {n: {"date": earlier.get("date"), **r} for n, r in by_size.items()}
+    for command, by_size in fresh.items():
+        merged.setdefault(command, {}).update(by_size)
+    return merged
 
 
 def _goals(rows: dict[str, dict[int, dict[str, Any]]], events: dict[int, int]) -> dict[str, Any]:
@@ -132,9 +325,13 @@ def _goal_line(name: str, goal: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="events per file")
-    ap.add_argument("--commands", default=",".join(COMMANDS), help="commands to run")
+    ap.add_argument("--commands", default=",".join(COMMANDS), help="commands to run ('' none)")
     ap.add_argument("--keep", type=Path, default=None, help="folder for the generated files")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
+    ap.add_argument("--hta-python", default=None, help="python of a virtualenv with HTA")
+    ap.add_argument("--hta-timeout", type=float, default=600.0, help="seconds per HTA run")
+    ap.add_argument("--hta-memory-limit", default=None, metavar="GB", help="per HTA run")
+    ap.add_argument("--merge", action="store_true", help="keep the file's runs not repeated")
     ap.add_argument("--output", type=Path, default=RESULTS)
     ap.add_argument(
         "--baseline",
@@ -145,46 +342,90 @@ def main() -> int:
     ap.add_argument("--baseline-commit", default=None, help="the commit that run measured")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    commands = args.commands.split(",")
+    commands = [c for c in args.commands.split(",") if c]
+    limit = _hta_limit(args.hta_memory_limit) if args.hta_python else None
     bench = load_script("trace")
     bench.compile_bytecode()
+    rows: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in commands}
+    hta: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         files = _files(sizes, folder)
-        rows: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in commands}
+        hta_failed = None
         for n, file in files.items():
             print(f"{n} events ({file['gzip_bytes'] / 1e6:.0f} MB gzip):", flush=True)
             for command in commands:
-                rows[command][n] = _run(bench, command, file["path"], args.timeout)
-    events = {n: int(f["events"]) for n, f in files.items()}
-    goals = _goals(rows, events)
-    print("\n".join(_goal_line(name, goal) for name, goal in goals.items()))
-    doc = {
-        "benchmark": "big_traces",
-        "note": "one run per command and size (a whole process each: seconds from interpreter "
-        "start to result, CPU seconds with children, peak memory = peak RSS plus the largest "
-        "child's); load_avg: the 1-minute load average when the run started and ended, on a "
-        "machine shared with other work. No GPU (generated traces). HTA is not compared "
-        "here: it is not installed beside perflab (benchmarks/trace.py runs it from its own "
-        "Python with --hta-python).",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": bench.machine(),
-        "versions": bench.versions(None),
-        "goals": goals,
-        "files": {
-            str(n): {"events": f["events"], "gzip_bytes": f["gzip_bytes"]} for n, f in files.items()
-        },
-        "runs": {c: {str(n): run for n, run in by_size.items()} for c, by_size in rows.items()},
-    }
-    if args.baseline is not None:
-        earlier = json.loads(args.baseline.read_text())
-        keep = ("date", "machine", "goals", "runs")
-        doc["baseline"] = {"commit": args.baseline_commit, **{k: earlier[k] for k in keep}}
+                code = COMMANDS[command]
+                rows[command][n] = _run(command, sys.executable, code, file["path"], args.timeout)
+            if not args.hta_python:
+                continue
+            if hta_failed is not None:
+                hta[n] = {"skipped": f"HTA did not finish {hta_failed} events"}
+                continue
+            runs = _hta_runs(args, n, file["path"], limit)
+            mine = {c: rows[c][n] for c in commands}
+            hta[n] = {"runs": runs, "perflab/hta": _ratios(mine, runs)}
+            if any("error" in run for run in runs.values()):
+                hta_failed = n
+    doc = _document(args, bench, files, rows, hta, limit)
+    print("\n".join(_goal_line(name, goal) for name, goal in doc["goals"].items()))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.output}")
     return 0
+
+
+def _document(
+    args: argparse.Namespace,
+    bench: Any,
+    files: dict[int, dict[str, Any]],
+    rows: dict[str, dict[int, dict[str, Any]]],
+    hta: dict[int, dict[str, Any]],
+    limit: int | None,
+) -> dict[str, Any]:
+    """The results file: this invocation's runs (over the earlier file's with --merge)."""
+    earlier = json.loads(args.output.read_text()) if args.merge and args.output.exists() else {}
+    runs = _merged(
+        earlier, {c: {str(n): r for n, r in by_size.items()} for c, by_size in rows.items()}
+    )
+    sizes = {
+        str(n): {"events": f["events"], "gzip_bytes": f["gzip_bytes"]} for n, f in files.items()
+    }
+    all_files = {**earlier.get("files", {}), **sizes}
+    events = {int(n): int(f["events"]) for n, f in all_files.items()}
+    by_int = {c: {int(n): r for n, r in by_size.items()} for c, by_size in runs.items()}
+    doc: dict[str, Any] = {
+        "benchmark": "big_traces",
+        "note": "one run per command and size (a whole process each: seconds from interpreter "
+        "start to result, CPU seconds with children, peak memory = peak RSS plus the largest "
+        "child's); load_avg: the 1-minute load average when the run started and ended, on a "
+        "machine shared with other work; date: when each run was measured. No GPU "
+        "(generated traces). HTA: see hta.note.",
+        "date": _now(),
+        "machine": bench.machine(),
+        "versions": bench.versions(args.hta_python),
+        "goals": _goals(by_int, events),
+        "files": all_files,
+        "runs": runs,
+    }
+    if hta or "hta" in earlier:
+        sized = {**earlier.get("hta", {}).get("sizes", {}), **{str(n): h for n, h in hta.items()}}
+        doc["hta"] = {
+            "note": HTA_NOTE,
+            "timeout_s": args.hta_timeout,
+            "memory_limit_bytes": limit,
+            "sizes": sized,
+        }
+        if not hta:  # kept from the earlier file, with its own settings
+            doc["hta"] = earlier["hta"]
+    if args.baseline is not None:
+        base = json.loads(args.baseline.read_text())
+        keep = ("date", "machine", "goals", "runs")
+        doc["baseline"] = {"commit": args.baseline_commit, **{k: base[k] for k in keep}}
+    elif "baseline" in earlier:
+        doc["baseline"] = earlier["baseline"]
+    return doc
 
 
 if __name__ == "__main__":
