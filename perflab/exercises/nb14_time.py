@@ -14,10 +14,11 @@ _WAIT = "What must every rank of a data-parallel step wait for, and in which ker
 _CATEGORY_HINTS = {
     "communication": "The NCCL kernels run for as long as their collective takes: do they "
     "take longer than the compute of this step?",
-    "gemm": "Matrix multiplications are only the network's linear layers here; its "
-    "convolutions and normalisations have categories of their own. " + _WAIT,
-    "convolution": "cuDNN's convolutions are fast on an A100; think about what else runs for "
-    "a long time in a data-parallel step. " + _WAIT,
+    "gemm": "Most matrix-multiply kernels in a convolutional network are cuDNN's convolutions "
+    "run as GEMMs, named apart from the convolution category; either way the compute is "
+    "spread over many short kernels. " + _WAIT,
+    "convolution": "The convolution kernels are many and each is short; think about what else "
+    "runs for a long time in a data-parallel step. " + _WAIT,
     "normalization": "Batch norm kernels are many and memory-bound, but each is short. " + _WAIT,
 }
 
@@ -41,9 +42,10 @@ EXERCISES = (
             right="In a data-parallel step the NCCL kernels last as long as the collective, "
             "waiting for the other rank included: their time is not all transfer.",
         ),
-        "Communication, here: the NCCL kernels take the largest share of the kernel time. They "
-        "run while the all-reduce lasts, and many of them wait for the other rank, so their "
-        "time is not all transfer.",
+        "Communication, here: the NCCL kernels take the largest share of the kernel time. An "
+        "NCCL kernel runs from its own rank's launch until the collective is done, waiting for "
+        "the other rank included, so its time is not all transfer; one rank's trace cannot say "
+        "how much of it was waiting.",
         worked="communication",
         measured={"category_us": "numbers"},
     ),
@@ -63,9 +65,11 @@ EXERCISES = (
             high="Overlap needs compute kernels running at the same time; after the last "
             "backward kernel, and while the other rank is late, the NCCL kernels run alone.",
         ),
-        "Little, in this trace: most of the all-reduce time is exposed. DDP can hide a bucket's "
-        "all-reduce only behind backward kernels still to run; the last buckets, and the time "
-        "the NCCL kernels spend waiting for the other rank, add to the step.",
+        "Little, in this trace: most of the NCCL kernel time ran with no compute kernel beside "
+        "it. That alone does not say the step paid for it: an NCCL kernel's time includes "
+        "waiting for the other rank, and in this host-bound step the compute stream was often "
+        "empty because the host had not launched its next kernel yet. The step's critical path "
+        "says whether the step waited for those kernels (section 8: it did not).",
         worked="little",
         measured={"nccl_us": "positive", "overlapped_us": "number"},
     ),
