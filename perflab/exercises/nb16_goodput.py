@@ -13,8 +13,8 @@ _CAUSE_HINTS = {
     "launches: how much host work do some 300 small kernels per step need?",
     "after-sync": "The step reads the loss back once (loss.item()): one wait per step. What "
     "does the host do between its hundreds of launches?",
-    "launch-overhead": "A launch costs a few microseconds: about 300 launches per step add up "
-    "to a millisecond or two, not most of a step of about 35 ms.",
+    "launch-overhead": "A launch call costs microseconds: about 300 launches per step add up "
+    "to a few milliseconds, not most of a step of about 35 ms.",
     "launch-blocked": "A launch call that blocks for 100 us or more (a full launch queue, the "
     "driver) is rare: a GPU that keeps running out of work has no full queue to block on.",
     "gpu-dependency": "Work waits for another stream, a peer rank or a copy engine: this is one "
