@@ -457,6 +457,27 @@ def test_a_near_miss_gets_the_hint_for_its_own_mistake() -> None:
     assert "Right" in str(ex.answer(4.25))
 
 
+@pytest.mark.parametrize("wrong", [4.1, 4.24, 4.26, 4.4, 9.0])
+def test_reported_time_names_the_minimum_only_for_the_minimum(wrong: float) -> None:
+    """reported-time: a sample that is not the minimum, or a near miss of the median, is not
+    told that it picked the luckiest sample."""
+    from perflab import exercises
+
+    verdict = str(exercises.get("reported-time").answer(wrong))
+    assert "luckiest" not in verdict and "minimum" not in verdict
+    assert "half of them on each side" in verdict or "maximum" in verdict
+
+
+def test_matmul_flops_hints_name_the_growth_that_was_counted() -> None:
+    """matmul-flops: 4 (the growth of a matrix's size) and 2 (of its side) get their own hints."""
+    from perflab import exercises
+
+    ex = exercises.get("matmul-flops")
+    assert "n^2 elements" in str(ex.answer(4))
+    assert "side of the matrix" in str(ex.answer(2))
+    assert "Right" in str(ex.answer(8))
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
