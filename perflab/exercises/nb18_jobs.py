@@ -1,10 +1,10 @@
-"""Exercises of notebooks/18-whole-jobs.ipynb: two predictions about the generated job with a
-straggler, asked before its summary."""
+"""Exercises of notebooks/18-whole-jobs.ipynb: predictions about the generated jobs with a
+straggler, two asked before the summary and one before the critical path's what-ifs."""
 
 from __future__ import annotations
 
 from perflab.exercises import Spec
-from perflab.exercises.checks import choice, number, smallest
+from perflab.exercises.checks import choice, number, ranges, smallest
 
 NOTEBOOK = "18-whole-jobs"
 RANKS = ["0", "1", "2", "3"]
@@ -67,4 +67,33 @@ EXERCISES = (
         measured={"wait_us": "positive", "busy_us": "positive"},
         answer_as="a fraction",
     ),
+    Spec(
+        "faster-network",
+        NOTEBOOK,
+        "In the job with its host side, each step on every rank is about 100 us of Python, a "
+        "GEMM of 300-400 us (1.6 times as long on rank 2) and an all-reduce whose transfer "
+        "takes 60 us once the last rank has arrived. Predict how much shorter the mean step "
+        "gets if every transfer ran twice as fast: 'under 10%', '10% to 30%' or 'over 30%'?",
+        ranges(
+            lambda v: 1 - v["what_if_ns"] / v["recorded_ns"],
+            [0.1, 0.3],
+            ["under 10%", "10% to 30%", "over 30%"],
+            low="A faster network shortens at least the transfer, which every step waits for "
+            "after the last rank arrives.",
+            high="Only the transfer shrinks, not the fast ranks' wait for rank 2: what share of "
+            "a step is the transfer itself?",
+            right="The wait for the straggler is set by its GEMM, not by the network: only the "
+            "transfer's own share of the step comes off.",
+        ),
+        "Under 10%: a twice-as-fast network saves half of the 60 us transfer, about 30 us of a "
+        "step of about 800 us. The fast ranks' time inside their all-reduce kernels is mostly "
+        "waiting for rank 2's GEMM, and that wait does not shrink with the network.",
+        worked="under 10%",
+        measured={"recorded_ns": "positive", "what_if_ns": "positive"},
+    ),
 )
+
+# Values the notebook measured (its stored outputs), with which each solution passes its check.
+EXAMPLES: dict[str, dict[str, object]] = {
+    "faster-network": {"recorded_ns": 802_500.0, "what_if_ns": 772_500.0},
+}
