@@ -12,7 +12,6 @@ previous step's without overlap when the GPU runs work in launch order.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,13 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from perflab.errors import InputError
-from perflab.model.trace import GPU_WORK_KINDS, Trace, TrackKind
+from perflab.model.trace import GPU_WORK_KINDS, Trace
+from perflab.model.trace_part import step_ranges
 
 if TYPE_CHECKING:
     from perflab.analysis.idle_classify import GapColumns
 
 I64 = npt.NDArray[np.int64]
-_STEP = re.compile(r"ProfilerStep#(\d{1,18})")
 
 
 @dataclass(frozen=True)
@@ -64,24 +63,12 @@ class Steps:
 
 def profiler_steps(trace: Trace) -> Steps:
     """The ``ProfilerStep#<n>`` host ranges of ``trace`` (names matched once each)."""
-    number_of_name = np.full(len(trace.strings), -1, dtype=np.int64)
-    for i, text in enumerate(trace.strings):
-        found = _STEP.fullmatch(text)
-        if found:
-            number_of_name[i] = int(found.group(1))
-    on_cpu = trace.tracks["kind"][trace.track] == TrackKind.CPU if len(trace) else np.zeros(0, bool)
-    numbers = number_of_name[trace.name] if len(trace.strings) else np.full(len(trace), -1)
-    rows = np.flatnonzero((numbers >= 0) & on_cpu)
-    if len(rows) == 0:
-        empty = np.zeros(0, np.int64)
-        return Steps(empty, empty, empty)
-    step_ids, inverse = np.unique(numbers[rows], return_inverse=True)
-    start = np.full(len(step_ids), np.iinfo(np.int64).max, dtype=np.int64)
-    end = np.full(len(step_ids), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(start, inverse, trace.start_ns[rows])
-    np.maximum.at(end, inverse, trace.end_ns[rows])
+    ranges = step_ranges(trace)
+    numbers = np.array(sorted(ranges), dtype=np.int64)
+    start = np.array([ranges[n][0] for n in numbers.tolist()], dtype=np.int64)
+    end = np.array([ranges[n][1] for n in numbers.tolist()], dtype=np.int64)
     order = np.argsort(start, kind="stable")
-    return Steps(step_ids[order], start[order], end[order])
+    return Steps(numbers[order], start[order], end[order])
 
 
 def work_steps(trace: Trace, steps: Steps, links: I64) -> I64:

@@ -107,6 +107,17 @@ NOT_KEPT = {
 }
 
 
+def _not_kept(trace: Trace) -> str:
+    """What the entries read but not kept as events were (a partial read also leaves out
+    those outside its part)."""
+    said = NOT_KEPT.get(str(trace.meta.get("format")), "")
+    part = trace.meta.get("part")
+    if not isinstance(part, dict):
+        return said
+    outside = f"events outside {part.get('label')}"
+    return f"{outside}, {said}" if said else outside
+
+
 @dataclass(frozen=True)
 class TraceSummary(Shown):
     """Where the GPU time went (definitions in the module docstring). ``to_dict()`` is the
@@ -214,7 +225,7 @@ def summarize(trace: Trace, rules: Rules = DEFAULT_RULES) -> TraceSummary:
     return TraceSummary(
         events=int(trace.meta.get("events_read", len(trace))),
         kept=len(trace),
-        not_kept=NOT_KEPT.get(str(trace.meta.get("format")), ""),
+        not_kept=_not_kept(trace),
         kernels=Totals(int(is_kernel.sum()), _us(exact_sum(dur[is_kernel]))),
         devices=devices,
         comm=CommTotals(int(comm.sum()), _us(exact_sum(dur[comm])), _us(comm_overlap)),

@@ -13,6 +13,7 @@ from perflab.errors import InputError
 
 if TYPE_CHECKING:
     from perflab.model.trace import Trace
+    from perflab.model.trace_part import Request as TracePart
 
 # what ``parser.add_subparsers()`` returns (generic only to type checkers, hence a string)
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -23,10 +24,31 @@ def print_json(doc: object) -> None:
     sys.stdout.write("\n")
 
 
-def add_trace_file(parser: argparse.ArgumentParser, help: str = "trace file to read") -> None:
-    """The trace file argument, how many helper processes may read it and the memory it may
-    take."""
+def add_trace_file(
+    parser: argparse.ArgumentParser, help: str = "trace file to read", *, step: bool = True
+) -> None:
+    """The trace file argument, how many helper processes may read it, the memory it may
+    take and the part of it to read (``step``: offer ``--step N``, for commands that do not
+    give ``--step`` a meaning of their own)."""
     parser.add_argument("file", help=help)
+    part = "read only part of a trace too large to hold whole (the file is read twice): "
+    if step:
+        parser.add_argument(
+            "--step",
+            dest="part_step",
+            type=int,
+            default=None,
+            metavar="N",
+            help=part + "ProfilerStep#N's host events and the GPU work from its start until "
+            "the next step begins",
+        )
+    parser.add_argument(
+        "--window",
+        default=None,
+        metavar="A:B",
+        help=part + "the events that overlap the time from A to B since the trace's first "
+        "event, e.g. 30s:32.5s or 120ms:180ms",
+    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -44,15 +66,45 @@ def add_trace_file(parser: argparse.ArgumentParser, help: str = "trace file to r
     )
 
 
-def load_trace_file(args: argparse.Namespace) -> Trace:
+def load_trace_file(args: argparse.Namespace, *, python: bool = False) -> Trace:
     """The trace named on the command line; a long load shows its progress on a terminal's
     stderr, except under --json (whose output is for programs). A Kineto file that cannot
     fit in memory is refused first (see :func:`check_fits`)."""
     from perflab.io import load_trace
 
-    check_fits(args)
+    part = part_request(args)
+    if part is None:
+        check_fits(args)
     quiet = bool(getattr(args, "json", False))
-    return load_trace(args.file, workers=args.workers, progress=not quiet)
+    trace = load_trace(
+        args.file, python=python, workers=args.workers, progress=not quiet, part=part
+    )
+    if part is not None and not quiet:
+        print(part_note(trace), file=sys.stderr)
+    return trace
+
+
+def part_request(args: argparse.Namespace) -> TracePart | None:
+    """The part of the trace that ``--step N`` or ``--window A:B`` asks for (None: all)."""
+    from perflab.model.trace_part import Request, parse_window
+
+    step, window = getattr(args, "part_step", None), getattr(args, "window", None)
+    if step is not None and window is not None:
+        raise InputError("give --step or --window, not both")
+    if step is not None:
+        if step < 0:
+            raise InputError(f"--step must be a step number (0 or more), not {step}")
+        return Request(step=step)
+    return Request(window=parse_window(window)) if window is not None else None
+
+
+def part_note(trace: Trace) -> str:
+    """What a partial read kept, for the terminal."""
+    part = trace.meta.get("part", {})
+    return (
+        f"perflab: read only {part.get('label')}: {len(trace):,} events "
+        f"(times below count from the first of them)"
+    )
 
 
 # -- will the trace fit? ----------------------------------------------------------------------

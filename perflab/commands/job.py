@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perflab.commands._common import print_json
+from perflab.errors import InputError
 
 if TYPE_CHECKING:
     from perflab.analysis.job import JobSummary
@@ -37,8 +38,16 @@ def add_scheduler(
 
 
 def is_job(args: argparse.Namespace) -> bool:
-    """Whether the command names a job (several files, or a directory) rather than a file."""
-    return bool(getattr(args, "more", None)) or Path(args.file).is_dir()
+    """Whether the command names a job (several files, or a directory) rather than a file;
+    a job cannot be read in part (--step/--window: one trace file)."""
+    several = bool(getattr(args, "more", None)) or Path(args.file).is_dir()
+    if several and (getattr(args, "part_step", None) is not None or getattr(args, "window", None)):
+        raise InputError(
+            "--step and --window read part of one trace file, not of a job: give one rank's "
+            "file, or split the job across Dask workers with --scheduler",
+            source=args.file,
+        )
+    return several
 
 
 def load(args: argparse.Namespace) -> Job:

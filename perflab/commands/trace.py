@@ -11,7 +11,6 @@ from perflab.commands import job, trace_critical, trace_diff, trace_sql
 from perflab.commands._common import (
     Subcommands,
     add_trace_file,
-    check_fits,
     load_trace_file,
     print_json,
 )
@@ -67,7 +66,7 @@ def add_idle_parser(tsub: Subcommands) -> None:
         epilog=rules_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_trace_file(i)
+    add_trace_file(i, step=False)
     i.add_argument("--json", action="store_true", help="print every gap as JSON")
     i.add_argument(
         "--min-us",
@@ -151,14 +150,12 @@ def run_idle(args: argparse.Namespace) -> int:
     import math
 
     from perflab.errors import InputError
-    from perflab.io import load_trace
 
     if not math.isfinite(args.min_us) or not 0 <= args.min_us <= MAX_MIN_US:
         raise InputError(f"--min-us must be a number of microseconds from 0 to {MAX_MIN_US:g}")
     if args.step is not None and args.step < 0:
         raise InputError(f"--step must be a step number (0 or more), not {args.step}")
-    check_fits(args)
-    trace = load_trace(args.file, python=True, workers=args.workers, progress=not args.json)
+    trace = load_trace_file(args, python=True)
     result = trace.idle(min_ns=round(args.min_us * 1e3), step=args.step)
     if args.json:
         print_json(result.to_dict())

@@ -37,7 +37,7 @@ def add_critical_parser(tsub: Subcommands) -> None:
         epilog=WHAT_IF_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_trace_file(c, help="trace file, or a directory of a job's rank files")
+    add_trace_file(c, help="trace file, or a directory of a job's rank files", step=False)
     job.add_more_files(c)
     job.add_scheduler(
         c,

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import re
 
-from perflab.commands._common import Subcommands, add_trace_file, check_fits, print_json
+from perflab.commands._common import (
+    Subcommands,
+    add_trace_file,
+    check_fits,
+    part_request,
+    print_json,
+)
 
 HELP = "compare two traces (before/after): per name counts, times, new/gone/changed, verdicts"
 DESCRIPTION = (
@@ -32,7 +38,7 @@ _STEP = re.compile(r"(\d{1,18})(?::(\d{1,18}))?")
 
 def add_diff_parser(tsub: Subcommands) -> None:
     d = tsub.add_parser("diff", help=HELP, description=DESCRIPTION)
-    add_trace_file(d, help="the control trace (before)")
+    add_trace_file(d, help="the control trace (before)", step=False)
     d.add_argument("test", help="the test trace (after)")
     d.add_argument("--json", action="store_true", help="print machine-readable JSON")
     d.add_argument(
@@ -91,9 +97,11 @@ def run_diff(args: argparse.Namespace) -> int:
     step = parse_step(args.step)
     renames = [Rename.parse(text) for text in args.rename]  # refused before the traces load
     progress = not args.json
-    check_fits(args, args.file, args.test)  # both are held at once
-    control = load_trace(args.file, workers=args.workers, progress=progress)
-    test = load_trace(args.test, workers=args.workers, progress=progress)
+    part = part_request(args)  # the same window of each
+    if part is None:
+        check_fits(args, args.file, args.test)  # both are held at once
+    control = load_trace(args.file, workers=args.workers, progress=progress, part=part)
+    test = load_trace(args.test, workers=args.workers, progress=progress, part=part)
     result = diff_traces(control, test, step=step, short_names=args.short_names, renames=renames)
     if args.json:
         print_json(result.to_dict())  # every row: --top shortens the text's tables only

@@ -17,6 +17,7 @@ from perflab.model.trace import Trace
 
 if TYPE_CHECKING:  # the Nsight Compute model is imported when a report is read
     from perflab.model.ncu import NcuReport
+    from perflab.model.trace_part import Request
 
 __all__ = ["detect_format", "export_chrome", "load_ncu", "load_trace"]
 
@@ -59,6 +60,7 @@ def load_trace(
     python: bool = False,
     workers: int | None = None,
     progress: bool = True,
+    part: Request | None = None,
 ) -> Trace:
     """Load a trace file of any supported format into a :class:`Trace`.
 
@@ -67,22 +69,30 @@ def load_trace(
     of 64 MB of JSON or more; 0: none); see :func:`perflab.io.kineto.load_kineto`.
     ``progress``: a Kineto load that takes more than about two seconds shows how far it got
     (a line on stderr when that is a terminal, a bar in a notebook when ipywidgets is there).
+    ``part``: only one step or a window of time (:class:`perflab.model.trace_part.Request`);
+    a Kineto file is then read twice and only that part is held, other formats are read
+    whole and cut (``meta["part"]`` says what was kept).
     """
     fmt = detect_format(path)
     if fmt == "kineto":
         from perflab.io.kineto import load_kineto
 
-        return load_kineto(path, python=python, workers=workers, progress=progress)
-    if fmt == "nsys":
-        from perflab.io.nsys import load_nsys
+        return load_kineto(path, python=python, workers=workers, progress=progress, part=part)
+    if fmt in ("nsys", "perflab"):
+        from perflab.model.trace_part import part_of
 
-        return load_nsys(path)
-    if fmt == "perflab":
-        return Trace.load(path)
+        trace = _load_nsys(path) if fmt == "nsys" else Trace.load(path)
+        return trace if part is None else part_of(trace, part)
     raise InputError(
         "this is an Nsight Compute result, not a timeline: use perflab.io.load_ncu()",
         source=str(path),
     )
+
+
+def _load_nsys(path: str | os.PathLike[str]) -> Trace:
+    from perflab.io.nsys import load_nsys
+
+    return load_nsys(path)
 
 
 def load_ncu(path: str | os.PathLike[str]) -> NcuReport:

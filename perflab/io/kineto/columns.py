@@ -73,6 +73,7 @@ from perflab.model.trace import (
     Trace,
     kind_mask,
 )
+from perflab.model.trace_part import Part
 
 T = TypeVar("T")
 Codes = npt.NDArray[np.int32]
@@ -109,9 +110,10 @@ class Columns:
     """Turns slices of decoded events into numpy columns (``add``), then one Trace
     (``finish``). Only the kept events' columns stay alive between slices."""
 
-    def __init__(self, source: str, python: bool) -> None:
+    def __init__(self, source: str, python: bool, part: Part | None = None) -> None:
         self.source = source
         self.python = python
+        self.part = part  # only the events that overlap it are kept (see .part)
         self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
         self.strings = StringTable()
         # CPU ops' shapes and dtypes, one table each, joined to ``strings`` at the end so that
@@ -203,8 +205,13 @@ class Columns:
         kept, code, position, memory = self._kept(events)
         if memory is not None:
             records, memory_code, where = memory
-            self.parts.put(**memory_parts(records, memory_code, where + offset, self.source))
+            parts = memory_parts(records, memory_code, where + offset, self.source)
+            self.parts.put(**self._memory_in_part(parts))
         start_ns, dur_ns = self._times(kept, lambda k: offset + position(k))
+        if self.part is not None:
+            inside = self.part.keeps(start_ns, dur_ns, table["gpu_cat"][code])
+            kept, code = list(compress(kept, inside.tolist())), code[inside]
+            start_ns, dur_ns = start_ns[inside], dur_ns[inside]
         args = list(map(_ARGS, kept))
         kind = table["kind"][code].astype(np.int8)
         self._add_side_tables(args, kind)
@@ -218,6 +225,14 @@ class Columns:
             **self._gpu_lanes(args, table["gpu_cat"][code]),
         )
         self.kept += len(kept)
+
+    def _memory_in_part(self, parts: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+        """A slice's allocator events, less those outside the part being read."""
+        if self.part is None:
+            return parts
+        t = parts["mem_ts"]
+        inside = (t >= self.part.start_ns) & (t <= self.part.gpu_end_ns)
+        return {key: values[inside] for key, values in parts.items()}
 
     def _kept(self, events: list[Any]) -> tuple[list[Any], Codes, Callable[[int], int], Memory]:
         """The records that become rows (complete events of categories not skipped), their

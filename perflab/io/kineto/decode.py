@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TypeVar
@@ -110,12 +110,16 @@ def _check_utf8_strings(data: bytes, source: str) -> None:
 
 @contextlib.contextmanager
 def event_stream(
-    path: str | os.PathLike[str], *, flows: bool = False
+    path: str | os.PathLike[str],
+    *,
+    flows: bool = False,
+    decode: Callable[[bytes | memoryview], Records] | None = None,
 ) -> Iterator[fast.EventStream]:
     """The file's events, slice by slice (``flows``: flow events in full, complete events
-    empty); the file is closed when the block ends."""
+    empty; ``decode``: slices decoded by that instead); the file is closed when the block
+    ends."""
     blocks = fast.read_blocks(path)
-    decode = decode_flow_slice if flows else decode_slice
+    decode = decode or (decode_flow_slice if flows else decode_slice)
     try:
         yield fast.EventStream(blocks, decode, _decode_top_level, trace_events)
     finally:
@@ -131,11 +135,11 @@ def reread(path: str | os.PathLike[str]) -> Iterator[Records]:
 def decode_slice(piece: bytes | memoryview) -> Records:
     """One streamed slice of traceEvents; any doubt sends the caller to the whole-file path.
     (The stream has checked that the text is UTF-8.)"""
-    return _decode_records(SLICE_DECODERS, piece)
+    return decode_records(SLICE_DECODERS, piece)
 
 
 def decode_flow_slice(piece: bytes | memoryview) -> Records:
-    return _decode_records(FLOW_SLICE_DECODERS, piece)
+    return decode_records(FLOW_SLICE_DECODERS, piece)
 
 
 def _decode_typed(
@@ -150,7 +154,7 @@ def _decode_typed(
         return decoders[1].decode(text)
 
 
-def _decode_records(
+def decode_records(
     decoders: tuple[msgspec.json.Decoder[Records], msgspec.json.Decoder[Records]],
     piece: bytes | memoryview,
 ) -> Records:

@@ -41,9 +41,11 @@ from perflab.io.kineto.decode import (
     event_stream,
     reread,
 )
+from perflab.io.kineto.part import find_part
 from perflab.io.kineto.parts import large_blocks_mapped
 from perflab.io.kineto.records import Records
 from perflab.model.trace import Trace
+from perflab.model.trace_part import Part, Request, part_of
 
 PARALLEL_MIN_TEXT = 64 << 20  # JSON bytes per helper process that repay its start-up
 LARGE_TEXT = 64 << 20  # JSON bytes from which large blocks get their own mappings
@@ -57,8 +59,12 @@ def load_kineto(
     python: bool = False,
     workers: int | None = None,
     progress: bool = True,
+    part: Request | None = None,
 ) -> Trace:
     """Read a torch.profiler / Kineto trace (``.json`` or ``.json.gz``).
+
+    ``part``: read only one step or a window of time (see :mod:`.part`): the file is read
+    twice, in this process, and memory follows the events kept.
 
     ``workers``: helper processes that decode parts of a large file at the same time (the
     result is the same). None: one per spare core, up to 7, for files of 64 MB of JSON or
@@ -71,18 +77,30 @@ def load_kineto(
     source = str(path)
     if _text_size(path) >= LARGE_TEXT:
         large_blocks_mapped()  # the trace's analyses then do not fragment the heap
-    helpers = _helper_count(path, workers)
+    helpers = _helper_count(path, workers) if part is None else 0
     label = f"reading {Path(path).name}"
-    shown = _progress.Progress(label, _text_size(path), enabled=progress)
-    with gc_paused(), shown:
+    if part is not None:
+        label += f" ({part.described()})"
+    with gc_paused():
         try:
-            trace = _load_parallel(path, source, python, helpers, shown) if helpers else None
-            return trace or _load_streaming(path, source, python, shown)
+            window = _find_part(path, python, part, progress) if part else None
+            with _progress.Progress(label, _text_size(path), enabled=progress) as shown:
+                trace = _load_parallel(path, source, python, helpers, shown) if helpers else None
+                return trace or _load_streaming(path, source, python, shown, window)
         except fast.Unusual:
             pass  # decoded whole below, which also explains what is wrong
         data = read_bytes(path)
         check_syntax(data, source)
-        return build(decode_file(data, source), source, python=python)
+        whole = build(decode_file(data, source), source, python=python)
+        return whole if part is None else part_of(whole, part)
+
+
+def _find_part(
+    path: str | os.PathLike[str], python: bool, request: Request, progress: bool
+) -> Part:
+    label = f"finding {request.described()} in {Path(path).name}"
+    with _progress.Progress(label, _text_size(path), enabled=progress) as shown:
+        return find_part(path, request, python=python, shown=shown)
 
 
 def _text_size(path: str | os.PathLike[str]) -> int:
@@ -99,16 +117,23 @@ def loads_kineto(data: bytes, source: str = "<bytes>", *, python: bool = False) 
 
 
 def _load_streaming(
-    path: str | os.PathLike[str], source: str, python: bool, shown: _progress.Progress
+    path: str | os.PathLike[str],
+    source: str,
+    python: bool,
+    shown: _progress.Progress,
+    part: Part | None = None,
 ) -> Trace:
-    columns = Columns(source, python)
+    columns = Columns(source, python, part)
     with event_stream(path) as stream:
         for events in stream:
             columns.add(events)
             del events  # freed before the next slice is decoded (see fast)
             shown.update(stream.cursor.end)
     doc = doc_of(*stream.top_level(), events=())
-    return columns.finish(doc, lambda: reread(path))
+    trace = columns.finish(doc, lambda: reread(path))
+    if part is not None:
+        trace.meta["part"] = part.meta()
+    return trace
 
 
 # -- parallel loading: chunks of the text shared with helper processes (see io._parallel) -----

@@ -230,17 +230,17 @@ DECODERS: tuple[TopDecoder, TopDecoder] = (
 SKIPPER = msgspec.json.Decoder(msgspec.defstruct("_Nothing", []))  # checks syntax only
 
 
-def _slice_decoder(*types: type[msgspec.Struct]) -> RecordsDecoder:
+def slice_decoder(*types: type[msgspec.Struct]) -> RecordsDecoder:
     return msgspec.json.Decoder(list.__class_getitem__(functools.reduce(operator.or_, types)))
 
 
 SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
-    _slice_decoder(Complete, Metadata, Instant, *FLOW_MARKS, *DROPPED),
-    _slice_decoder(CompleteExact, Metadata, InstantExact, *FLOW_MARKS, *DROPPED),
+    slice_decoder(Complete, Metadata, Instant, *FLOW_MARKS, *DROPPED),
+    slice_decoder(CompleteExact, Metadata, InstantExact, *FLOW_MARKS, *DROPPED),
 )
 FLOW_SLICE_DECODERS: tuple[RecordsDecoder, RecordsDecoder] = (
-    _slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *FLOW_TYPES, *DROPPED),
-    _slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *EXACT_FLOW_TYPES, *DROPPED),
+    slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *FLOW_TYPES, *DROPPED),
+    slice_decoder(COMPLETE_MARK, METADATA_MARK, INSTANT_MARK, *EXACT_FLOW_TYPES, *DROPPED),
 )
 
 
