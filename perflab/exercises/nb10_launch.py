@@ -3,11 +3,56 @@
 from __future__ import annotations
 
 from perflab.exercises import Spec
-from perflab.exercises.checks import choice, number
+from perflab.exercises.checks import Values, choice, number, ranges
 
 NOTEBOOK = "10-launch-overhead-and-cuda-graphs"
 
+# the graph-against-eager prediction's bands: the graph's time over eager's, on the GPU's clock
+GRAPH_BOUNDS = (0.5, 0.9)
+GRAPH_LABELS = ("much less", "somewhat less", "about the same")
+# the H200's recorded ten-kernel cell (notebooks/recordings/h200/10-launch), as printed
+EXAMPLES = {"graph-gpu-clock": {"eager_us": 19.04, "graph_us": 13.57}}
+
+
+def _graph_share(values: Values) -> float:
+    return float(values["graph_us"] / values["eager_us"])
+
+
+def _graph_band(values: Values) -> str:
+    return GRAPH_LABELS[sum(_graph_share(values) >= bound for bound in GRAPH_BOUNDS)]
+
+
 EXERCISES = (
+    Spec(
+        "graph-gpu-clock",
+        NOTEBOOK,
+        "Ten small add_ kernels are timed on the GPU's clock (CUDA events behind a queue filler, "
+        "so the host's launch cost is already hidden), eagerly and as one CUDA graph replayed "
+        "once per sample. Predict the graph's time as a share of the eager time: 'much less' "
+        "(under half), 'somewhat less' (half to 0.9) or 'about the same' (0.9 or more).",
+        ranges(
+            _graph_share,
+            GRAPH_BOUNDS,
+            GRAPH_LABELS,
+            low="On this clock the queue filler already hides the host's dispatch of each "
+            "launch, where a graph saves the most: only what happens on the GPU between the "
+            "kernels is left to save here, and each sample still pays one graph launch.",
+            high="Even with every launch queued before the GPU needs it, the GPU spends time "
+            "between one kernel of a stream and the next; the nodes of a graph are prepared at "
+            "instantiation and start closer together.",
+            right="The graph saves GPU time between kernels, not only the host's dispatch.",
+        ),
+        lambda v: (
+            f"Recorded: {v['graph_us']:.2f} us as a graph against {v['eager_us']:.2f} us "
+            f"eagerly, {_graph_share(v):.2f} of it, about "
+            f"{(v['eager_us'] - v['graph_us']) / 10:.2f} us less per kernel. The queue filler "
+            "hides the host's cost in both, so the saving is on the GPU: the gaps between "
+            "consecutive kernels, less one graph launch per replay. What a graph saves on the "
+            "host's side (section 1) comes on top of it, end to end."
+        ),
+        worked=_graph_band,
+        measured={"eager_us": "positive", "graph_us": "positive"},
+    ),
     Spec(
         "launch-bound",
         NOTEBOOK,
