@@ -82,7 +82,7 @@ def save_result(
 # raw arrays after a JSON header, each read straight into its own array (an .npz costs a zip
 # directory and a CRC per array). The header is checked all the same.
 _COLUMNS_MAGIC = b"perflab columns 1\n"
-_COLUMN_TYPES = frozenset({"|b1", "|i1", "<i4", "<i8", "<f8"})
+_COLUMN_TYPES = frozenset({"|b1", "|i1", "<i2", "<i4", "<i8", "<f8"})
 _ALIGN = 8
 
 

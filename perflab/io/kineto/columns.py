@@ -171,7 +171,7 @@ class Columns:
             if key in new_id:
                 values = translated(values, new_id[key])
             elif key.endswith("_event"):
-                values = values + self.kept  # rows of this reader's kept events
+                values = values.astype(np.int64) + self.kept  # rows of this reader's kept events
             self.parts.put(**{key: values})
         self.events_read += meta["events_read"]
         self.kept += meta["kept"]

@@ -58,7 +58,7 @@ class ColumnParts:
     def put(self, **columns: npt.NDArray[np.generic]) -> None:
         for key, values in columns.items():
             parts = self.parts.setdefault(key, [])
-            parts.append(values)
+            parts.append(narrowed(values))
             # a slice's parts are small heap blocks; joined a few hundred at a time into one
             # large (mmapped) block, the heap's holes are reused instead of growing with the
             # file (a 3M-event load peaked at 255 MB instead of 344 MB). Large parts (a
@@ -71,22 +71,45 @@ class ColumnParts:
             self.small_parts[key] = small
 
     def take(self, key: str, dtype: type[S]) -> npt.NDArray[S]:
+        """The column joined, as ``dtype``; each part is let go of once copied."""
         parts = self.parts.pop(key, [])
         self.small_parts.pop(key, None)
-        if not parts:
-            return np.zeros(0, dtype=dtype)
-        column = np.ascontiguousarray(np.concatenate(parts), dtype=dtype)
-        freed = sum(p.nbytes for p in parts)
-        del parts
+        column = np.empty(sum(len(p) for p in parts), dtype=dtype)
+        freed, at = 0, 0
+        parts.reverse()  # popped from the end, in the order they were put
+        while parts:
+            part = parts.pop()
+            column[at : at + len(part)] = part
+            at, freed = at + len(part), freed + part.nbytes
+            del part
         if freed >= RETURN_FREED_BYTES:
             return_freed_memory()
         return column
 
     def handover(self) -> dict[str, npt.NDArray[np.generic]]:
-        """Every column joined; these parts are let go of at once (see Columns.export)."""
+        """Every column joined (in the narrowest integer type that holds it); these parts are
+        let go of at once (see Columns.export)."""
         arrays = {key: np.concatenate(parts) for key, parts in self.parts.items()}
         self.parts, self.small_parts = {}, {}
         return arrays
+
+
+_NARROWER = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
+def narrowed(values: npt.NDArray[S]) -> npt.NDArray[Any]:
+    """An int64 part in the narrowest integer type that holds its values: most columns
+    (durations, ids, devices and streams) need far fewer than 64 bits, and a part is held
+    until its column is joined, which widens it again (numpy joins parts of several integer
+    types into the widest; ``take`` gives the column its type)."""
+    if values.dtype != np.int64 or len(values) == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    for dtype in _NARROWER:
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return values.astype(dtype)
+    return values
 
 
 @functools.cache
