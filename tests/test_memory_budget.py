@@ -10,12 +10,11 @@ import pytest
 from data_paths import TRACES
 
 from perflab.cli import main
-from perflab.commands import _common
+from perflab.commands import _common, _fit
 from perflab.io.kineto import fast
 
 NCCL = TRACES / "kineto" / "nccl_2ranks_a100.json.gz"  # 0.75 MB of gzip, 15 MB of JSON
 ALEXNET = TRACES / "kineto" / "alexnet_a100.json.gz"
-T4 = TRACES / "nsys" / "power_iteration.sqlite"
 COMMANDS = [
     ["trace", "summary"],
     ["trace", "kernels"],
@@ -53,7 +52,7 @@ def test_the_memory_available_is_the_default_budget(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _never_read(monkeypatch)
-    monkeypatch.setattr(_common, "available_memory", lambda: 50_000_000)
+    monkeypatch.setattr(_fit, "available_memory", lambda: 50_000_000)
     assert main(["trace", "summary", str(NCCL), "--json"]) == 2
     assert "more than the memory available now (0.1 GB)" in capsys.readouterr().err
 
@@ -74,10 +73,6 @@ def test_a_trace_within_the_budget_reads_as_before(capsys: pytest.CaptureFixture
     plain = capsys.readouterr().out
     assert main(["trace", "summary", str(ALEXNET), "--json", "--memory-budget", "2GiB"]) == 0
     assert capsys.readouterr().out == plain
-
-
-def test_other_formats_are_not_estimated(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", "summary", str(T4), "--json", "--memory-budget", "1K"]) == 0
 
 
 @pytest.mark.parametrize(

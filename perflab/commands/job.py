@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perflab.commands._common import print_json
+from perflab.commands._common import check_fits, print_json
 from perflab.errors import InputError
 
 if TYPE_CHECKING:
@@ -51,8 +51,10 @@ def is_job(args: argparse.Namespace) -> bool:
 
 
 def load(args: argparse.Namespace) -> Job:
+    """Every rank of the job, held here at once (refused first when they cannot fit)."""
     from perflab.io.job import load_job
 
+    check_fits(args)
     return load_job([args.file, *args.more], workers=args.workers)
 
 
@@ -76,6 +78,7 @@ def summarize_on_scheduler(args: argparse.Namespace) -> JobSummary:
     from perflab.job_dask import cluster_client, summarize_on_cluster
 
     listing = list_job([args.file, *args.more])
+    check_fits(args)  # local:N reads a rank at a time in each of N processes here
     with cluster_client(args.scheduler) as client:
         return summarize_on_cluster(listing.files, client, unreadable=listing.unreadable)
 
@@ -93,6 +96,7 @@ def run_overview(args: argparse.Namespace) -> tuple[Path, int]:
     if not 16 <= args.bins <= 65536:
         raise InputError(f"--bins must be from 16 to 65536, not {args.bins}")
     listing = list_job([args.file, *args.more])
+    check_fits(args)
     with cluster_client(args.scheduler) as client:
         activity = activity_on_cluster(
             listing.files,
