@@ -198,3 +198,21 @@ def test_idle_keeps_its_own_step_and_reads_a_window() -> None:
     done = _cli("trace", "idle", str(NCCL), "--window", "100ms:300ms", "--step", "5", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["step"] == 5
+
+
+@pytest.mark.parametrize(
+    ("command", "offered"),
+    [
+        ("summary", "--step N (ProfilerStep#N) or --window A:B"),
+        ("idle", "read only part of the trace with --window A:B"),
+    ],
+)
+def test_a_trace_that_does_not_fit_is_refused_offering_a_partial_read(
+    command: str, offered: str
+) -> None:
+    refused = _cli("trace", command, str(NCCL), "--memory-budget", "10M")
+    assert refused.returncode != 0
+    assert offered in refused.stderr
+    # the part itself is read (the budget is checked against whole files only)
+    read = _cli("trace", command, str(NCCL), "--memory-budget", "10M", "--window", "0s:0.1s")
+    assert read.returncode == 0, read.stderr

@@ -262,7 +262,8 @@ def check_fits(args: argparse.Namespace, *paths: str) -> None:
     raise InputError(
         f"{_subject(needs, job)} about {need / 1e9:.1f} GB of memory for 'perflab "
         f"{_command_words(args)}' ({_amounts(needs)}), more than {limit} ({_size(budget)}). "
-        f"What works instead: {_instead(needs, job, workers)}; --memory-budget SIZE says how "
+        f"What works instead: {_part_offer(args, needs, job)}{_instead(needs, job, workers)}; "
+        "--memory-budget SIZE says how "
         "much this command may use",
         source=", ".join(paths) if paths else args.file,
     )
@@ -343,6 +344,18 @@ _JOB_INSTEAD = (
     "--scheduler ...' draws the job's overview), or name fewer rank files, or run on a "
     "machine with more memory"
 )
+
+
+def _part_offer(args: argparse.Namespace, needs: list[Need], job: bool) -> str:
+    """Reading only part of a Kineto file holds only that part (see
+    perflab.model.trace_part); the options a command has for it."""
+    if job or any(n.format != "kineto" for n in needs) or not hasattr(args, "window"):
+        return ""
+    step = "--step N (ProfilerStep#N) or " if hasattr(args, "part_step") else ""
+    return (
+        f"read only part of the trace with {step}--window A:B (e.g. 30s:32.5s), which holds "
+        "only that part; or "
+    )
 
 
 def _instead(needs: list[Need], job: bool, workers: int) -> str:
