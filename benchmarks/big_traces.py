@@ -358,22 +358,26 @@ def main() -> int:
             for command in commands:
                 code = COMMANDS[command]
                 rows[command][n] = _run(command, sys.executable, code, file["path"], args.timeout)
-            if not args.hta_python:
-                continue
-            if hta_failed is not None:
+            if args.hta_python and hta_failed is not None:
                 hta[n] = {"skipped": f"HTA did not finish {hta_failed} events"}
-                continue
-            runs = _hta_runs(args, n, file["path"], limit)
-            mine = {c: rows[c][n] for c in commands}
-            hta[n] = {"runs": runs, "perflab/hta": _ratios(mine, runs)}
-            if any("error" in run for run in runs.values()):
-                hta_failed = n
+            elif args.hta_python:
+                runs = _hta_runs(args, n, file["path"], limit)
+                mine = {c: rows[c][n] for c in commands}
+                hta[n] = {"runs": runs, "perflab/hta": _ratios(mine, runs)}
+                if any("error" in run for run in runs.values()):
+                    hta_failed = n
+            # written after each size, so that a long run cut short keeps what it measured
+            _save(_document(args, bench, files, rows, hta, limit), args.output)
     doc = _document(args, bench, files, rows, hta, limit)
     print("\n".join(_goal_line(name, goal) for name, goal in doc["goals"].items()))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(doc, indent=1) + "\n")
+    _save(doc, args.output)
     print(f"wrote {args.output}")
     return 0
+
+
+def _save(doc: dict[str, Any], output: Path) -> None:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _document(
