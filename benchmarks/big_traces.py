@@ -31,7 +31,7 @@ HTA run is stopped at ``--hta-timeout`` seconds or when its processes' memory pa
 machine does not run out), and is recorded as stopped with the time, CPU time and memory it
 had reached; once HTA does not finish a size, the larger sizes are not tried. Each size gets
 the ratio perflab/HTA of the two paired runs (seconds, CPU seconds, peak bytes), from runs of
-this invocation only.
+this invocation only: an upper bound where HTA was stopped.
 
 ``--merge`` keeps the runs of the results file that this invocation does not repeat (each
 with the date it was measured), so that HTA can be added without running every perflab
@@ -111,7 +111,8 @@ HTA_NOTE = (
     "GPU's busy time (across streams, not per stream) with a cause followed from the host "
     "call that launched the work after it (Python functions read too) and its evidence, and "
     "its JSON lists every gap. Ratios are perflab/HTA (below 1: perflab took less) of runs "
-    "of the same invocation; load_seconds: from the start of HTA's code (its imports "
+    "of the same invocation; where HTA was stopped (timeout or memory limit) they are upper "
+    "bounds, from what it had reached; load_seconds: from the start of HTA's code (its imports "
     "included) to the end of its load."
 )
 POLL_S = 0.5  # how often a watched run's memory and CPU time are read
@@ -247,16 +248,19 @@ def _hta_runs(
         }
 
 
-def _ratios(perflab: dict[str, Any], hta: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """perflab/HTA per pair of runs that both finished."""
-    ratios = {}
+def _ratios(perflab: dict[str, Any], hta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """perflab/HTA per pair of runs where perflab finished. Where HTA was stopped, the
+    ratios are upper bounds ("bound": "at most"): its time and peak would only have grown."""
+    ratios: dict[str, dict[str, Any]] = {}
+    keys = ("seconds", "cpu_seconds", "peak_bytes")
     for command, name in PAIRS.items():
         mine, theirs = perflab.get(command, {}), hta.get(name, {})
-        if mine and theirs and "error" not in mine and "error" not in theirs:
-            ratios[f"{command} / {name}"] = {
-                key: round(mine[key] / theirs[key], 4)
-                for key in ("seconds", "cpu_seconds", "peak_bytes")
-            }
+        if not mine or "error" in mine or not all(theirs.get(k) for k in keys):
+            continue
+        ratio: dict[str, Any] = {key: round(mine[key] / theirs[key], 4) for key in keys}
+        if "error" in theirs:
+            ratio["bound"] = "at most (HTA was stopped: " + theirs["error"] + ")"
+        ratios[f"{command} / {name}"] = ratio
     return ratios
 
 
