@@ -29,6 +29,9 @@ from perflab.model.timing import MAX_SAMPLE_NS, TimingResult
 
 # a field, or the generic loader's JSON error (perflab.model.serialize refuses NaN/Infinity)
 PLACES = ("field ", "malformed", "not valid JSON")
+# a tampered value that loads must also show: an overflow while rendering it fails the test
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
 ROUNDS = int(os.environ.get("PERFLAB_FUZZ_ROUNDS", "150"))
 RAW = "\x00raw:"  # a string standing for JSON text that json.dumps cannot write
 TAMPERS: list[Any] = [

@@ -180,11 +180,17 @@ class BenchDoc(ProvenanceDoc, kw_only=True):
     series: list[SeriesDoc]
 
 
+# a bandwidth in GB/s: up to a million TB/s, far above any link, so that the views' B/s
+# (x 1e9) stay finite
+MAX_GBPS = 1e9
+Bandwidth = Annotated[float, msgspec.Meta(ge=0, le=MAX_GBPS)]
+
+
 class AlphaBetaDoc(msgspec.Struct):
     """A saved AlphaBetaFit, in the units people read: us and GB/s (null: no slope)."""
 
     alpha_us: Signed
-    beta_GBps: Amount | None
+    beta_GBps: Bandwidth | None
     rel_rms: Amount
     points: Count
 
@@ -195,8 +201,8 @@ class CollectiveRowDoc(msgspec.Struct, kw_only=True):
     world_size: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)]
     backend: Text
     time_us: Amount
-    algbw_GBps: Amount
-    busbw_GBps: Amount
+    algbw_GBps: Bandwidth
+    busbw_GBps: Bandwidth
     dtype: Text = "float32"
     iters: Count = 0
     verified: bool = False
