@@ -216,3 +216,16 @@ def test_a_trace_that_does_not_fit_is_refused_offering_a_partial_read(
     # the part itself is read (the budget is checked against whole files only)
     read = _cli("trace", command, str(NCCL), "--memory-budget", "10M", "--window", "0s:0.1s")
     assert read.returncode == 0, read.stderr
+
+
+def test_load_trace_takes_a_step_or_a_window(nccl: Trace) -> None:
+    _same(perflab.load_trace(NCCL, step=5, progress=False), part_of(nccl, Request(step=5)))
+    cut = perflab.load_trace(NCCL, window="100ms:300ms", progress=False)
+    _same(cut, part_of(nccl, Request(window=(100_000_000, 300_000_000))))
+    for bad, said in (
+        ({"step": 5, "window": "0s:1s"}, "not both"),
+        ({"step": True}, "step"),
+        ({"window": 7}, "with their units"),
+    ):
+        with pytest.raises(InputError, match=said):
+            perflab.load_trace(NCCL, **bad)  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ from perflab.commands._fit import available_memory as available_memory
 from perflab.commands._fit import check_fits as check_fits
 from perflab.commands._fit import memory_size as memory_size
 from perflab.commands._fit import needed_memory as needed_memory
-from perflab.errors import InputError
 
 if TYPE_CHECKING:
     from perflab.model.trace import Trace
@@ -90,16 +89,9 @@ def load_trace_file(args: argparse.Namespace, *, python: bool = False) -> Trace:
 
 def part_request(args: argparse.Namespace) -> TracePart | None:
     """The part of the trace that ``--step N`` or ``--window A:B`` asks for (None: all)."""
-    from perflab.model.trace_part import Request, parse_window
+    from perflab.model.trace_part import request_of
 
-    step, window = getattr(args, "part_step", None), getattr(args, "window", None)
-    if step is not None and window is not None:
-        raise InputError("give --step or --window, not both")
-    if step is not None:
-        if step < 0:
-            raise InputError(f"--step must be a step number (0 or more), not {step}")
-        return Request(step=step)
-    return Request(window=parse_window(window)) if window is not None else None
+    return request_of(getattr(args, "part_step", None), getattr(args, "window", None))
 
 
 def part_note(trace: Trace) -> str:

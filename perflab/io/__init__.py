@@ -60,6 +60,8 @@ def load_trace(
     python: bool = False,
     workers: int | None = None,
     progress: bool = True,
+    step: int | None = None,
+    window: str | None = None,
     part: Request | None = None,
 ) -> Trace:
     """Load a trace file of any supported format into a :class:`Trace`.
@@ -69,10 +71,15 @@ def load_trace(
     of 64 MB of JSON or more; 0: none); see :func:`perflab.io.kineto.load_kineto`.
     ``progress``: a Kineto load that takes more than about two seconds shows how far it got
     (a line on stderr when that is a terminal, a bar in a notebook when ipywidgets is there).
-    ``part``: only one step or a window of time (:class:`perflab.model.trace_part.Request`);
-    a Kineto file is then read twice and only that part is held, other formats are read
-    whole and cut (``meta["part"]`` says what was kept).
+    ``step=N`` (ProfilerStep#N's host events and the GPU work until the next step begins) or
+    ``window="30s:32.5s"`` (the events that overlap that time since the trace's first event):
+    only that part of the trace; a Kineto file is then read twice and only the part is held,
+    other formats are read whole and cut (``meta["part"]`` says what was kept). ``part``: the
+    same as a :class:`perflab.model.trace_part.Request`.
     """
+    from perflab.model.trace_part import request_of
+
+    part = part or request_of(step, window)
     fmt = detect_format(path)
     if fmt == "kineto":
         from perflab.io.kineto import load_kineto

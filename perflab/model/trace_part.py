@@ -79,10 +79,22 @@ class Part:
         }
 
 
+def request_of(step: int | None, window: str | None) -> Request | None:
+    """The part that ``step`` (ProfilerStep#N) or ``window`` (``"A:B"``, see
+    :func:`parse_window`) asks for; None when neither is given."""
+    if step is not None and window is not None:
+        raise InputError("give --step or --window, not both")
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InputError(f"--step must be a step number (0 or more), not {step!r}")
+        return Request(step=step)
+    return Request(window=parse_window(window)) if window is not None else None
+
+
 def parse_window(text: str) -> tuple[int, int]:
     """``"30s:32.5s"``, ``"120ms:180ms"`` -> (start, end) in ns; each end needs its unit
     (ns, us, ms or s)."""
-    found = _WINDOW.fullmatch(text)
+    found = _WINDOW.fullmatch(text) if isinstance(text, str) else None
     if found is None:
         raise InputError(
             f"--window must be two times with their units, such as 120ms:180ms or 30s:32.5s "
