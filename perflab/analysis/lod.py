@@ -54,10 +54,13 @@ def _ascending(values: FloatArray) -> bool:
     return bool((values[1:] >= values[:-1]).all())
 
 
-def busy_before(merged_start: FloatArray, merged_end: FloatArray, x: FloatArray) -> FloatArray:
-    """Busy time in ``(-inf, x)`` for each ``x``, given disjoint sorted intervals."""
+def busy_before(
+    merged_start: FloatArray, merged_end: FloatArray, x: FloatArray, done: FloatArray | None = None
+) -> FloatArray:
+    """Busy time in ``(-inf, x)`` for each ``x``, given disjoint sorted intervals; ``done``
+    (:func:`busy_until`, when kept from an earlier call) saves summing them again."""
     lengths = merged_end - merged_start
-    done = np.concatenate(([0.0], np.cumsum(lengths)))
+    done = busy_until(merged_start, merged_end) if done is None else done
     j = np.searchsorted(merged_start, x, side="right")  # intervals starting at or before x
     last = np.maximum(j - 1, 0)
     partial = np.where(j > 0, np.clip(x - merged_start[last], 0.0, lengths[last]), 0.0)
@@ -72,13 +75,24 @@ def coverage(
     return _fraction(merge_intervals(start, end), t0, t1, bins)
 
 
-def _fraction(merged: tuple[FloatArray, FloatArray], t0: float, t1: float, bins: int) -> FloatArray:
+def busy_until(merged_start: FloatArray, merged_end: FloatArray) -> FloatArray:
+    """Busy time before each of disjoint sorted intervals, and in all of them (last)."""
+    return np.concatenate(([0.0], np.cumsum(merged_end - merged_start)))
+
+
+def _fraction(
+    merged: tuple[FloatArray, FloatArray],
+    t0: float,
+    t1: float,
+    bins: int,
+    done: FloatArray | None = None,
+) -> FloatArray:
     if bins < 1 or not t1 > t0:
         raise ValueError(f"need bins >= 1 and t1 > t0 (got {bins}, {t0}, {t1})")
     edges = np.linspace(t0, t1, bins + 1)
     if merged[0].size == 0:
         return np.zeros(bins)
-    busy = np.diff(busy_before(merged[0], merged[1], edges))
+    busy = np.diff(busy_before(merged[0], merged[1], edges, done))
     fraction: FloatArray = np.clip(busy / np.diff(edges), 0.0, 1.0)
     return fraction
 
@@ -97,9 +111,27 @@ def _merged_per_lane(
     ]
 
 
+Unions = list[tuple[FloatArray, FloatArray]]
+
+
+def lane_unions(
+    start: npt.ArrayLike,
+    end: npt.ArrayLike,
+    lane: npt.ArrayLike,
+    lanes: int,
+    summary_lanes: npt.ArrayLike | None = None,
+) -> Unions:
+    """Busy intervals (disjoint, sorted ``(start, end)`` arrays) of each lane, then of the
+    union of ``summary_lanes`` (all if None): what :func:`build_pyramid` and
+    :class:`WindowIndex` summarise as busy fractions, worked out once for both."""
+    s = np.asarray(start, dtype=np.float64)
+    e = _ends(np.asarray(end, dtype=np.float64), s)
+    return _lane_unions(s, e, _lanes(lane), lanes, summary_lanes)
+
+
 def _lane_unions(
     s: FloatArray, e: FloatArray, ln: Index, lanes: int, summary_lanes: npt.ArrayLike | None
-) -> list[tuple[FloatArray, FloatArray]]:
+) -> Unions:
     """Busy intervals of each lane, then of the union of ``summary_lanes`` (all if None).
     The union is merged from the lanes' busy intervals (a union of unions is the union, run
     for run), not from every interval again."""
@@ -320,13 +352,15 @@ def build_pyramid(
     row_budget: int = 150_000,
     base_bins: int = 1024,
     max_bins: int = 8192,
+    unions: Unions | None = None,
 ) -> Pyramid:
     """Pre-computed levels for a static timeline.
 
     Levels go down to tiles of ``finest`` x span. Each level may hold about
     ``row_budget / levels`` rows (at most ``max_per_tile`` per tile); rows a level does not
     need are left to finer levels. Level ``l`` summarises busy time in
-    ``min(base_bins * factor**l, max_bins)`` bins over the whole span.
+    ``min(base_bins * factor**l, max_bins)`` bins over the whole span. ``unions``: the
+    :func:`lane_unions` of these intervals, when the caller keeps them for a live view too.
     """
     s = np.asarray(start, dtype=np.float64)
     ln = _lanes(lane)
@@ -346,7 +380,7 @@ def build_pyramid(
     bins = [int(min(base_bins * factor**i, max_bins)) for i in range(depth + 1)]
     # every level's busy fractions first: the lanes' busy intervals and their sorts are let
     # go of before the levels' columns exist
-    merged = _lane_unions(s, e, ln, lanes, summary_lanes)
+    merged = _lane_unions(s, e, ln, lanes, summary_lanes) if unions is None else unions
     busy = {b: np.array([_fraction(m, t0, t1, b) for m in merged]) for b in dict.fromkeys(bins)}
     del merged
     by_length = _longest_first(s, e)
@@ -379,8 +413,14 @@ class Window:
 
 class WindowIndex:
     """Answers "what is visible in ``[t0, t1]``" from all intervals, for a live view that
-    refines on every range change: the intervals are sorted by start and each lane's busy
-    time merged once, so a query scans only the intervals that can touch the range."""
+    refines on every range change; each lane's busy time is merged (and summed) once.
+
+    The intervals are sorted by start within classes of length (each class spans a factor
+    of :attr:`CLASS_RATIO`), so that a query scans, per class, only the intervals that start
+    within that class's longest length before the range: one long interval (a profiler
+    step spanning the trace) no longer makes every query scan every interval before it."""
+
+    CLASS_RATIO = 4  # lengths within one class differ by at most this factor
 
     def __init__(
         self,
@@ -390,20 +430,58 @@ class WindowIndex:
         lanes: int,
         *,
         summary_lanes: npt.ArrayLike | None = None,
+        unions: Unions | None = None,
     ) -> None:
         self.start = np.asarray(start, dtype=np.float64)
-        self.end = np.maximum(np.asarray(end, dtype=np.float64), self.start)
-        ln = np.asarray(lane, dtype=np.int64)
-        self._by_start = np.argsort(self.start, kind="stable")
-        self._sorted_start = self.start[self._by_start]
-        self._longest = float((self.end - self.start).max()) if self.start.size else 0.0
-        self._merged = _lane_unions(self.start, self.end, ln, lanes, summary_lanes)
+        self.end = _ends(np.asarray(end, dtype=np.float64), self.start)
+        if unions is None:
+            unions = _lane_unions(self.start, self.end, _lanes(lane), lanes, summary_lanes)
+        self._merged = unions
+        self._done = [busy_until(*m) for m in unions]
+        self._order, self._bounds, self._reach = _by_length_class(self.start, self.end)
+        self._sorted_start = self.start[self._order]
+
+    def near(self, t0: float, t1: float) -> Index:
+        """Every interval that may touch ``[t0, t1]`` (a few more at the edges), by class."""
+        parts = []
+        for k, reach in enumerate(self._reach.tolist()):
+            first, last = int(self._bounds[k]), int(self._bounds[k + 1])
+            starts = self._sorted_start[first:last]
+            lo = first + int(np.searchsorted(starts, t0 - reach, side="left"))
+            hi = first + int(np.searchsorted(starts, t1, side="right"))
+            parts.append(self._order[lo:hi])
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def window(self, t0: float, t1: float, *, glyphs: int = 3000, bins: int = 1500) -> Window:
-        # an interval touching [t0, t1] starts in [t0 - longest, t1]
-        lo = np.searchsorted(self._sorted_start, t0 - self._longest, side="left")
-        hi = np.searchsorted(self._sorted_start, t1, side="right")
-        near = self._by_start[lo:hi]
+        near = self.near(t0, t1)
         picked = near[largest_visible(self.start[near], self.end[near], t0, t1, glyphs)]
-        busy = np.array([_fraction(m, t0, t1, bins) for m in self._merged])
+        merged = zip(self._merged, self._done, strict=True)
+        busy = np.array([_fraction(m, t0, t1, bins, done) for m, done in merged])
         return Window(t0, t1, np.sort(picked).astype(np.int64), busy)
+
+
+def _by_length_class(start: FloatArray, end: FloatArray) -> tuple[Index, IntArray, FloatArray]:
+    """Interval indices sorted by class of length, then by start; each class's share of
+    them (bounds, CSR) and its longest length. A class holds the lengths whose binary
+    exponents fall in one pair: a factor of at most 4 (:attr:`WindowIndex.CLASS_RATIO`)."""
+    length = end - start
+    exponent = np.frexp(length)[1]  # length = m * 2**exponent, 0.5 <= m < 1 (0 for 0)
+    del length
+    low = int(exponent.min(initial=0))
+    classes = ((exponent - low) // 2).astype(np.int16)  # a handful of small keys: radix sort
+    del exponent
+    if _ascending(start):  # events come by start already: order by class keeps that
+        order = np.argsort(classes, kind="stable")
+    else:
+        by_start = np.argsort(start, kind="stable")
+        order = by_start[np.argsort(classes[by_start], kind="stable")]
+        del by_start
+    count = np.bincount(classes, minlength=1)
+    bounds = np.concatenate(([0], np.cumsum(count))).astype(np.int64)
+    lengths = end[order] - start[order]
+    reach = np.zeros(count.size)
+    filled = np.flatnonzero(count)
+    if filled.size:
+        reach[filled] = np.maximum.reduceat(lengths, bounds[filled])
+    narrow: Index = order.astype(np.int32) if order.size < np.iinfo(np.int32).max else order
+    return narrow, bounds, reach

@@ -38,9 +38,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
-import numpy.typing as npt
 
-from perflab.analysis.lod import WindowIndex, build_pyramid
+from perflab.analysis.lod import WindowIndex, build_pyramid, lane_unions
 from perflab.errors import InputError
 from perflab.model.serialize import write_text
 from perflab.model.trace import Trace, distinct
@@ -55,6 +54,7 @@ from perflab.render.timeline_data import Encoded as Encoded
 from perflab.render.timeline_data import EventFacts as EventFacts
 from perflab.render.timeline_data import Labels as Labels
 from perflab.render.timeline_data import Lanes as Lanes
+from perflab.render.timeline_data import LinkIndex as LinkIndex
 from perflab.render.timeline_data import LiveLabels as LiveLabels
 from perflab.render.timeline_data import assign_lanes as assign_lanes
 from perflab.render.timeline_data import busy_cells as busy_cells
@@ -203,10 +203,18 @@ def timeline(
     start = (trace.start_ns - origin).astype(np.float64)
     end = start + trace.dur_ns
     summary = strip_lanes(lanes)  # GPU streams busy, or (a CPU-only trace) threads busy
+    # a live view keeps the lanes' busy intervals: worked out once, for the levels and it
+    unions = lane_unions(start, end, lanes.of_event, len(lanes.labels), summary) if live else None
     # the pyramid first, then the launch links, colours and idle gaps: run side by side,
     # their peaks of memory added up (on 10M events, a fifth more than either alone)
     pyramid = build_pyramid(
-        start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary, row_budget=row_budget
+        start,
+        end,
+        lanes.of_event,
+        len(lanes.labels),
+        summary_lanes=summary,
+        row_budget=row_budget,
+        unions=unions,
     )
     groups = launch_groups(trace)
     facts = EventFacts.of(trace)
@@ -239,9 +247,10 @@ def timeline(
         overlay.draw(page, lanes, origin)
     refresh = None
     if live:
-        index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), summary_lanes=summary)
+        index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), unions=unions)
         known = LiveLabels(trace, labels, page.labels, page.names, facts)
-        refresh = LiveRefresh(trace, lanes, known, groups, origin, index, page)
+        links = LinkIndex(groups)
+        refresh = LiveRefresh(trace, lanes, known, links, origin, index, page, glyphs=row_budget)
         refresh.attach()
     text = "\n".join([timeline_text(trace, lanes, pyramid), *_more_text(data)])
     if overlay is not None:
@@ -264,16 +273,20 @@ def _more_text(data: PageData) -> list[str]:
 class LiveRefresh:
     """In a running kernel, answers each range change with the largest events of the new
     range among all events (not only the pre-computed ones) and the busy fraction at the
-    resolution of that range; the page draws them as one more level of detail."""
+    resolution of that range; the page draws them as one more level of detail.
+
+    ``glyphs`` is the timeline's row budget: a range holding fewer events than that gets
+    every one of them. Each answer replaces the one before, so the page holds one live
+    level whatever the number of zooms."""
 
     trace: Trace
     lanes: Lanes
     labels: LiveLabels
-    groups: npt.NDArray[np.int32]
+    links: LinkIndex
     t0: int  # ns, the page's zero (the index counts from it too)
     index: WindowIndex
     page: Page
-    glyphs: int = 3000
+    glyphs: int = 150_000
     bins: int = 1500
     last: tuple[float, float] | None = None
 
@@ -290,7 +303,7 @@ class LiveRefresh:
             return
         self.last = (v0, v1)
         win = self.index.window(v0 * 1e6, v1 * 1e6, glyphs=self.glyphs, bins=self.bins)
-        members = distinct(link_members(self.groups, win.rows))
+        members = distinct(self.links.members(win.rows))
         partners = members[~np.isin(members, win.rows)]  # np.setdiff1d, by distinct's sort
         rows = np.concatenate([win.rows, partners])  # glyphs first, then link partners
         self.page.live.data = event_columns(
@@ -299,7 +312,7 @@ class LiveRefresh:
             t0=self.t0,
             lanes=self.lanes,
             labels=self.labels.of(rows),
-            groups=self.groups,
+            groups=self.links.groups,
         )
         self.page.live_busy.data = {"cells": busy_cells(win.busy).ravel()}
         # the page redraws when this last one arrives

@@ -205,24 +205,50 @@ class EventFacts:
         return cls(info.event_classes(trace), info.launch_ops(trace))
 
 
+class SideIndex:
+    """Which row of a side table (the kernels' launch details, the copies' bytes) belongs
+    to an event: the table's event ids sorted once, so that a lookup costs a binary search
+    per event asked about, not a column as long as the trace."""
+
+    def __init__(self, events: npt.NDArray[np.int64]) -> None:
+        events = np.asarray(events, dtype=np.int64)
+        ordered = bool((events[1:] > events[:-1]).all())  # as the importers write them
+        self.order = None if ordered else np.argsort(events, kind="stable")
+        self.events = events if self.order is None else events[self.order]
+
+    def rows_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per event of ``rows``, its row in the side table, or -1."""
+        at = np.minimum(np.searchsorted(self.events, rows), max(self.events.size - 1, 0))
+        found = self.events[at] == rows if self.events.size else np.zeros(rows.size, bool)
+        hit = at if self.order is None else self.order[at]
+        return np.where(found, hit, -1).astype(np.int64)
+
+
+def side_indexes(trace: Trace) -> tuple[SideIndex, SideIndex]:
+    """The :class:`SideIndex` of the trace's kernels and of its copies."""
+    return SideIndex(trace.kernels["event"]), SideIndex(trace.memcpy["event"])
+
+
 def _detail_matrix(
-    trace: Trace, rows: npt.NDArray[np.int64], facts: EventFacts | None = None
+    trace: Trace,
+    rows: npt.NDArray[np.int64],
+    facts: EventFacts | None = None,
+    sides: tuple[SideIndex, SideIndex] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Per row: name, kind, :data:`DETAIL_COLUMNS` (-1 where unknown), then
-    :data:`FACT_COLUMNS`."""
+    :data:`FACT_COLUMNS`. ``sides``: the trace's :func:`side_indexes`, when kept."""
     facts = facts or EventFacts.of(trace)
+    kernels, copies = sides or side_indexes(trace)
     out = np.full((rows.size, 2 + len(DETAIL_COLUMNS) + len(FACT_COLUMNS)), -1, dtype=np.int64)
     out[:, 0] = trace.name[rows]
     out[:, 1] = trace.kind[rows]
     out[:, -2] = facts.cls[rows]
     out[:, -1] = facts.op[rows]
-    for side, cols, first in (
-        (trace.kernels, DETAIL_COLUMNS[:8], 2),
-        (trace.memcpy, ("bytes", "direction"), 10),
+    for side, index, cols, first in (
+        (trace.kernels, kernels, DETAIL_COLUMNS[:8], 2),
+        (trace.memcpy, copies, ("bytes", "direction"), 10),
     ):
-        where = np.full(len(trace), -1, dtype=np.int64)
-        where[side["event"]] = np.arange(len(side))
-        hit = where[rows]
+        hit = index.rows_of(rows)
         found = hit >= 0
         for j, col in enumerate(cols):
             out[found, first + j] = side[col][hit[found]]
@@ -273,22 +299,35 @@ def _link_keys(
     return group, len(keys)
 
 
+class LinkIndex:
+    """The events of every launch link (:func:`launch_groups`), sorted by link once: a live
+    view asks for the links of the events it draws on every range change."""
+
+    def __init__(self, groups: npt.NDArray[np.int32]) -> None:
+        self.groups = groups
+        linked = np.flatnonzero(groups >= 0)
+        self.by_group = linked[np.argsort(groups[linked], kind="stable")]
+        self.keys = groups[self.by_group]
+
+    def members(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
+        belongs to: what a tap on one of them highlights."""
+        wanted = distinct(self.groups[rows])
+        wanted = wanted[wanted >= 0]
+        if wanted.size == 0:
+            return np.zeros(0, np.int64)
+        first = np.searchsorted(self.keys, wanted, side="left")
+        count = np.minimum(np.searchsorted(self.keys, wanted, side="right") - first, LINK_CAP)
+        step = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        members: npt.NDArray[np.int64] = self.by_group[np.repeat(first, count) + step]
+        return members
+
+
 def link_members(
     groups: npt.NDArray[np.int32], rows: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    """The events (up to :data:`LINK_CAP` per link) of every link that one of ``rows``
-    belongs to: what a tap on one of them highlights."""
-    linked = np.flatnonzero(groups >= 0)
-    wanted = distinct(groups[rows])
-    wanted = wanted[wanted >= 0]
-    if wanted.size == 0:
-        return np.zeros(0, np.int64)
-    by_group = linked[np.argsort(groups[linked], kind="stable")]
-    first = np.searchsorted(groups[by_group], wanted, side="left")
-    count = np.minimum(np.searchsorted(groups[by_group], wanted, side="right") - first, LINK_CAP)
-    step = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    members: npt.NDArray[np.int64] = by_group[np.repeat(first, count) + step]
-    return members
+    """:meth:`LinkIndex.members` of a link index used once."""
+    return LinkIndex(groups).members(rows)
 
 
 class NameColumns(TypedDict):
@@ -457,6 +496,7 @@ class LiveLabels:
     ):
         self.trace = trace
         self.facts = facts or EventFacts.of(trace)
+        self.sides = side_indexes(trace)
         self.table_source, self.name_source = table_source, name_source
         self.name_index = {int(s): i for i, s in enumerate(labels.name_ids.tolist())}
         original = labels.table.copy()
@@ -474,11 +514,15 @@ class LiveLabels:
         return self.name_index[string]
 
     def of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        matrix = _detail_matrix(self.trace, rows, self.facts)
-        out = np.empty(len(rows), np.int64)
+        """The page's label of each of ``rows``, streaming the labels and names it lacks.
+        Rows share a few distinct labels: each of those is looked up once."""
+        distinct_rows, inverse = unique_rows(
+            _detail_matrix(self.trace, rows, self.facts, self.sides)
+        )
+        labels = np.empty(len(distinct_rows), np.int64)
         new_labels: list[list[int]] = []
         new_names: list[int] = []
-        for i, row in enumerate(matrix.tolist()):
+        for i, row in enumerate(distinct_rows.tolist()):
             label = self.index.get(tuple(row))
             if label is None:
                 label = self.index[tuple(row)] = len(self.index)
@@ -486,7 +530,8 @@ class LiveLabels:
                 entry = [self._name(row[0], new_names), *row[1:]]
                 entry[OP_COLUMN] = self._name(op, new_names) if op >= 0 else -1
                 new_labels.append(entry)
-            out[i] = label
+            labels[i] = label
+        out: npt.NDArray[np.int64] = labels[inverse]
         if new_names:
             self.name_source.stream(
                 {
