@@ -53,6 +53,9 @@ def test_break_even_is_compile_time_over_the_saving_per_call() -> None:
     assert ex.answer("6,300 calls")
     wrong = ex.answer(2342)  # divided by the eager time, not the saving
     assert wrong.state == "wrong" and "too low" in wrong.reason
+    assert "if you divided by the whole eager time" in wrong.reason  # named as a possibility
+    units = ex.answer(6_351_000)  # the saving left in microseconds
+    assert units.state == "wrong" and "too high" in units.reason and "one unit" in units.reason
     assert "6,351" in ex.solution().text
 
 

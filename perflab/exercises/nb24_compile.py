@@ -144,10 +144,12 @@ EXERCISES = (
             _break_even,
             unit="calls",
             rel=0.10,
-            low="Each compiled call saves only the difference of the two per-call times, not "
-            "the whole eager time: divide the compile time by that saving.",
-            high="Put both in one unit before dividing: the compile time in seconds and the "
-            "saving per call in seconds too (a microsecond is a millionth of a second).",
+            low="Too few calls to pay for the compile time. Each compiled call saves only the "
+            "difference of the two per-call times (if you divided by the whole eager time, "
+            "that is the slip): divide the compile time by that saving.",
+            high="Too many calls. Put both in one unit before dividing (the compile time in "
+            "seconds, the saving per call in seconds too: a microsecond is a millionth of a "
+            "second), and take the saving as eager's time less the compiled time.",
         ),
         lambda v: (
             f"{v['compile_s']:.3g} s / ({v['eager_us']:.3g} us - {v['compiled_us']:.3g} us) = "
