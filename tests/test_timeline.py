@@ -409,7 +409,6 @@ def test_live_labels_extend_the_page_table() -> None:
     view = timeline(trace, live=True, row_budget=40)
     assert view.live is not None
     names_before = len(view.live.page.names.data["text"])
-    view.live.glyphs = 3000  # every event of the range, though the page holds only 40
     view.live.refine(0.0, 0.41)
     texts = view.live.page.names.data["text"]
     assert len(texts) > names_before

@@ -59,12 +59,15 @@ def busy_before(
 ) -> FloatArray:
     """Busy time in ``(-inf, x)`` for each ``x``, given disjoint sorted intervals; ``done``
     (:func:`busy_until`, when kept from an earlier call) saves summing them again."""
-    lengths = merged_end - merged_start
+    if merged_start.size == 0:
+        return np.zeros_like(x)
     done = busy_until(merged_start, merged_end) if done is None else done
     j = np.searchsorted(merged_start, x, side="right")  # intervals starting at or before x
     last = np.maximum(j - 1, 0)
-    partial = np.where(j > 0, np.clip(x - merged_start[last], 0.0, lengths[last]), 0.0)
-    result: FloatArray = done[last] + partial if lengths.size else np.zeros_like(x)
+    # only the intervals the points fall in: with ``done`` kept, a call costs the points
+    length = merged_end[last] - merged_start[last]
+    partial = np.where(j > 0, np.clip(x - merged_start[last], 0.0, length), 0.0)
+    result: FloatArray = done[last] + partial
     return result
 
 

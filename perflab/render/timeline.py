@@ -86,6 +86,11 @@ BOKEH_MODULES = (
 )
 
 
+# the most events one live answer holds: the page draws about this many bars in a second (on
+# a loaded two-core machine; 150,000 took 8 to 15 s, and a few such zooms stalled the page)
+LIVE_ROWS = 20_000
+
+
 def _import_bokeh_meanwhile() -> threading.Thread:
     """Import bokeh in a thread while the page's data is computed: the import is Python
     bytecode, the data mostly numpy, which lets the thread run between its array passes.
@@ -177,11 +182,14 @@ def timeline(
     made_by: MadeBy = "python",
     critical: bool = False,
     memory: bool = True,
+    live_rows: int = LIVE_ROWS,
 ) -> Timeline:
     """The interactive timeline of ``trace`` (``trace.timeline()``).
 
     Static by default: pre-computed levels of detail, so it works in any saved page. With
-    ``live=True`` a running kernel also refines on every range change, from all events.
+    ``live=True`` a running kernel also refines on every range change, from all events:
+    each answer holds the ``live_rows`` events with the longest visible part, so a window
+    holding fewer events than that shows every one of them.
     ``overlay`` draws more over the lanes (see :class:`Overlay`). ``made_by`` says where the
     page is made, so that it names the right knob for more events: ``"python"`` (a notebook
     or script: ``row_budget``) or ``"cli"`` (``perflab timeline``: ``--rows``).
@@ -192,6 +200,8 @@ def timeline(
     and reserved per device under the others (:mod:`perflab.render.timeline_memory`)."""
     if made_by not in BUDGET_HINTS:
         raise InputError(f"made_by is 'python' or 'cli', not {made_by!r}")
+    if isinstance(live_rows, bool) or not isinstance(live_rows, int) or live_rows < 1:
+        raise InputError(f"live_rows is a number of events (1 or more), not {live_rows!r}")
     if len(trace) == 0:  # the same error as `perflab timeline` gives
         source = trace.meta.get("source")
         raise InputError("the trace has no events to draw", source=str(source) if source else None)
@@ -250,7 +260,7 @@ def timeline(
         index = WindowIndex(start, end, lanes.of_event, len(lanes.labels), unions=unions)
         known = LiveLabels(trace, labels, page.labels, page.names, facts)
         links = LinkIndex(groups)
-        refresh = LiveRefresh(trace, lanes, known, links, origin, index, page, glyphs=row_budget)
+        refresh = LiveRefresh(trace, lanes, known, links, origin, index, page, glyphs=live_rows)
         refresh.attach()
     text = "\n".join([timeline_text(trace, lanes, pyramid), *_more_text(data)])
     if overlay is not None:
@@ -275,9 +285,9 @@ class LiveRefresh:
     range among all events (not only the pre-computed ones) and the busy fraction at the
     resolution of that range; the page draws them as one more level of detail.
 
-    ``glyphs`` is the timeline's row budget: a range holding fewer events than that gets
-    every one of them. Each answer replaces the one before, so the page holds one live
-    level whatever the number of zooms."""
+    A range holding fewer than ``glyphs`` events (the timeline's ``live_rows``) gets every
+    one of them. Each answer replaces the one before, so the page holds one live level
+    whatever the number of zooms."""
 
     trace: Trace
     lanes: Lanes
@@ -286,7 +296,7 @@ class LiveRefresh:
     t0: int  # ns, the page's zero (the index counts from it too)
     index: WindowIndex
     page: Page
-    glyphs: int = 150_000
+    glyphs: int = LIVE_ROWS
     bins: int = 1500
     last: tuple[float, float] | None = None
 
@@ -335,6 +345,7 @@ class TimelineOptions(TypedDict, total=False):
     made_by: MadeBy
     critical: bool
     memory: bool
+    live_rows: int
 
 
 def timeline_bundle(trace: Trace, **options: Unpack[TimelineOptions]) -> dict[str, str]:
