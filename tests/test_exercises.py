@@ -499,6 +499,15 @@ def test_a_shown_value_reads_as_written_and_the_checker_reads_it_back(
     assert read_number(shown, "B") == pytest.approx(float(f"{value:.4g}"))
 
 
+@pytest.mark.parametrize(
+    ("typed", "echoed"),
+    [("13107200", "13,107,200 B"), ("1234.5678", "1234.5678 B"), ("0.00012345", "0.00012345 B")],
+)
+def test_an_answer_is_echoed_as_given_not_rounded(typed: str, echoed: str) -> None:
+    check = number(1.0, unit="B", rel=0.1, low="more", high="less")
+    assert check.shown(check.read(typed)) == echoed
+
+
 def test_digits_grouped_by_commas_are_read_and_a_stray_comma_is_not() -> None:
     from perflab.exercises.checks import read_number
 

@@ -169,27 +169,29 @@ def _split_prefix(unit: str) -> tuple[float, str]:
     return 1.0, unit
 
 
-def format_number(value: float, unit: str = "") -> str:
-    """``value`` to 4 significant digits, in ``unit``, as a learner would write it: digits
-    grouped from 10,000 to below a trillion, decimals down to a millionth, an exponent
+def format_number(value: float, unit: str = "", digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits, in ``unit``, as a learner would write it:
+    digits grouped from 10,000 to below a trillion, decimals down to a millionth, an exponent
     beyond those (1,500,000,000 B, 0.000123 s, 2.5e-09 s); the checker reads each back."""
-    return f"{_plain_number(value)} {unit}".rstrip()
+    return f"{_plain_number(value, digits)} {unit}".rstrip()
 
 
-def _plain_number(value: float) -> str:
-    rounded = float(f"{value:.4g}")
+# an answer is echoed with up to this many significant digits: as it was given, not rounded
+ECHO_DIGITS = 12
+
+
+def _plain_number(value: float, digits: int) -> str:
+    rounded = float(f"{value:.{digits}g}")
     if rounded == 0 or not math.isfinite(rounded):
         return f"{rounded:g}"
     magnitude = math.floor(math.log10(abs(rounded)))
     if 4 <= magnitude < 12:
         return f"{rounded:,.0f}"
     if -6 <= magnitude < 4:
-        return (
-            f"{rounded:.{3 - magnitude}f}".rstrip("0").rstrip(".")
-            if magnitude < 3
-            else f"{rounded:.0f}"
-        )
-    return f"{rounded:.4g}"
+        decimals = max(0, digits - 1 - magnitude)
+        text = f"{rounded:.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if decimals else text
+    return f"{rounded:.{digits}g}"
 
 
 def _convert(value: float, given: str, unit: str) -> float:
@@ -266,7 +268,7 @@ class Number:
         return read_number(answer, self.unit)
 
     def shown(self, read: float) -> str:
-        return format_number(read, self.unit)
+        return format_number(read, self.unit, ECHO_DIGITS)
 
     def _expected(self, values: Values) -> float:
         expected = float(resolve(self.expected, values))
