@@ -185,3 +185,55 @@ def test_live_rows_is_a_positive_count(big: Trace) -> None:
     for bad in (0, -5, 2.5, True, "100"):
         with pytest.raises(InputError, match="live_rows"):
             timeline(small, live=True, live_rows=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_million_event_timeline_refines_in_jupyterlab(tmp_path: Any) -> None:
+    """``trace.timeline(live=True)`` of a 1M-event trace run in JupyterLab: a zoom into a
+    window of about 10,000 events reaches the kernel and comes back with every one of them
+    drawn (a live answer held 3,000 whatever the window)."""
+    import nbformat
+    from test_browser import (
+        ARGS,
+        CHROMIUM,
+        TIMELINE_DOC,
+        jupyter_server,
+        open_page,
+        zoom_until_refined,
+    )
+    from test_lab_extension import wait_kernel_idle
+
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium missing (run `make browser`)")
+    from playwright.sync_api import sync_playwright
+
+    trace = synthetic_trace(1_000_000)
+    trace.save(tmp_path / "t.npz")
+    source = (
+        "from perflab.model.trace import Trace\n"
+        f"Trace.load({str(tmp_path / 't.npz')!r}).timeline(live=True)"
+    )
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source)], metadata={"kernelspec": kernelspec}
+    )
+    nbformat.write(nb, tmp_path / "big.ipynb")
+    v0, v1 = window_holding(trace, 10_000)
+    expected = touching(trace, v0, v1).size
+    assert 3000 < expected < 20_000
+    with jupyter_server("jupyterlab", tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page, problems = open_page(
+            browser, f"{url}/lab/tree/big.ipynb", front_end=f"{url}/static/", wait=False
+        )
+        wait_kernel_idle(page)
+        page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+        page.wait_for_timeout(1000)  # let the editor take the focus
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_function(
+            f"() => window.Bokeh && {TIMELINE_DOC}() !== undefined", timeout=120_000
+        )
+        zoom_until_refined(page, (v0, v1), expected)
+        assert problems == []
+        browser.close()
