@@ -348,6 +348,7 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     commands = [c for c in args.commands.split(",") if c]
     limit = _hta_limit(args.hta_memory_limit) if args.hta_python else None
+    earlier = json.loads(args.output.read_text()) if args.merge and args.output.exists() else {}
     bench = load_script("trace")
     bench.compile_bytecode()
     rows: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in commands}
@@ -371,8 +372,8 @@ def main() -> int:
                 if any("error" in run for run in runs.values()):
                     hta_failed = n
             # written after each size, so that a long run cut short keeps what it measured
-            _save(_document(args, bench, files, rows, hta, limit), args.output)
-    doc = _document(args, bench, files, rows, hta, limit)
+            _save(_document(args, bench, files, rows, hta, limit, earlier), args.output)
+    doc = _document(args, bench, files, rows, hta, limit, earlier)
     print("\n".join(_goal_line(name, goal) for name, goal in doc["goals"].items()))
     _save(doc, args.output)
     print(f"wrote {args.output}")
@@ -391,9 +392,10 @@ def _document(
     rows: dict[str, dict[int, dict[str, Any]]],
     hta: dict[int, dict[str, Any]],
     limit: int | None,
+    earlier: dict[str, Any],
 ) -> dict[str, Any]:
-    """The results file: this invocation's runs (over the earlier file's with --merge)."""
-    earlier = json.loads(args.output.read_text()) if args.merge and args.output.exists() else {}
+    """The results file: this invocation's runs, over ``earlier`` (the file as it was
+    before this invocation, with --merge; else empty)."""
     runs = _merged(
         earlier, {c: {str(n): r for n, r in by_size.items()} for c, by_size in rows.items()}
     )
@@ -402,7 +404,9 @@ def _document(
     }
     all_files = {**earlier.get("files", {}), **sizes}
     events = {int(n): int(f["events"]) for n, f in all_files.items()}
-    by_int = {c: {int(n): r for n, r in by_size.items()} for c, by_size in runs.items()}
+    # goals compare runs with each other: only this invocation's, which ran on the same code
+    # and in the same spell of the machine's load (the earlier file's goals are kept beside)
+    fresh = {c: by_size for c, by_size in rows.items() if by_size}
     doc: dict[str, Any] = {
         "benchmark": "big_traces",
         "note": "one run per command and size (a whole process each: seconds from interpreter "
@@ -413,7 +417,7 @@ def _document(
         "date": _now(),
         "machine": bench.machine(),
         "versions": bench.versions(args.hta_python),
-        "goals": _goals(by_int, events),
+        "goals": _goals(fresh, events),
         "files": all_files,
         "runs": runs,
     }
@@ -433,6 +437,8 @@ def _document(
         doc["baseline"] = {"commit": args.baseline_commit, **{k: base[k] for k in keep}}
     elif "baseline" in earlier:
         doc["baseline"] = earlier["baseline"]
+    if earlier.get("goals"):
+        doc["earlier_goals"] = {"date": earlier.get("date"), "goals": earlier["goals"]}
     return doc
 
 
