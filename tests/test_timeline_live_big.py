@@ -6,6 +6,7 @@ the same windows leaves the page's data and the kernel's tables no larger."""
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -187,13 +188,27 @@ def test_live_rows_is_a_positive_count(big: Trace) -> None:
             timeline(small, live=True, live_rows=bad)  # type: ignore[arg-type]
 
 
+def live_notebook(folder: Path, trace: Trace) -> str:
+    """A notebook in ``folder`` whose one cell shows ``trace``'s live timeline: its name."""
+    import nbformat
+
+    trace.save(folder / "t.npz")
+    cell = nbformat.v4.new_code_cell(
+        "from perflab.model.trace import Trace\n"
+        f"Trace.load({str(folder / 't.npz')!r}).timeline(live=True)"
+    )
+    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": kernel})
+    nbformat.write(notebook, folder / "big.ipynb")
+    return "big.ipynb"
+
+
 @pytest.mark.browser
 @pytest.mark.slow
-def test_a_million_event_timeline_refines_in_jupyterlab(tmp_path: Any) -> None:
+def test_a_million_event_timeline_refines_in_jupyterlab(tmp_path: Path) -> None:
     """``trace.timeline(live=True)`` of a 1M-event trace run in JupyterLab: a zoom into a
     window of about 10,000 events reaches the kernel and comes back with every one of them
     drawn (a live answer held 3,000 whatever the window)."""
-    import nbformat
     from test_browser import (
         ARGS,
         CHROMIUM,
@@ -209,23 +224,14 @@ def test_a_million_event_timeline_refines_in_jupyterlab(tmp_path: Any) -> None:
     from playwright.sync_api import sync_playwright
 
     trace = synthetic_trace(1_000_000)
-    trace.save(tmp_path / "t.npz")
-    source = (
-        "from perflab.model.trace import Trace\n"
-        f"Trace.load({str(tmp_path / 't.npz')!r}).timeline(live=True)"
-    )
-    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(source)], metadata={"kernelspec": kernelspec}
-    )
-    nbformat.write(nb, tmp_path / "big.ipynb")
+    notebook = live_notebook(tmp_path, trace)
     v0, v1 = window_holding(trace, 10_000)
     expected = touching(trace, v0, v1).size
     assert 3000 < expected < 20_000
     with jupyter_server("jupyterlab", tmp_path) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page, problems = open_page(
-            browser, f"{url}/lab/tree/big.ipynb", front_end=f"{url}/static/", wait=False
+            browser, f"{url}/lab/tree/{notebook}", front_end=f"{url}/static/", wait=False
         )
         wait_kernel_idle(page)
         page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
