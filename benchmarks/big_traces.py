@@ -416,7 +416,8 @@ def _document(
         "(generated traces). HTA: see hta.note.",
         "date": _now(),
         "machine": bench.machine(),
-        "versions": bench.versions(args.hta_python),
+        # HTA's versions stay with the HTA runs kept from an earlier file
+        "versions": {**earlier.get("versions", {}), **bench.versions(args.hta_python)},
         "goals": _goals(fresh, events),
         "files": all_files,
         "runs": runs,
