@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from perflab.errors import InputError
 from perflab.model.trace import GPU_WORK_KINDS, Trace
-from perflab.model.trace_part import step_ranges
+from perflab.model.trace_part import no_such_step, step_ranges
 
 if TYPE_CHECKING:
     from perflab.analysis.idle_classify import GapColumns
@@ -44,15 +44,8 @@ class Steps:
         the trace has none of that number."""
         found = np.flatnonzero(self.number == step)
         if len(found) == 0:
-            raise InputError(f"the trace has no ProfilerStep#{step} range; {self.described()}")
+            raise InputError(no_such_step(step, self.number.tolist()))
         return int(found[0])
-
-    def described(self) -> str:
-        if len(self) == 0:
-            return "it has no ProfilerStep ranges at all"
-        numbers = sorted(self.number.tolist())
-        shown = ", ".join(map(str, numbers[:20]))
-        return f"its steps are {shown}" + (" ..." if len(numbers) > 20 else "")
 
     def containing(self, t: I64) -> I64:
         """Per time: the index of the step whose host range contains it, -1 if none."""

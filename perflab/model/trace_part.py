@@ -69,6 +69,10 @@ class Part:
         stop = np.where(on_gpu, self.gpu_end_ns, self.end_ns)
         return np.asarray((start_ns + dur_ns >= self.start_ns) & (start_ns <= stop))
 
+    def keeps_instants(self, ts_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Per instant event (the allocator's): whether it lies in the part."""
+        return np.asarray((ts_ns >= self.start_ns) & (ts_ns <= self.gpu_end_ns))
+
     def meta(self) -> dict[str, Any]:
         """What ``trace.meta["part"]`` says of a trace read in part."""
         return {
@@ -159,12 +163,7 @@ class Extent:
             return Part(self.first_ns + a, end, end, request.described())
         assert request.step is not None
         if request.step not in self.steps:
-            have = sorted(self.steps)
-            listed = ", ".join(map(str, have[:20])) + (" ..." if len(have) > 20 else "")
-            steps = f"its steps are {listed}" if have else "it has no ProfilerStep ranges at all"
-            raise InputError(
-                f"the trace has no ProfilerStep#{request.step} range; {steps}", source=source
-            )
+            raise InputError(no_such_step(request.step, list(self.steps)), source=source)
         start, end = self.steps[request.step]
         later = [a for a, _ in self.steps.values() if a > start]
         gpu_end = max(end, min(later) if later else self.last_ns)
@@ -175,16 +174,24 @@ def part_of(trace: Trace, request: Request) -> Trace:
     """The events of a trace already loaded that a partial read keeps (``meta["part"]``
     says which)."""
     on_gpu = trace.tracks["kind"][trace.track] == TrackKind.GPU
-    extent = Extent()
-    extent.add([], trace.start_ns, trace.dur_ns, [])  # its times; its steps below
-    extent.steps = step_ranges(trace)
+    extent = Extent(steps=step_ranges(trace))
+    if len(trace):
+        extent.first_ns, extent.last_ns = int(trace.start_ns.min()), int(trace.end_ns.max())
     window = extent.part(request, str(trace.meta.get("source", "")))
     chosen = trace.select(window.keeps(trace.start_ns, trace.dur_ns, on_gpu))
-    ts = trace.memory_events["ts_ns"]
-    inside = (ts >= window.start_ns) & (ts <= window.gpu_end_ns)  # as a streamed read keeps
+    inside = window.keeps_instants(trace.memory_events["ts_ns"])
     chosen.memory_events = trace.memory_events.take(np.flatnonzero(inside))
     chosen.meta = {**chosen.meta, "part": window.meta()}
     return chosen
+
+
+def no_such_step(step: int, numbers: list[int]) -> str:
+    """The error for a step the trace lacks, naming the steps it has (the first 20)."""
+    if not numbers:
+        return f"the trace has no ProfilerStep#{step} range; it has no ProfilerStep ranges at all"
+    ordered = sorted(numbers)
+    shown = ", ".join(map(str, ordered[:20])) + (" ..." if len(ordered) > 20 else "")
+    return f"the trace has no ProfilerStep#{step} range; its steps are {shown}"
 
 
 def step_ranges(trace: Trace) -> dict[int, list[int]]:

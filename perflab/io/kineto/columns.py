@@ -230,8 +230,7 @@ class Columns:
         """A slice's allocator events, less those outside the part being read."""
         if self.part is None:
             return parts
-        t = parts["mem_ts"]
-        inside = (t >= self.part.start_ns) & (t <= self.part.gpu_end_ns)
+        inside = self.part.keeps_instants(parts["mem_ts"])
         return {key: values[inside] for key, values in parts.items()}
 
     def _kept(self, events: list[Any]) -> tuple[list[Any], Codes, Callable[[int], int], Memory]:
