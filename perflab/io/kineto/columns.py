@@ -28,7 +28,7 @@ import numpy.typing as npt
 from perflab.errors import InputError
 from perflab.io._common import StringTable, events_table, renumber, sort_order
 from perflab.io.kineto.decode import Doc
-from perflab.io.kineto.keys import EVENT_KEY, NAME_EVENTS, SKIPPED_CATEGORIES, event_key_table
+from perflab.io.kineto.keys import EVENT_KEY, NAME_EVENTS, event_key_table, skipped_categories
 from perflab.io.kineto.memory import memory_columns, memory_parts
 from perflab.io.kineto.meta import gpu_word, trace_meta
 from perflab.io.kineto.parts import ColumnParts, KeyTable, S, return_freed_memory
@@ -114,7 +114,7 @@ class Columns:
         self.source = source
         self.python = python
         self.part = part  # only the events that overlap it are kept (see .part)
-        self.skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
+        self.skip = skipped_categories(python)
         self.strings = StringTable()
         # CPU ops' shapes and dtypes, one table each, joined to ``strings`` at the end so that
         # string ids do not depend on where the file was sliced

@@ -33,6 +33,13 @@ CATEGORIES: dict[str, tuple[EventKind, bool]] = {
     "python_function": (EventKind.PYTHON, False),
 }
 SKIPPED_CATEGORIES = frozenset({"Trace"})  # the profiler's own span
+
+
+def skipped_categories(python: bool) -> frozenset[str]:
+    """The categories a load does not keep: python_function events too unless ``python``."""
+    return SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
+
+
 NAME_EVENTS = ("thread_name", "process_name")
 MEMORY_EVENT = "[memory]"  # the name of the allocator's instant events
 _OTHER = (EventKind.OTHER, False)

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from perflab.io._progress import Progress
 from perflab.io.kineto.decode import decode_records, event_stream
-from perflab.io.kineto.keys import CATEGORIES, SKIPPED_CATEGORIES
+from perflab.io.kineto.keys import CATEGORIES, skipped_categories
 from perflab.io.kineto.records import (
     DROPPED,
     FLOW_MARKS,
@@ -76,7 +76,7 @@ def find_part(
 ) -> Part:
     """Read the file once for its times and steps, and work out the part ``request`` asks
     for (a perflab error naming the steps there are when the step is missing)."""
-    skip = SKIPPED_CATEGORIES if python else SKIPPED_CATEGORIES | {"python_function"}
+    skip = skipped_categories(python)
     extent = Extent()
     with event_stream(path, decode=_decode_spans) as stream:
         for records in stream:
